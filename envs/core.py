@@ -1,0 +1,121 @@
+"""The Env contract: a `gymnasium.Env` whose observations are chat messages and whose
+actions are the model's raw text, stepped asynchronously.
+
+Field by field:
+
+- observation: a *new* list of OpenAI-format messages each call. `areset` returns the opening
+  messages (system, user); `astep` returns only the messages the environment adds in answer
+  to the action (tool results, feedback). The caller keeps the conversation; the env never
+  re-sends earlier messages, so the rollout layer can append them as a token delta.
+- action: the model's whole turn as a string (tool calls inside, in the env's format).
+- reward: a float for this step; sparse envs give 0 until the end.
+- terminated: the task reached an end state (solved, failed for good). truncated: the episode
+  was cut short (turn limit, context budget) although the task could go on. A learner
+  bootstraps through truncation, never through termination: the two are not interchangeable.
+- info, returned by reset and by every step:
+    state_key    hashable key of the state the env is now in. GiGPO groups step t by the
+                 key that reset (t = 0) or step t-1 returned. The env decides what "same
+                 state" means; the default (ToolEnv) hashes the observation's text.
+    valid_action whether the action was well-formed (parsed, known tools, valid arguments).
+    tool_calls   the calls made this step: id, name, arguments, error kind (None if ok).
+    error        text of what went wrong with the action, or None.
+    infra_error  text of an infrastructure failure (not the policy's fault: masked from
+                 training, never scored 0), or None.
+- reset(seed) is deterministic: the same task and seed give the same initial state, so a
+  group of N rollouts starts identically.
+
+Sync `reset`/`step`/`close` run the coroutines on a private event loop (one per env, so
+loop-bound resources such as HTTP sessions survive between steps); inside a running loop
+use the async methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Hashable
+from typing import Any, TypeVar
+
+import gymnasium
+
+from toolgym.envs.spaces import MessagesSpace, TextSpace
+
+Message = dict[str, Any]
+R = TypeVar("R")
+
+INFO_KEYS = ("state_key", "valid_action", "tool_calls", "error", "infra_error")
+
+
+def make_info(
+    state_key: Hashable,
+    *,
+    valid_action: bool = True,
+    tool_calls: list[dict[str, Any]] | None = None,
+    error: str | None = None,
+    infra_error: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A fresh info dict with every key of the contract."""
+    return {
+        "state_key": state_key,
+        "valid_action": valid_action,
+        "tool_calls": list(tool_calls or []),
+        "error": error,
+        "infra_error": infra_error,
+        **extra,
+    }
+
+
+class Env(gymnasium.Env[list[Message], str]):
+    """Base class of every toolgym environment. Subclasses implement `areset` and `astep`
+    (starting `areset` with `await super().areset(seed=seed, options=options)`, which seeds
+    `self.np_random`), and `aclose` if they hold resources."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+    observation_space = MessagesSpace()
+    action_space = TextSpace()
+
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        """Start an episode; subclasses return (messages, info)."""
+        gymnasium.Env.reset(self, seed=seed)
+
+    async def astep(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+        """Apply the model's turn; return (messages, reward, terminated, truncated, info)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement `async def astep(self, action)`")
+
+    async def aclose(self) -> None:
+        """Release resources (sandboxes, connections). Must be safe to call twice."""
+
+    def scripted_action(self) -> str | None:
+        """A scripted solver's next action in the current state, for demonstrations, checks and
+        benchmarks; None when the env has no solver."""
+        return None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+        return self._run_sync(self.areset(seed=seed, options=options))
+
+    def step(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+        return self._run_sync(self.astep(action))
+
+    def close(self) -> None:
+        self._run_sync(self.aclose())
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    def _run_sync(self, coro: Coroutine[Any, Any, R]) -> R:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            coro.close()
+            raise RuntimeError(
+                f"{type(self).__name__}: the sync API was called inside a running event loop; "
+                "use `await env.areset()`, `await env.astep()` and `await env.aclose()` there"
+            )
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)

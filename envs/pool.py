@@ -1,0 +1,221 @@
+"""EnvPool: many episodes at once on one asyncio loop, each on its own timeline.
+
+Every reset, step and policy call runs under a timeout. An env that raises or hangs ends only
+its own episode, reported as an infrastructure error (masked from training, never scored 0);
+the pool closes that env, builds a fresh one from its factory, and the other episodes go on.
+
+What it cannot protect against: an env that blocks the event loop with synchronous work
+(`time.sleep`, a CPU-bound loop) stalls every episode, because asyncio cannot pre-empt it.
+Envs must await their slow work (or hand it to a thread or process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolgym.envs.core import Env, Message
+from toolgym.log import get_logger
+
+log = get_logger(__name__)
+
+
+class StopReason(str, enum.Enum):
+    TERMINATED = "terminated"
+    TRUNCATED = "truncated"
+    MAX_STEPS = "max_steps"
+    INFRA_ERROR = "infra_error"
+
+
+@dataclass
+class StepRecord:
+    action: str
+    observation: list[Message]
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+@dataclass
+class EpisodeView:
+    """What a policy sees: the env, the conversation so far, the latest info, and a dict the
+    policy may use to remember things within this episode."""
+
+    env: Env
+    messages: list[Message]
+    info: dict[str, Any]
+    step: int = 0
+    memory: dict[str, Any] = field(default_factory=dict)
+
+
+Policy = Callable[[EpisodeView], Awaitable[str]]
+
+
+@dataclass
+class EpisodeResult:
+    seed: int | None
+    slot: int
+    stop: StopReason | None = None
+    reset_info: dict[str, Any] = field(default_factory=dict)
+    steps: list[StepRecord] = field(default_factory=list)
+    infra_error: str | None = None
+
+    @property
+    def total_reward(self) -> float:
+        return sum(s.reward for s in self.steps)
+
+    @property
+    def masked(self) -> bool:
+        """True when infrastructure failed: exclude this episode from training statistics."""
+        return self.infra_error is not None
+
+
+async def scripted_policy(view: EpisodeView) -> str:
+    """Plays the env's own scripted solver (`Env.scripted_action`)."""
+    action = view.env.unwrapped.scripted_action()  # type: ignore[attr-defined]
+    if action is None:
+        raise RuntimeError(f"{type(view.env.unwrapped).__name__} has no scripted solver")
+    return str(action)
+
+
+class EnvPool:
+    """A fixed number of env slots; `run` deals episodes (one per seed) to free slots.
+
+    Args:
+        env_fns: one factory per slot; a slot's env is built on first use and rebuilt after
+            an infrastructure error.
+        step_timeout_s: limit for each reset, step and policy call.
+        close_timeout_s: limit for closing an env (and for a cancelled call to wind down).
+        max_steps: stop an episode after this many steps even if the env would go on.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Env]],
+        *,
+        step_timeout_s: float = 60.0,
+        close_timeout_s: float = 5.0,
+        max_steps: int | None = None,
+    ) -> None:
+        if not env_fns:
+            raise ValueError("EnvPool needs at least one env factory")
+        self.env_fns = list(env_fns)
+        self.envs: list[Env | None] = [None] * len(env_fns)
+        self.step_timeout_s = step_timeout_s
+        self.close_timeout_s = close_timeout_s
+        self.max_steps = max_steps
+        self.stuck_tasks = 0
+        """Calls that ignored cancellation past close_timeout_s (an env bug; counted, not awaited)."""
+
+    @classmethod
+    def from_id(cls, env_id: str, size: int, **kwargs: Any) -> EnvPool:
+        """`size` slots of `toolgym.make(env_id)`; pool options go in kwargs too."""
+        from toolgym.envs.registration import make
+
+        pool_keys = {"step_timeout_s", "close_timeout_s", "max_steps"}
+        pool_args = {k: kwargs.pop(k) for k in list(kwargs) if k in pool_keys}
+        return cls([lambda: make(env_id, **kwargs)] * size, **pool_args)
+
+    async def run(self, policy: Policy, seeds: Iterable[int | None]) -> list[EpisodeResult]:
+        """Play one episode per seed; results come back in the order of `seeds`."""
+        todo = list(enumerate(seeds))
+        results: list[EpisodeResult | None] = [None] * len(todo)
+        queue: asyncio.Queue[tuple[int, int | None]] = asyncio.Queue()
+        for item in todo:
+            queue.put_nowait(item)
+
+        async def worker(slot: int) -> None:
+            while not queue.empty():
+                index, seed = queue.get_nowait()
+                results[index] = await self._episode(slot, policy, seed)
+
+        workers = [asyncio.ensure_future(worker(slot)) for slot in range(min(len(self.envs), len(todo)))]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+        return [r for r in results if r is not None]
+
+    async def _episode(self, slot: int, policy: Policy, seed: int | None) -> EpisodeResult:
+        result = EpisodeResult(seed, slot)
+        try:
+            env = self._env(slot)
+            messages, info = await self._bounded(env.areset(seed=seed), "reset")
+            result.reset_info = info
+            view = EpisodeView(env, list(messages), info)
+            while True:
+                action = await self._bounded(policy(view), "policy")
+                obs, reward, terminated, truncated, info = await self._bounded(env.astep(action), "step")
+                result.steps.append(StepRecord(action, obs, float(reward), terminated, truncated, info))
+                view.messages += [{"role": "assistant", "content": action}, *obs]
+                view.info, view.step = info, view.step + 1
+                if terminated or truncated:
+                    result.stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED
+                    break
+                if self.max_steps is not None and view.step >= self.max_steps:
+                    result.stop = StopReason.MAX_STEPS
+                    break
+        except Exception as exc:
+            result.stop = StopReason.INFRA_ERROR
+            result.infra_error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, _CallTimeout) else str(exc)
+            log.warning("episode (seed %s, slot %d) failed: %s", seed, slot, result.infra_error)
+            await self._retire(slot)
+        return result
+
+    def _env(self, slot: int) -> Env:
+        env = self.envs[slot]
+        if env is None:
+            env = self.envs[slot] = self.env_fns[slot]()
+        return env
+
+    async def _bounded(self, awaitable: Awaitable[Any], what: str) -> Any:
+        task = asyncio.ensure_future(awaitable)
+        done, _ = await asyncio.wait({task}, timeout=self.step_timeout_s)
+        if task in done:
+            return task.result()
+        await self._cancel(task)
+        raise _CallTimeout(f"{what} timed out after {self.step_timeout_s:g} s")
+
+    async def _cancel(self, task: asyncio.Future[Any]) -> None:
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=self.close_timeout_s)
+        if task not in done:
+            self.stuck_tasks += 1
+            log.error("a cancelled env call is still running after %g s", self.close_timeout_s)
+        elif not task.cancelled() and task.exception() is not None:
+            log.debug("cancelled call ended with %r", task.exception())
+
+    async def _retire(self, slot: int) -> None:
+        env, self.envs[slot] = self.envs[slot], None
+        if env is not None:
+            await self._close(env)
+
+    async def _close(self, env: Env) -> None:
+        task = asyncio.ensure_future(env.aclose())
+        done, _ = await asyncio.wait({task}, timeout=self.close_timeout_s)
+        if task not in done:
+            await self._cancel(task)
+        elif task.exception() is not None:
+            log.warning("closing %s failed: %r", type(env).__name__, task.exception())
+
+    async def aclose(self) -> None:
+        """Close every env the pool built (bounded by close_timeout_s each)."""
+        envs = [e for e in self.envs if e is not None]
+        self.envs = [None] * len(self.envs)
+        await asyncio.gather(*(self._close(e) for e in envs))
+
+    async def __aenter__(self) -> EnvPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _CallTimeout(Exception):
+    pass

@@ -1,0 +1,210 @@
+"""ToolEnv: an Env whose actions are tool calls. Subclass it, declare tools as `@tool`
+methods, and fill in three hooks:
+
+    async def start(self, seed, options) -> list[Message]   # new episode; opening user turn
+    def outcome(self) -> Outcome                             # reward / end after each call
+    def state_key(self) -> Hashable                          # optional; default hashes the obs
+
+Each step parses the model's text with the env's parser (Hermes `<tool_call>` by default),
+runs the calls in order, answers with one `tool` message per call, and reports what was wrong
+(malformed call, unknown tool, bad arguments) as text the model can read. Only a programming
+error in the env itself raises.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from toolgym.envs.core import Env, Message, make_info
+from toolgym.errors import ToolgymError
+from toolgym.tools.parsers import ActionParser, make_parser
+from toolgym.tools.records import ToolCall, ToolErrorKind, ToolResult
+from toolgym.tools.tool import Tool
+from toolgym.tools.toolset import ToolSet
+
+_POLICY_MISTAKES = (ToolErrorKind.UNKNOWN_TOOL, ToolErrorKind.INVALID_ARGUMENTS)
+
+
+class EpisodeOverError(ToolgymError, RuntimeError):
+    """`step` was called before `reset` or after the episode ended."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The env's verdict after a tool call: this step's reward and whether the task ended."""
+
+    reward: float = 0.0
+    terminated: bool = False
+
+
+class ToolEnv(Env):
+    """An environment driven by tool calls. See the module docstring for the hooks.
+
+    Args:
+        parser: an ActionParser or a registered parser name ("hermes", "xml", "fenced").
+        max_turns: the episode is truncated after this many model turns.
+        max_calls_per_turn: calls beyond this in one turn are not run (the action is invalid).
+        invalid_action_reward: added to the step reward when the action was malformed.
+        tool_timeout_s: overrides every tool's own timeout when given.
+        render_mode: "ansi" to let `render()` return the transcript as text.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}
+    instructions: str = ""
+    """Task-independent guidance placed in the system message."""
+
+    def __init__(
+        self,
+        *,
+        parser: ActionParser | str = "hermes",
+        max_turns: int = 20,
+        max_calls_per_turn: int | None = None,
+        invalid_action_reward: float = 0.0,
+        tool_timeout_s: float | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        self.parser = make_parser(parser) if isinstance(parser, str) else parser
+        self.max_turns = max_turns
+        self.max_calls_per_turn = max_calls_per_turn
+        self.invalid_action_reward = invalid_action_reward
+        self.render_mode = render_mode
+        tools = self.collect_tools()
+        if tool_timeout_s is not None:
+            tools = [replace(t, timeout_s=tool_timeout_s) for t in tools]
+        self.toolset = ToolSet(tools)
+        self._schemas = self.toolset.schemas()
+        self.turn: int | None = None
+        self.done = False
+        self.transcript: list[Message] = []
+        self._last_obs: list[Message] = []
+
+    # ----- hooks for subclasses -------------------------------------------------------------
+    async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[Message]:
+        """Set up a new episode from `seed` / `options`; return the opening user message(s)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement `async def start(self, seed, options)`")
+
+    def outcome(self) -> Outcome:
+        """Called after each tool call (and after accepted text): that call's own reward, not
+        a running total, and whether the task has ended. Default: nothing happens."""
+        return Outcome()
+
+    def state_key(self) -> Hashable:
+        """Key of the current state; by default a hash of the last observation's text."""
+        text = json.dumps([(m["role"], m["content"]) for m in self._last_obs], sort_keys=True, default=str)
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+    def injections(self) -> dict[str, Any]:
+        """Values for tools' `Injected[...]` arguments, by argument name."""
+        return {"env": self}
+
+    async def on_text(self, text: str) -> str | None:
+        """A turn without any tool call. Return feedback to accept it, None to call it invalid."""
+        return None
+
+    def collect_tools(self) -> list[Tool]:
+        """The `@tool` methods declared on this class and its bases, bound to this env."""
+        names: dict[str, None] = {}
+        for cls in reversed(type(self).__mro__):
+            for name, value in vars(cls).items():
+                if isinstance(value, Tool):
+                    names[name] = None
+        return [getattr(self, name) for name in names]
+
+    # ----- the contract ---------------------------------------------------------------------
+    def system_prompt(self) -> str:
+        tools = "\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in self.toolset)
+        parts = [self.instructions.strip(), f"Tools:\n{tools}", self.parser.format_hint()]
+        return "\n\n".join(p for p in parts if p)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI function schemas of this env's tools (for chat templates' `tools=`)."""
+        return copy.deepcopy(self._schemas)
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+        await super().areset(seed=seed, options=options)
+        self.turn, self.done = 0, False
+        opening = await self.start(seed, options)
+        obs = [{"role": "system", "content": self.system_prompt()}, *opening]
+        self.transcript = copy.deepcopy(obs)
+        self._last_obs = obs
+        return copy.deepcopy(obs), make_info(self.state_key(), tools=self.tool_schemas())
+
+    async def astep(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+        if self.turn is None or self.done:
+            raise EpisodeOverError(f"{type(self).__name__}.step() needs reset() first (the episode is over or not started)")
+        if not isinstance(action, str):
+            raise TypeError(f"an action is the model's text (str), got {type(action).__name__}")
+        self.turn += 1
+        self.transcript.append({"role": "assistant", "content": action})
+        parsed = self.parser.parse(action)
+        problems = list(parsed.errors)
+        calls = parsed.calls
+        for index, call in enumerate(calls):
+            call.id = f"call_{self.turn}_{index}"
+        if self.max_calls_per_turn is not None and len(calls) > self.max_calls_per_turn:
+            problems.append(
+                f"at most {self.max_calls_per_turn} tool call(s) per turn; "
+                f"the {len(calls) - self.max_calls_per_turn} after that were not run."
+            )
+            calls = calls[: self.max_calls_per_turn]
+        obs: list[Message] = []
+        results, outcome, reward = await self._run_calls(calls)
+        obs += [r.to_message() for r in results]
+        if not calls and not parsed.errors:
+            feedback = await self.on_text(parsed.text)
+            if feedback is None:
+                problems.append(f"no tool call found. {self.parser.format_hint()} Tools: {', '.join(self.toolset.names)}.")
+            else:
+                obs.append({"role": "user", "content": feedback})
+                outcome = self.outcome()
+                reward += outcome.reward
+        if problems:
+            obs.append({"role": "user", "content": "Your turn could not be fully used:\n" + "\n".join(f"- {p}" for p in problems)})
+        valid = not problems and all(r.error not in _POLICY_MISTAKES for r in results)
+        if not valid:
+            reward += self.invalid_action_reward
+        terminated = outcome.terminated
+        truncated = not terminated and self.turn >= self.max_turns
+        self.done = terminated or truncated
+        self._last_obs = obs
+        self.transcript += copy.deepcopy(obs)
+        info = make_info(
+            self.state_key(),
+            valid_action=valid,
+            tool_calls=[_call_record(r) for r in results],
+            error=_error_text(problems, results),
+            infra_error=next((r.content for r in results if r.error is ToolErrorKind.INFRA), None),
+            turn=self.turn,
+        )
+        return copy.deepcopy(obs), float(reward), terminated, truncated, info
+
+    async def _run_calls(self, calls: Sequence[ToolCall]) -> tuple[list[ToolResult], Outcome, float]:
+        results: list[ToolResult] = []
+        outcome, reward = Outcome(), 0.0
+        for call in calls:
+            if outcome.terminated:
+                results.append(ToolResult(call, "Not run: the episode already ended.", ToolErrorKind.EXCEPTION))
+                continue
+            results.append(await self.toolset.call(call, self.injections()))
+            outcome = self.outcome()
+            reward += outcome.reward
+        return results, outcome, reward
+
+    def render(self) -> str | None:  # type: ignore[override]
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(f"[{m['role']}] {m['content']}" for m in self.transcript)
+
+
+def _call_record(result: ToolResult) -> dict[str, Any]:
+    return {**result.call.to_dict(), "error": result.error.value if result.error else None}
+
+
+def _error_text(problems: list[str], results: list[ToolResult]) -> str | None:
+    texts = problems + [r.content for r in results if r.error is not None]
+    return "\n".join(texts) or None

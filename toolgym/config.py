@@ -1,0 +1,92 @@
+"""Typed configuration: pydantic models loaded from YAML with `a.b=value` overrides.
+
+Config classes subclass `ConfigModel`, which forbids unknown keys, so a typo such as
+`trainer.lrr=1e-5` is an error that names the closest real field instead of a silently
+ignored setting.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from toolgym.errors import ConfigError, did_you_mean
+
+M = TypeVar("M", bound="ConfigModel")
+
+
+class ConfigModel(BaseModel):
+    """Base for every config section: unknown keys are errors, values are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def load_config(model: type[M], path: str | Path | None = None, overrides: list[str] = ()) -> M:  # type: ignore[assignment]
+    """Build `model` from an optional YAML file, then apply `dotted.key=value` overrides.
+
+    Override values are parsed as YAML scalars (`1e-5`, `true`, `[1, 2]`).
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        data = _read_yaml(Path(path))
+    for item in overrides:
+        _apply_override(data, item)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, model)) from None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top, not {type(data).__name__}")
+    return data
+
+
+def _apply_override(data: dict[str, Any], item: str) -> None:
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {item!r} must look like section.field=value")
+    *parents, leaf = key.strip().split(".")
+    node = data
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {item!r}: {part!r} is a value, not a section")
+        node = child
+    try:
+        node[leaf] = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        node[leaf] = raw
+
+
+def _explain(exc: ValidationError, model: type[BaseModel]) -> str:
+    lines = [f"invalid {model.__name__} config:"]
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            fields = _fields_at(model, err["loc"][:-1])
+            hint = did_you_mean(str(err["loc"][-1]), fields)
+            lines.append(f"  {where}: unknown setting.{hint}")
+        else:
+            lines.append(f"  {where}: {err['msg']} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    current: Any = model
+    for part in loc:
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        current = field.annotation
+    return list(getattr(current, "model_fields", {}))

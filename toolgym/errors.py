@@ -1,0 +1,47 @@
+"""One small error hierarchy. Each class also inherits the builtin it stands for, so callers
+can catch either `ToolgymError` or the usual `ValueError` / `LookupError` / `TypeError`.
+
+A programmer's mistake raises one of these; a model's mistake becomes an observation (see
+toolgym.tools); an infrastructure failure becomes a masked, counted rollout error.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class ToolgymError(Exception):
+    """Base of every error toolgym raises on purpose."""
+
+
+class ConfigError(ToolgymError, ValueError):
+    """A configuration value or file is invalid."""
+
+
+class UnknownEnvError(ToolgymError, LookupError):
+    """An environment id is not registered."""
+
+    def __str__(self) -> str:  # LookupError would quote the message like a dict key
+        return str(self.args[0]) if self.args else ""
+
+
+class RegistrationError(ToolgymError, ValueError):
+    """An environment id or entry point is malformed or registered twice."""
+
+
+class ToolDefinitionError(ToolgymError, TypeError):
+    """A function cannot become a tool (missing type hints, bad hidden arguments...)."""
+
+
+class EnvContractError(ToolgymError, TypeError):
+    """An environment broke the Env contract (wrong return shape, bad info, ...)."""
+
+
+def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
+    """Return ' Did you mean: a, b?' for the closest choices, or '' when none is close."""
+    close = difflib.get_close_matches(name, list(choices), n=n, cutoff=0.5)
+    if not close:
+        lowered = name.lower()
+        close = [c for c in choices if lowered in c.lower() or c.lower() in lowered][:n]
+    return f" Did you mean: {', '.join(close)}?" if close else ""

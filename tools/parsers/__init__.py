@@ -1,0 +1,30 @@
+"""Action parsers read tool calls out of the model's raw text; one format per file.
+
+Pick one by name with `make_parser("hermes" | "xml" | "fenced", **options)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolgym.errors import ConfigError, did_you_mean
+from toolgym.tools.parsers.base import ActionParser, ParsedAction
+from toolgym.tools.parsers.fenced_code import FencedCodeParser
+from toolgym.tools.parsers.hermes import HermesParser
+from toolgym.tools.parsers.xml_tags import XmlTagParser
+
+PARSERS: dict[str, type[ActionParser]] = {
+    "hermes": HermesParser,
+    "xml": XmlTagParser,
+    "fenced": FencedCodeParser,
+}
+
+
+def make_parser(name: str, **options: Any) -> ActionParser:
+    """Build the parser registered under `name`."""
+    if name not in PARSERS:
+        raise ConfigError(f"unknown action parser '{name}'.{did_you_mean(name, PARSERS)} Known: {', '.join(PARSERS)}")
+    return PARSERS[name](**options)
+
+
+__all__ = ["PARSERS", "ActionParser", "FencedCodeParser", "HermesParser", "ParsedAction", "XmlTagParser", "make_parser"]

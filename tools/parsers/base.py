@@ -1,0 +1,45 @@
+"""The parser contract: text in, tool calls and precise complaints out."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from toolgym.tools.records import ToolCall
+
+
+@dataclass
+class ParsedAction:
+    """What a parser found in one model turn.
+
+    `calls` are well-formed calls in order; `errors` say, in words meant for the model, what
+    could not be read (a turn may have both); `text` is the prose outside any call.
+    """
+
+    calls: list[ToolCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    text: str = ""
+
+
+class ActionParser(abc.ABC):
+    """Reads tool calls from raw model text, and writes calls back in the same format
+    (for scripted solvers, demonstrations and a person playing in the terminal)."""
+
+    @abc.abstractmethod
+    def parse(self, text: str) -> ParsedAction:
+        """Find the calls in `text`; never raise on malformed input."""
+
+    @abc.abstractmethod
+    def render(self, calls: Sequence[ToolCall]) -> str:
+        """Write `calls` as the model would, so that `parse(render(c))` gives `c` back."""
+
+    @abc.abstractmethod
+    def format_hint(self) -> str:
+        """One line telling the model how to write a call in this format."""
+
+
+def line_col(text: str, pos: int) -> tuple[int, int]:
+    """1-based line and column of character offset `pos` in `text`."""
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
