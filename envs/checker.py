@@ -1,0 +1,294 @@
+"""`toolgym check`: does an env honour the contract? Findings in plain words, not tracebacks.
+
+Checks, in order: the env builds; it is a toolgym Env with spaces; reset and step return the
+right shapes with every info key and a hashable state_key; a seeded reset is deterministic;
+malformed turns become observations instead of exceptions; tool schemas are valid; scripted
+(or random) episodes end properly; Gymnasium's own `check_env` passes; close is idempotent.
+Later checks are skipped once the env cannot even reset or step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import numbers
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+from toolgym.envs.core import INFO_KEYS, Env
+from toolgym.envs.spaces import message_problem
+
+MALFORMED_TURNS = {
+    "plain text without a tool call": "I think I should look around first.",
+    "invalid JSON in a tool call": '<tool_call>{"name": "x", "arguments": {"a": 1,}}</tool_call>',
+    "an unknown tool": '<tool_call>{"name": "no_such_tool_xyz", "arguments": {}}</tool_call>',
+    "an unclosed tool call": '<tool_call>{"name": "x"',
+}
+MAX_EPISODE_STEPS = 500
+
+
+class CheckFailed(Exception):
+    """One check's failure, carrying the plain-words explanation."""
+
+
+@dataclass
+class Finding:
+    check: str
+    status: str  # "pass", "fail", "warn" or "skip"
+    message: str = ""
+
+
+@dataclass
+class CheckReport:
+    env_id: str
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(f.status != "fail" for f in self.findings)
+
+    def failures(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == "fail"]
+
+
+def check_env(target: str | Callable[[], Any], *, seed: int = 0, episodes: int = 3) -> CheckReport:
+    """Check the env registered as `target` (an id) or built by `target()` (a factory)."""
+    from toolgym.envs.registration import make
+
+    name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+    factory: Callable[[], Any] = (lambda: make(target)) if isinstance(target, str) else target
+    report = CheckReport(name)
+    checks = _Checks(factory, report, seed, episodes)
+    checks.run()
+    return report
+
+
+class _Checks:
+    def __init__(self, factory: Callable[[], Any], report: CheckReport, seed: int, episodes: int) -> None:
+        self.factory, self.report, self.seed, self.episodes = factory, report, seed, episodes
+
+    def record(self, check: str, fn: Callable[[], str | None]) -> bool:
+        try:
+            note = fn()
+        except CheckFailed as exc:
+            self.report.findings.append(Finding(check, "fail", str(exc)))
+            return False
+        except Exception as exc:
+            self.report.findings.append(Finding(check, "fail", f"raised {type(exc).__name__}: {exc}"))
+            return False
+        self.report.findings.append(Finding(check, "warn" if note else "pass", note or ""))
+        return True
+
+    def skip(self, *checks: str) -> None:
+        for check in checks:
+            self.report.findings.append(Finding(check, "skip", "fix the failures above first"))
+
+    def run(self) -> None:
+        env: Any = None
+
+        def build() -> None:
+            nonlocal env
+            try:
+                env = self.factory()
+            except Exception as exc:
+                raise CheckFailed(f"could not build the env: {exc}") from None
+
+        later = ("contract", "determinism", "malformed turns", "tool schemas", "episodes", "gymnasium check_env", "close")
+        if not self.record("build", build) or not self.record("class and spaces", lambda: _class_and_spaces(env)):
+            self.skip(*later)
+            return
+        if not self.record("contract", lambda: _run(_contract(env, self.seed))):
+            self.skip(*later[1:])
+            return
+        self.record("determinism", lambda: _run(_determinism(self.factory, self.seed)))
+        self.record("malformed turns", lambda: _run(_malformed(self.factory, self.seed)))
+        self.record("tool schemas", lambda: _tool_schemas(env))
+        self.record("episodes", lambda: _run(_episodes(self.factory, self.seed, self.episodes)))
+        self.record("gymnasium check_env", lambda: _gymnasium(self.factory))
+        self.record("close", lambda: _close_twice(self.factory))
+
+
+def _run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def _class_and_spaces(env: Any) -> str | None:
+    if not isinstance(env, Env):
+        raise CheckFailed(
+            f"{type(env).__name__} is not a toolgym Env; subclass toolgym.Env (or toolgym.ToolEnv) "
+            "so it has async areset/astep and chat-message observations"
+        )
+    for attr in ("observation_space", "action_space"):
+        if not isinstance(getattr(env, attr, None), gymnasium.spaces.Space):
+            raise CheckFailed(f"{attr} must be a gymnasium Space (the base class provides permissive ones)")
+    return None
+
+
+async def _contract(env: Env, seed: int) -> str | None:
+    try:
+        returned = await env.areset(seed=seed)
+        _check_reset(returned)
+        action = env.scripted_action() or env.action_space.sample()
+        _check_step(await env.astep(action))
+    finally:
+        await env.aclose()
+    return None
+
+
+def _check_reset(returned: Any) -> None:
+    if not isinstance(returned, tuple) or len(returned) != 2:
+        raise CheckFailed(f"reset() must return a pair (observation, info); it returned {_shape(returned)}")
+    obs, info = returned
+    _check_messages(obs, "reset()")
+    _check_info(info, "reset()")
+
+
+def _check_step(returned: Any) -> None:
+    if not isinstance(returned, tuple) or len(returned) != 5:
+        hint = " (the old Gym API returned 4 values with one `done`; split it into terminated and truncated)" if isinstance(returned, tuple) and len(returned) == 4 else ""
+        raise CheckFailed(
+            f"step() must return 5 values (observation, reward, terminated, truncated, info); "
+            f"it returned {_shape(returned)}{hint}"
+        )
+    obs, reward, terminated, truncated, info = returned
+    _check_messages(obs, "step()")
+    if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
+        raise CheckFailed(f"step()'s reward must be a number, got {type(reward).__name__} {reward!r}")
+    for name, value in (("terminated", terminated), ("truncated", truncated)):
+        if not isinstance(value, bool):
+            raise CheckFailed(f"step()'s {name} must be a bool, got {type(value).__name__} {value!r}")
+    _check_info(info, "step()")
+
+
+def _check_messages(obs: Any, where: str) -> None:
+    if not isinstance(obs, list):
+        raise CheckFailed(f"{where}'s observation must be a list of chat messages, got {type(obs).__name__}")
+    for i, message in enumerate(obs):
+        problem = message_problem(message)
+        if problem:
+            raise CheckFailed(f"{where}'s observation, message {i}: {problem}")
+
+
+def _check_info(info: Any, where: str) -> None:
+    if not isinstance(info, dict):
+        raise CheckFailed(f"{where}'s info must be a dict, got {type(info).__name__}")
+    missing = [k for k in INFO_KEYS if k not in info]
+    if missing:
+        raise CheckFailed(f"{where}'s info lacks {', '.join(repr(k) for k in missing)} (use toolgym.envs.make_info)")
+    try:
+        hash(info["state_key"])
+    except TypeError:
+        raise CheckFailed(
+            f"{where}'s info['state_key'] is a {type(info['state_key']).__name__}, which is not hashable; "
+            "GiGPO groups steps by it, so use a string or a tuple"
+        ) from None
+
+
+async def _determinism(factory: Callable[[], Any], seed: int) -> str | None:
+    env = factory()
+    try:
+        first_obs, first_info = await env.areset(seed=seed)
+        second_obs, second_info = await env.areset(seed=seed)
+    finally:
+        await env.aclose()
+    if first_obs != second_obs:
+        raise CheckFailed(f"reset(seed={seed}) gave different observations twice; the same seed must give the same start")
+    if first_info["state_key"] != second_info["state_key"]:
+        raise CheckFailed(f"reset(seed={seed}) gave different state_keys twice")
+    return None
+
+
+async def _malformed(factory: Callable[[], Any], seed: int) -> str | None:
+    for what, text in MALFORMED_TURNS.items():
+        env = factory()
+        try:
+            await env.areset(seed=seed)
+            try:
+                returned = await env.astep(text)
+            except Exception as exc:
+                raise CheckFailed(
+                    f"a turn with {what} raised {type(exc).__name__}: {exc}; a model's malformed turn must "
+                    "come back as an observation it can read"
+                ) from None
+            _check_step(returned)
+            if what != "plain text without a tool call" and returned[4]["valid_action"]:
+                raise CheckFailed(f"a turn with {what} was reported as valid_action=True")
+        finally:
+            await env.aclose()
+    return None
+
+
+def _tool_schemas(env: Env) -> str | None:
+    schemas = env.tool_schemas() if hasattr(env, "tool_schemas") else None
+    if schemas is None:
+        return "no tool_schemas(): nothing to check (fine for envs without tools)"
+    for s in schemas:
+        fn = s.get("function", {}) if isinstance(s, dict) else {}
+        if s.get("type") != "function" or not fn.get("name") or fn.get("parameters", {}).get("type") != "object":
+            raise CheckFailed(f"tool schema {json.dumps(s, default=str)[:200]} is not an OpenAI function schema")
+        if not fn.get("description"):
+            raise CheckFailed(f"tool '{fn['name']}' has no description; the model reads it to know what the tool does")
+        json.dumps(s)
+    return None
+
+
+async def _episodes(factory: Callable[[], Any], seed: int, episodes: int) -> str | None:
+    notes = []
+    for k in range(episodes):
+        env = factory()
+        try:
+            await env.areset(seed=seed + k)
+            scripted = env.scripted_action() is not None
+            total, ended = 0.0, False
+            for _ in range(MAX_EPISODE_STEPS):
+                action = env.scripted_action() if scripted else env.action_space.sample()
+                returned = await env.astep(action)
+                _check_step(returned)
+                total += float(returned[1])
+                if returned[2] or returned[3]:
+                    ended = True
+                    break
+        finally:
+            await env.aclose()
+        if not ended:
+            notes.append(f"episode {k} did not end within {MAX_EPISODE_STEPS} steps; add a turn limit (truncated)")
+        elif scripted and total <= 0:
+            raise CheckFailed(f"the scripted solver got return {total} in episode {k} (seed {seed + k}); it should solve the task")
+    return "; ".join(notes) or None
+
+
+def _gymnasium(factory: Callable[[], Any]) -> str | None:
+    env = factory()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                gymnasium_check_env(env, skip_render_check=True)
+            except AssertionError as exc:
+                raise CheckFailed(f"Gymnasium's checker: {exc}") from None
+    finally:
+        env.close()
+    notes = sorted({str(w.message) for w in caught if "render" not in str(w.message).lower()})
+    return "; ".join(notes) or None
+
+
+def _close_twice(factory: Callable[[], Any]) -> str | None:
+    env = factory()
+    env.reset(seed=0)
+    env.close()
+    try:
+        env.close()
+    except Exception as exc:
+        raise CheckFailed(f"close() raised on an already closed env ({type(exc).__name__}: {exc}); it must be idempotent") from None
+    return None
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, tuple):
+        return f"a {len(value)}-tuple"
+    return f"a {type(value).__name__}"

@@ -1,0 +1,107 @@
+"""`toolgym play`: a person plays an episode by typing tool calls.
+
+A line is either raw model text (e.g. `<tool_call>{...}</tool_call>`, sent as is) or a
+shorthand `tool arg=value ...` / `tool value ...` that is written out in the env's own call
+format. `:solve` shows the scripted solver's move, `:quit` ends.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from rich.markup import escape
+
+from toolgym.cli.show import console, show_message, show_tools
+from toolgym.tools.records import ToolCall
+
+HELP = (
+    "Type a tool call: `move north`, `move direction=north`, or raw text such as "
+    '<tool_call>{"name": "move", "arguments": {"direction": "north"}}</tool_call>. '
+    "Commands: :solve (show the solver's move), :help, :quit."
+)
+
+
+def play_command(env_id: str, seed: int) -> int:
+    from toolgym.envs.registration import make
+
+    env = make(env_id)
+    try:
+        return _play(env, seed)
+    finally:
+        env.close()
+
+
+def _play(env: Any, seed: int) -> int:
+    messages, info = env.reset(seed=seed)
+    schemas = info.get("tools") or []
+    if schemas:
+        show_tools(schemas)
+    for m in messages:
+        show_message(m)
+    console.print(f"[dim]{escape(HELP)}[/]")
+    total, turns = 0.0, 0
+    while True:
+        try:
+            line = input("action> ").strip()
+        except EOFError:
+            console.print("\n[dim]input ended; episode abandoned.[/]")
+            return 0
+        if not line:
+            continue
+        if line in (":quit", ":q"):
+            return 0
+        if line == ":help":
+            console.print(escape(HELP))
+            continue
+        if line == ":solve":
+            console.print(f"solver: {escape(str(env.unwrapped.scripted_action()))}")
+            continue
+        action = to_action(line, schemas, getattr(env.unwrapped, "parser", None))
+        show_message({"role": "assistant", "content": action})
+        obs, reward, terminated, truncated, info = env.step(action)
+        turns += 1
+        total += reward
+        for m in obs:
+            show_message(m)
+        status = "valid" if info["valid_action"] else "[red]invalid[/]"
+        console.print(f"reward {reward:g} · return {total:g} · action {status} · state {escape(str(info['state_key']))}")
+        if terminated or truncated:
+            end = "terminated" if terminated else "truncated"
+            console.print(f"[bold]Episode over ({end}) after {turns} turn(s), return {total:g}.[/]")
+            return 0
+
+
+def to_action(line: str, schemas: list[dict[str, Any]], parser: Any) -> str:
+    """Expand the `tool arg=value` shorthand into the env's call format; else return `line`."""
+    call = parse_shorthand(line, schemas)
+    return parser.render([call]) if call is not None and parser is not None else line
+
+
+def parse_shorthand(line: str, schemas: list[dict[str, Any]]) -> ToolCall | None:
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return None
+    tools = {s["function"]["name"]: s["function"]["parameters"] for s in schemas}
+    if not words or words[0] not in tools:
+        return None
+    params = list(tools[words[0]].get("properties", {}))
+    arguments: dict[str, Any] = {}
+    positional = iter(p for p in params)
+    for word in words[1:]:
+        key, sep, raw = word.partition("=")
+        if not (sep and key in params):
+            key, raw = next(positional, f"arg{len(arguments)}"), word
+        while key in arguments:
+            key = next(positional, f"arg{len(arguments)}")
+        arguments[key] = _value(raw)
+    return ToolCall(words[0], arguments)
+
+
+def _value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
