@@ -141,19 +141,31 @@ def make(id: str, **kwargs: Any) -> Any:
 
 
 def _check_arguments(env_spec: EnvSpec, factory: Any, arguments: dict[str, Any]) -> None:
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
+    accepted = _accepted_arguments(factory)
+    if accepted is None:
         return
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    accepted = [n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
     for name in arguments:
         if name not in accepted:
             raise ConfigError(
                 f"env '{env_spec.id}' has no argument '{name}'.{did_you_mean(name, accepted)} "
                 f"Its arguments: {', '.join(accepted) or 'none'}."
             )
+
+
+def _accepted_arguments(factory: Any) -> list[str] | None:
+    """Keyword arguments `factory` accepts, following `**kwargs` up a class's `__init__`s;
+    None when they cannot be known (a `**kwargs` that goes nowhere we can see)."""
+    functions = [c.__dict__["__init__"] for c in factory.__mro__ if "__init__" in c.__dict__] if isinstance(factory, type) else [factory]
+    accepted: list[str] = []
+    for fn in functions:
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            return None
+        accepted += [n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self" and n not in accepted]
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return accepted
+    return None
 
 
 def load_plugins(force: bool = False) -> None:

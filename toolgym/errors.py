@@ -40,7 +40,7 @@ class EnvContractError(ToolgymError, TypeError):
 
 def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
     """Return ' Did you mean: a, b?' for the closest choices, or '' when none is close."""
-    close = difflib.get_close_matches(name, list(choices), n=n, cutoff=0.5)
+    close = difflib.get_close_matches(name, list(choices), n=n, cutoff=0.7)
     if not close:
         lowered = name.lower()
         close = [c for c in choices if lowered in c.lower() or c.lower() in lowered][:n]

@@ -1,0 +1,71 @@
+"""`toolgym check`: every registered env passes; broken envs get plain-words diagnostics."""
+
+from __future__ import annotations
+
+import pytest
+
+import fixture_envs  # noqa: F401  (registers the fixture envs)
+import toolgym
+from toolgym.envs.checker import check_env
+
+SHIPPED = [i for i in toolgym.registered_ids() if i.startswith("toolgym/")]
+
+
+@pytest.mark.parametrize("env_id", SHIPPED)
+def test_every_shipped_env_passes_the_contract_checks(env_id):
+    report = check_env(env_id)
+    assert report.ok, [f"{f.check}: {f.message}" for f in report.failures()]
+    assert {f.check for f in report.findings if f.status == "pass"} >= {"contract", "gymnasium check_env", "episodes"}
+
+
+def test_a_good_third_party_env_passes():
+    assert check_env("fixture/Coin-v0").ok
+
+
+def failure(env_id):
+    report = check_env(env_id)
+    assert not report.ok
+    return report.failures()[0]
+
+
+def test_wrong_step_arity_is_explained():
+    f = failure("fixture/WrongArity-v0")
+    assert f.check == "contract"
+    assert f.message == (
+        "step() must return 5 values (observation, reward, terminated, truncated, info); it returned a 4-tuple "
+        "(the old Gym API returned 4 values with one `done`; split it into terminated and truncated)"
+    )
+
+
+def test_unhashable_state_key_is_explained():
+    f = failure("fixture/UnhashableState-v0")
+    assert f.check == "contract"
+    assert f.message == (
+        "reset()'s info['state_key'] is a list, which is not hashable; GiGPO groups steps by it, so use a string or a tuple"
+    )
+
+
+def test_tool_without_type_hints_is_explained():
+    f = failure("fixture/UntypedTool-v0")
+    assert f.check == "build"
+    assert "could not build the env" in f.message
+    assert "tool 'move': argument 'direction' has no type hint" in f.message
+
+
+def test_not_an_env_is_explained():
+    f = failure("fixture/NotAnEnv-v0")
+    assert f.check == "build"
+    assert "fixture_envs:NotAnEnv built a NotAnEnv, not a gymnasium.Env" in f.message
+    direct = check_env(fixture_envs.NotAnEnv).failures()[0]
+    assert direct.check == "class and spaces"
+    assert "NotAnEnv is not a toolgym Env; subclass toolgym.Env" in direct.message
+
+
+def test_cli_check_prints_plain_words_and_fails(cli):
+    good = cli("check", "toolgym/Maze-v0")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "All checks passed." in good.stdout
+    bad = cli("check", "fixture_envs:fixture/UnhashableState-v0")
+    assert bad.returncode == 1
+    assert "✗ contract: reset()'s info['state_key'] is a list, which is not hashable" in bad.stdout
+    assert "Traceback" not in bad.stdout + bad.stderr

@@ -1,0 +1,5 @@
+"""`python -m toolgym` is the `toolgym` command."""
+
+from toolgym.cli import main
+
+main()
