@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,7 @@ class EpisodeResult:
     reset_info: dict[str, Any] = field(default_factory=dict)
     steps: list[StepRecord] = field(default_factory=list)
     infra_error: str | None = None
+    elapsed_s: float = 0.0
 
     @property
     def total_reward(self) -> float:
@@ -144,6 +146,7 @@ class EnvPool:
 
     async def _episode(self, slot: int, policy: Policy, seed: int | None) -> EpisodeResult:
         result = EpisodeResult(seed, slot)
+        start = time.perf_counter()
         try:
             env = self._env(slot)
             messages, info = await self._bounded(env.areset(seed=seed), "reset")
@@ -166,6 +169,7 @@ class EnvPool:
             result.infra_error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, _CallTimeout) else str(exc)
             log.warning("episode (seed %s, slot %d) failed: %s", seed, slot, result.infra_error)
             await self._retire(slot)
+        result.elapsed_s = time.perf_counter() - start
         return result
 
     def _env(self, slot: int) -> Env:
@@ -217,5 +221,5 @@ class EnvPool:
         await self.aclose()
 
 
-class _CallTimeout(Exception):
-    pass
+class _CallTimeout(TimeoutError):
+    """A reset, step or policy call ran past the pool's step timeout."""

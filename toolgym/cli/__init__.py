@@ -3,6 +3,7 @@ needs only when it runs, so `toolgym --version` stays instant."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -73,4 +74,11 @@ def quickstart(
 
 
 def main() -> None:
-    app()
+    """Entry point: toolgym's own errors are one plain line on stderr, never a traceback."""
+    from toolgym.errors import ToolgymError
+
+    try:
+        app()
+    except ToolgymError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)

@@ -1,0 +1,49 @@
+"""The CLI as a user runs it: a real `toolgym` process with real stdin and stdout."""
+
+from __future__ import annotations
+
+import toolgym
+
+
+def test_version_and_list(cli):
+    assert cli("--version").stdout.strip() == f"toolgym {toolgym.__version__}"
+    listed = cli("list")
+    assert listed.returncode == 0
+    assert "toolgym/Maze-v0" in listed.stdout and "toolgym/Arithmetic-v0" in listed.stdout
+
+
+def test_play_a_maze_by_typing_tool_calls(cli):
+    env = toolgym.make("toolgym/Maze-v0")
+    env.reset(seed=3)
+    moves = [f"{c.name} {' '.join(str(v) for v in c.arguments.values())}".strip() for c in env.solution()]
+    typo = '<tool_call>{"name": "mvoe", "arguments": {"direction": "north"}}</tool_call>'
+    typed = "\n".join(["move up", typo, ":solve", *moves]) + "\n"
+    result = cli("play", "toolgym/Maze-v0", "--seed", "3", stdin=typed)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Tools" in out and "open_door" in out and "Map:" in out  # schemas and opening shown
+    assert 'expected one of "north", "south", "east", "west", got "up"' in out
+    assert "unknown tool 'mvoe'. Did you mean: move?" in out
+    assert "solver: <tool_call>" in out
+    assert "You reached the goal!" in out
+    assert f"Episode over (terminated) after {len(moves) + 2} turn(s), return 1." in out
+
+
+def test_play_accepts_raw_text_and_ends_cleanly_on_eof(cli):
+    raw = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>\n'
+    result = cli("play", "toolgym/Arithmetic-v0", stdin=raw)
+    assert result.returncode == 0
+    assert "42" in result.stdout and "input ended; episode abandoned." in result.stdout
+
+
+def test_unknown_env_is_one_clear_line(cli):
+    result = cli("play", "toolgym/Maz-v0")
+    assert result.returncode != 0
+    assert "env 'toolgym/Maz-v0' is not registered. Did you mean: toolgym/Maze-v0?" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_quickstart_runs_the_scripted_solver_through_the_tool_api(cli):
+    result = cli("quickstart", "--episodes", "8")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "8/8" in result.stdout and "You reached the goal!" in result.stdout

@@ -1,0 +1,44 @@
+"""Config loading: YAML plus dotted overrides, typed validation, did-you-mean on typos."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolgym.config import ConfigModel, load_config
+from toolgym.errors import ConfigError
+
+
+class Trainer(ConfigModel):
+    lr: float = 1e-5
+    """Learning rate."""
+    steps: int = 10
+
+
+class Run(ConfigModel):
+    env_id: str = "toolgym/Maze-v0"
+    trainer: Trainer = Trainer()
+
+
+def test_yaml_then_overrides(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("env_id: toolgym/Arithmetic-v0\ntrainer:\n  steps: 50\n")
+    cfg = load_config(Run, path, ["trainer.lr=3e-4", "trainer.steps=7"])
+    assert cfg == Run(env_id="toolgym/Arithmetic-v0", trainer=Trainer(lr=3e-4, steps=7))
+    assert load_config(Run) == Run()
+
+
+def test_typos_and_bad_values_are_explained(tmp_path):
+    with pytest.raises(ConfigError, match=r"trainer.lrr: unknown setting. Did you mean: lr\?"):
+        load_config(Run, None, ["trainer.lrr=1"])
+    with pytest.raises(ConfigError, match=r"trainer.steps: Input should be a valid integer.*got 'many'"):
+        load_config(Run, None, ["trainer.steps=many"])
+    with pytest.raises(ConfigError, match="must look like section.field=value"):
+        load_config(Run, None, ["trainer.steps"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(Run, tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_config(Run, bad)
+    with pytest.raises(ValueError):  # a ConfigError is also a ValueError
+        load_config(Run, None, ["env_id.x=1"])
