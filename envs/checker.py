@@ -69,7 +69,9 @@ def check_env(target: str | Callable[[], Any], *, seed: int = 0, episodes: int =
 
 
 class _Checks:
-    def __init__(self, factory: Callable[[], Any], report: CheckReport, seed: int, episodes: int) -> None:
+    def __init__(
+        self, factory: Callable[[], Any], report: CheckReport, seed: int, episodes: int
+    ) -> None:
         self.factory, self.report, self.seed, self.episodes = factory, report, seed, episodes
 
     def record(self, check: str, fn: Callable[[], str | None]) -> bool:
@@ -79,7 +81,9 @@ class _Checks:
             self.report.findings.append(Finding(check, "fail", str(exc)))
             return False
         except Exception as exc:
-            self.report.findings.append(Finding(check, "fail", f"raised {type(exc).__name__}: {exc}"))
+            self.report.findings.append(
+                Finding(check, "fail", f"raised {type(exc).__name__}: {exc}")
+            )
             return False
         self.report.findings.append(Finding(check, "warn" if note else "pass", note or ""))
         return True
@@ -98,8 +102,18 @@ class _Checks:
             except Exception as exc:
                 raise CheckFailed(f"could not build the env: {exc}") from None
 
-        later = ("contract", "determinism", "malformed turns", "tool schemas", "episodes", "gymnasium check_env", "close")
-        if not self.record("build", build) or not self.record("class and spaces", lambda: _class_and_spaces(env)):
+        later = (
+            "contract",
+            "determinism",
+            "malformed turns",
+            "tool schemas",
+            "episodes",
+            "gymnasium check_env",
+            "close",
+        )
+        if not self.record("build", build) or not self.record(
+            "class and spaces", lambda: _class_and_spaces(env)
+        ):
             self.skip(*later)
             return
         if not self.record("contract", lambda: _run(_contract(env, self.seed))):
@@ -125,7 +139,9 @@ def _class_and_spaces(env: Any) -> str | None:
         )
     for attr in ("observation_space", "action_space"):
         if not isinstance(getattr(env, attr, None), gymnasium.spaces.Space):
-            raise CheckFailed(f"{attr} must be a gymnasium Space (the base class provides permissive ones)")
+            raise CheckFailed(
+                f"{attr} must be a gymnasium Space (the base class provides permissive ones)"
+            )
     return None
 
 
@@ -142,7 +158,9 @@ async def _contract(env: Env, seed: int) -> str | None:
 
 def _check_reset(returned: Any) -> None:
     if not isinstance(returned, tuple) or len(returned) != 2:
-        raise CheckFailed(f"reset() must return a pair (observation, info); it returned {_shape(returned)}")
+        raise CheckFailed(
+            f"reset() must return a pair (observation, info); it returned {_shape(returned)}"
+        )
     obs, info = returned
     _check_messages(obs, "reset()")
     _check_info(info, "reset()")
@@ -150,7 +168,11 @@ def _check_reset(returned: Any) -> None:
 
 def _check_step(returned: Any) -> None:
     if not isinstance(returned, tuple) or len(returned) != 5:
-        hint = " (the old Gym API returned 4 values with one `done`; split it into terminated and truncated)" if isinstance(returned, tuple) and len(returned) == 4 else ""
+        hint = (
+            " (the old Gym API returned 4 values with one `done`; split it into terminated and truncated)"
+            if isinstance(returned, tuple) and len(returned) == 4
+            else ""
+        )
         raise CheckFailed(
             f"step() must return 5 values (observation, reward, terminated, truncated, info); "
             f"it returned {_shape(returned)}{hint}"
@@ -158,16 +180,22 @@ def _check_step(returned: Any) -> None:
     obs, reward, terminated, truncated, info = returned
     _check_messages(obs, "step()")
     if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
-        raise CheckFailed(f"step()'s reward must be a number, got {type(reward).__name__} {reward!r}")
+        raise CheckFailed(
+            f"step()'s reward must be a number, got {type(reward).__name__} {reward!r}"
+        )
     for name, value in (("terminated", terminated), ("truncated", truncated)):
         if not isinstance(value, bool):
-            raise CheckFailed(f"step()'s {name} must be a bool, got {type(value).__name__} {value!r}")
+            raise CheckFailed(
+                f"step()'s {name} must be a bool, got {type(value).__name__} {value!r}"
+            )
     _check_info(info, "step()")
 
 
 def _check_messages(obs: Any, where: str) -> None:
     if not isinstance(obs, list):
-        raise CheckFailed(f"{where}'s observation must be a list of chat messages, got {type(obs).__name__}")
+        raise CheckFailed(
+            f"{where}'s observation must be a list of chat messages, got {type(obs).__name__}"
+        )
     for i, message in enumerate(obs):
         problem = message_problem(message)
         if problem:
@@ -179,7 +207,9 @@ def _check_info(info: Any, where: str) -> None:
         raise CheckFailed(f"{where}'s info must be a dict, got {type(info).__name__}")
     missing = [k for k in INFO_KEYS if k not in info]
     if missing:
-        raise CheckFailed(f"{where}'s info lacks {', '.join(repr(k) for k in missing)} (use toolgym.envs.make_info)")
+        raise CheckFailed(
+            f"{where}'s info lacks {', '.join(repr(k) for k in missing)} (use toolgym.envs.make_info)"
+        )
     try:
         hash(info["state_key"])
     except TypeError:
@@ -197,7 +227,9 @@ async def _determinism(factory: Callable[[], Any], seed: int) -> str | None:
     finally:
         await env.aclose()
     if first_obs != second_obs:
-        raise CheckFailed(f"reset(seed={seed}) gave different observations twice; the same seed must give the same start")
+        raise CheckFailed(
+            f"reset(seed={seed}) gave different observations twice; the same seed must give the same start"
+        )
     if first_info["state_key"] != second_info["state_key"]:
         raise CheckFailed(f"reset(seed={seed}) gave different state_keys twice")
     return None
@@ -229,10 +261,18 @@ def _tool_schemas(env: Env) -> str | None:
         return "no tool_schemas(): nothing to check (fine for envs without tools)"
     for s in schemas:
         fn = s.get("function", {}) if isinstance(s, dict) else {}
-        if s.get("type") != "function" or not fn.get("name") or fn.get("parameters", {}).get("type") != "object":
-            raise CheckFailed(f"tool schema {json.dumps(s, default=str)[:200]} is not an OpenAI function schema")
+        if (
+            s.get("type") != "function"
+            or not fn.get("name")
+            or fn.get("parameters", {}).get("type") != "object"
+        ):
+            raise CheckFailed(
+                f"tool schema {json.dumps(s, default=str)[:200]} is not an OpenAI function schema"
+            )
         if not fn.get("description"):
-            raise CheckFailed(f"tool '{fn['name']}' has no description; the model reads it to know what the tool does")
+            raise CheckFailed(
+                f"tool '{fn['name']}' has no description; the model reads it to know what the tool does"
+            )
         json.dumps(s)
     return None
 
@@ -256,9 +296,13 @@ async def _episodes(factory: Callable[[], Any], seed: int, episodes: int) -> str
         finally:
             await env.aclose()
         if not ended:
-            notes.append(f"episode {k} did not end within {MAX_EPISODE_STEPS} steps; add a turn limit (truncated)")
+            notes.append(
+                f"episode {k} did not end within {MAX_EPISODE_STEPS} steps; add a turn limit (truncated)"
+            )
         elif scripted and total <= 0:
-            raise CheckFailed(f"the scripted solver got return {total} in episode {k} (seed {seed + k}); it should solve the task")
+            raise CheckFailed(
+                f"the scripted solver got return {total} in episode {k} (seed {seed + k}); it should solve the task"
+            )
     return "; ".join(notes) or None
 
 
@@ -284,7 +328,9 @@ def _close_twice(factory: Callable[[], Any]) -> str | None:
     try:
         env.close()
     except Exception as exc:
-        raise CheckFailed(f"close() raised on an already closed env ({type(exc).__name__}: {exc}); it must be idempotent") from None
+        raise CheckFailed(
+            f"close() raised on an already closed env ({type(exc).__name__}: {exc}); it must be idempotent"
+        ) from None
     return None
 
 

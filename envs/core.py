@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Hashable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import gymnasium
 
@@ -70,19 +70,23 @@ class Env(gymnasium.Env[list[Message], str]):
     (starting `areset` with `await super().areset(seed=seed, options=options)`, which seeds
     `self.np_random`), and `aclose` if they hold resources."""
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
     observation_space = MessagesSpace()
     action_space = TextSpace()
 
     _loop: asyncio.AbstractEventLoop | None = None
 
-    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> Any:
         """Start an episode; subclasses return (messages, info)."""
         gymnasium.Env.reset(self, seed=seed)
 
     async def astep(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
         """Apply the model's turn; return (messages, reward, terminated, truncated, info)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement `async def astep(self, action)`")
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement `async def astep(self, action)`"
+        )
 
     async def aclose(self) -> None:
         """Release resources (sandboxes, connections). Must be safe to call twice."""
@@ -92,7 +96,9 @@ class Env(gymnasium.Env[list[Message], str]):
         benchmarks; None when the env has no solver."""
         return None
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         return self._run_sync(self.areset(seed=seed, options=options))
 
     def step(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:

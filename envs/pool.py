@@ -135,7 +135,9 @@ class EnvPool:
                 index, seed = queue.get_nowait()
                 results[index] = await self._episode(slot, policy, seed)
 
-        workers = [asyncio.ensure_future(worker(slot)) for slot in range(min(len(self.envs), len(todo)))]
+        workers = [
+            asyncio.ensure_future(worker(slot)) for slot in range(min(len(self.envs), len(todo)))
+        ]
         try:
             await asyncio.gather(*workers)
         finally:
@@ -154,8 +156,12 @@ class EnvPool:
             view = EpisodeView(env, list(messages), info)
             while True:
                 action = await self._bounded(policy(view), "policy")
-                obs, reward, terminated, truncated, info = await self._bounded(env.astep(action), "step")
-                result.steps.append(StepRecord(action, obs, float(reward), terminated, truncated, info))
+                obs, reward, terminated, truncated, info = await self._bounded(
+                    env.astep(action), "step"
+                )
+                result.steps.append(
+                    StepRecord(action, obs, float(reward), terminated, truncated, info)
+                )
                 view.messages += [{"role": "assistant", "content": action}, *obs]
                 view.info, view.step = info, view.step + 1
                 if terminated or truncated:
@@ -166,7 +172,9 @@ class EnvPool:
                     break
         except Exception as exc:
             result.stop = StopReason.INFRA_ERROR
-            result.infra_error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, _CallTimeout) else str(exc)
+            result.infra_error = (
+                f"{type(exc).__name__}: {exc}" if not isinstance(exc, _CallTimeout) else str(exc)
+            )
             log.warning("episode (seed %s, slot %d) failed: %s", seed, slot, result.infra_error)
             await self._retire(slot)
         result.elapsed_s = time.perf_counter() - start

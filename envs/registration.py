@@ -20,7 +20,13 @@ from typing import Any
 import gymnasium
 from gymnasium.envs.registration import EnvSpec as GymEnvSpec
 
-from toolgym.errors import ConfigError, EnvContractError, RegistrationError, UnknownEnvError, did_you_mean
+from toolgym.errors import (
+    ConfigError,
+    EnvContractError,
+    RegistrationError,
+    UnknownEnvError,
+    did_you_mean,
+)
 from toolgym.log import get_logger
 
 ENTRY_POINT_GROUP = "toolgym.envs"
@@ -50,10 +56,14 @@ class EnvSpec:
         try:
             target: Any = importlib.import_module(module_name)
         except ImportError as exc:
-            raise RegistrationError(f"env '{self.id}': cannot import module '{module_name}' of its entry point ({exc})") from exc
+            raise RegistrationError(
+                f"env '{self.id}': cannot import module '{module_name}' of its entry point ({exc})"
+            ) from exc
         for part in attr.split("."):
             if not hasattr(target, part):
-                raise RegistrationError(f"env '{self.id}': module '{module_name}' has no attribute '{attr}'")
+                raise RegistrationError(
+                    f"env '{self.id}': module '{module_name}' has no attribute '{attr}'"
+                )
             target = getattr(target, part)
         return target  # type: ignore[no-any-return]
 
@@ -78,7 +88,9 @@ def register(
 ) -> EnvSpec:
     """Register an env under a versioned id such as `mypkg/Cards-v0`."""
     if not _ID.match(id):
-        raise RegistrationError(f"env id {id!r} must look like 'namespace/Name-v0' (a name and a version)")
+        raise RegistrationError(
+            f"env id {id!r} must look like 'namespace/Name-v0' (a name and a version)"
+        )
     if not isinstance(entry_point, str) or not _ENTRY.match(entry_point):
         raise RegistrationError(
             f"env '{id}': entry_point must be a string 'package.module:Class' so that workers can "
@@ -92,7 +104,9 @@ def register(
         )
     _registry[id] = spec
     if id not in gymnasium.registry or override:
-        gymnasium.register(id, entry_point=entry_point, kwargs=dict(spec.kwargs), nondeterministic=nondeterministic)
+        gymnasium.register(
+            id, entry_point=entry_point, kwargs=dict(spec.kwargs), nondeterministic=nondeterministic
+        )
     return spec
 
 
@@ -107,7 +121,9 @@ def spec(id: str) -> EnvSpec:
         stem = id.rsplit("-v", 1)[0]
         versions = sorted(s.id for s in _registry.values() if s.name_without_version == stem)
         if versions:
-            raise UnknownEnvError(f"env '{id}' is not registered; registered versions: {', '.join(versions)}")
+            raise UnknownEnvError(
+                f"env '{id}' is not registered; registered versions: {', '.join(versions)}"
+            )
     hint = did_you_mean(id, _registry) or " Run `toolgym list` to see the registered envs."
     raise UnknownEnvError(f"env '{id}' is not registered.{hint}")
 
@@ -126,16 +142,23 @@ def make(id: str, **kwargs: Any) -> Any:
         try:
             importlib.import_module(module_name)
         except ImportError as exc:
-            raise UnknownEnvError(f"cannot import module '{module_name}' to find env '{id}': {exc}") from exc
+            raise UnknownEnvError(
+                f"cannot import module '{module_name}' to find env '{id}': {exc}"
+            ) from exc
     env_spec = spec(id)
     factory = env_spec.load()
     arguments = {**env_spec.kwargs, **kwargs}
     _check_arguments(env_spec, factory, arguments)
     env = factory(**arguments)
     if not isinstance(env, gymnasium.Env):
-        raise EnvContractError(f"env '{id}': {env_spec.entry_point} built a {type(env).__name__}, not a gymnasium.Env")
+        raise EnvContractError(
+            f"env '{id}': {env_spec.entry_point} built a {type(env).__name__}, not a gymnasium.Env"
+        )
     env.unwrapped.spec = GymEnvSpec(
-        id=id, entry_point=env_spec.entry_point, kwargs=arguments, nondeterministic=env_spec.nondeterministic
+        id=id,
+        entry_point=env_spec.entry_point,
+        kwargs=arguments,
+        nondeterministic=env_spec.nondeterministic,
     )
     return env
 
@@ -155,14 +178,24 @@ def _check_arguments(env_spec: EnvSpec, factory: Any, arguments: dict[str, Any])
 def _accepted_arguments(factory: Any) -> list[str] | None:
     """Keyword arguments `factory` accepts, following `**kwargs` up a class's `__init__`s;
     None when they cannot be known (a `**kwargs` that goes nowhere we can see)."""
-    functions = [c.__dict__["__init__"] for c in factory.__mro__ if "__init__" in c.__dict__] if isinstance(factory, type) else [factory]
+    functions = (
+        [c.__dict__["__init__"] for c in factory.__mro__ if "__init__" in c.__dict__]
+        if isinstance(factory, type)
+        else [factory]
+    )
     accepted: list[str] = []
     for fn in functions:
         try:
             params = inspect.signature(fn).parameters
         except (TypeError, ValueError):
             return None
-        accepted += [n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self" and n not in accepted]
+        accepted += [
+            n
+            for n, p in params.items()
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+            and n != "self"
+            and n not in accepted
+        ]
         if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
             return accepted
     return None

@@ -16,7 +16,9 @@ ROLES = frozenset({"system", "user", "assistant", "tool", "ipython"})
 class TextSpace(Space[str]):
     """Any Python string up to `max_length` characters (the model's raw turn)."""
 
-    def __init__(self, max_length: int = 1_000_000, seed: int | np.random.Generator | None = None) -> None:
+    def __init__(
+        self, max_length: int = 1_000_000, seed: int | np.random.Generator | None = None
+    ) -> None:
         self.max_length = max_length
         super().__init__(shape=None, dtype=None, seed=seed)
 

@@ -47,5 +47,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         try:
             tasks.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{number}: not valid JSON ({exc.msg}, column {exc.colno})") from None
+            raise ConfigError(
+                f"{path}:{number}: not valid JSON ({exc.msg}, column {exc.colno})"
+            ) from None
     return tasks

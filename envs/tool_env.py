@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from toolgym.envs.core import Env, Message, make_info
 from toolgym.errors import ToolgymError
@@ -54,7 +54,7 @@ class ToolEnv(Env):
         render_mode: "ansi" to let `render()` return the transcript as text.
     """
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
     instructions: str = ""
     """Task-independent guidance placed in the system message."""
 
@@ -86,7 +86,9 @@ class ToolEnv(Env):
     # ----- hooks for subclasses -------------------------------------------------------------
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[Message]:
         """Set up a new episode from `seed` / `options`; return the opening user message(s)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement `async def start(self, seed, options)`")
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement `async def start(self, seed, options)`"
+        )
 
     def outcome(self) -> Outcome:
         """Called after each tool call (and after accepted text): that call's own reward, not
@@ -95,7 +97,9 @@ class ToolEnv(Env):
 
     def state_key(self) -> Hashable:
         """Key of the current state; by default a hash of the last observation's text."""
-        text = json.dumps([(m["role"], m["content"]) for m in self._last_obs], sort_keys=True, default=str)
+        text = json.dumps(
+            [(m["role"], m["content"]) for m in self._last_obs], sort_keys=True, default=str
+        )
         return hashlib.sha1(text.encode()).hexdigest()[:16]
 
     def injections(self) -> dict[str, Any]:
@@ -125,7 +129,9 @@ class ToolEnv(Env):
         """OpenAI function schemas of this env's tools (for chat templates' `tools=`)."""
         return copy.deepcopy(self._schemas)
 
-    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         await super().areset(seed=seed, options=options)
         self.turn, self.done = 0, False
         opening = await self.start(seed, options)
@@ -136,7 +142,9 @@ class ToolEnv(Env):
 
     async def astep(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
         if self.turn is None or self.done:
-            raise EpisodeOverError(f"{type(self).__name__}.step() needs reset() first (the episode is over or not started)")
+            raise EpisodeOverError(
+                f"{type(self).__name__}.step() needs reset() first (the episode is over or not started)"
+            )
         if not isinstance(action, str):
             raise TypeError(f"an action is the model's text (str), got {type(action).__name__}")
         self.turn += 1
@@ -158,13 +166,21 @@ class ToolEnv(Env):
         if not calls and not parsed.errors:
             feedback = await self.on_text(parsed.text)
             if feedback is None:
-                problems.append(f"no tool call found. {self.parser.format_hint()} Tools: {', '.join(self.toolset.names)}.")
+                problems.append(
+                    f"no tool call found. {self.parser.format_hint()} Tools: {', '.join(self.toolset.names)}."
+                )
             else:
                 obs.append({"role": "user", "content": feedback})
                 outcome = self.outcome()
                 reward += outcome.reward
         if problems:
-            obs.append({"role": "user", "content": "Your turn could not be fully used:\n" + "\n".join(f"- {p}" for p in problems)})
+            obs.append(
+                {
+                    "role": "user",
+                    "content": "Your turn could not be fully used:\n"
+                    + "\n".join(f"- {p}" for p in problems),
+                }
+            )
         valid = not problems and all(r.error not in _POLICY_MISTAKES for r in results)
         if not valid:
             reward += self.invalid_action_reward
@@ -183,12 +199,16 @@ class ToolEnv(Env):
         )
         return copy.deepcopy(obs), float(reward), terminated, truncated, info
 
-    async def _run_calls(self, calls: Sequence[ToolCall]) -> tuple[list[ToolResult], Outcome, float]:
+    async def _run_calls(
+        self, calls: Sequence[ToolCall]
+    ) -> tuple[list[ToolResult], Outcome, float]:
         results: list[ToolResult] = []
         outcome, reward = Outcome(), 0.0
         for call in calls:
             if outcome.terminated:
-                results.append(ToolResult(call, "Not run: the episode already ended.", ToolErrorKind.EXCEPTION))
+                results.append(
+                    ToolResult(call, "Not run: the episode already ended.", ToolErrorKind.EXCEPTION)
+                )
                 continue
             results.append(await self.toolset.call(call, self.injections()))
             outcome = self.outcome()

@@ -14,7 +14,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 
 
-def run_cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run `toolgym ARGS` in a fresh process (as a user would), capturing its output."""
     full_env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(FIXTURES), **(env or {})}
     return subprocess.run(

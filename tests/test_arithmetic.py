@@ -43,7 +43,12 @@ def test_wrong_answer_ends_with_zero():
 
 def test_tasks_from_jsonl_and_options(tmp_path):
     path = tmp_path / "tasks.jsonl"
-    path.write_text(json.dumps({"question": "2+2?", "answer": 4}) + "\n\n" + json.dumps({"question": "3*3?", "answer": 9}) + "\n")
+    path.write_text(
+        json.dumps({"question": "2+2?", "answer": 4})
+        + "\n\n"
+        + json.dumps({"question": "3*3?", "answer": 9})
+        + "\n"
+    )
     env = toolgym.make("toolgym/Arithmetic-v0", tasks=str(path))
     assert env.reset(seed=1)[0][-1]["content"] == "3*3?"
     assert env.reset(seed=2)[0][-1]["content"] == "2+2?"
@@ -63,7 +68,8 @@ def test_tasks_from_jsonl_and_options(tmp_path):
         ("__import__('os').system('id')", "is not allowed"),
         ("(1).__class__", "is not allowed"),
         ("9**9**9", "exponent"),
-        ("1e300 * 1e300", "too large"), ("99999999999 ** 60", "too large"),
+        ("1e300 * 1e300", "too large"),
+        ("99999999999 ** 60", "too large"),
         ("1/0", "division by zero"),
         ("1 +", "syntax error"),
         ("1+" * 200 + "1", "longer than 200"),
@@ -78,5 +84,7 @@ def test_calculator_errors_reach_the_model_as_text():
     env = toolgym.make("toolgym/Arithmetic-v0")
     env.reset(seed=0)
     obs, reward, terminated, _, info = call(env, "calculator", expression="open('/etc/passwd')")
-    assert obs[0]["content"].startswith("Error: tool 'calculator' failed: ValueError: 'open('/etc/passwd')' is not allowed")
+    assert obs[0]["content"].startswith(
+        "Error: tool 'calculator' failed: ValueError: 'open('/etc/passwd')' is not allowed"
+    )
     assert info["valid_action"] and info["tool_calls"][0]["error"] == "exception" and not terminated

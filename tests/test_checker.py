@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import fixture_envs  # noqa: F401  (registers the fixture envs)
+import fixture_envs
 import toolgym
 from toolgym.envs.checker import check_env
 
@@ -15,7 +15,11 @@ SHIPPED = [i for i in toolgym.registered_ids() if i.startswith("toolgym/")]
 def test_every_shipped_env_passes_the_contract_checks(env_id):
     report = check_env(env_id)
     assert report.ok, [f"{f.check}: {f.message}" for f in report.failures()]
-    assert {f.check for f in report.findings if f.status == "pass"} >= {"contract", "gymnasium check_env", "episodes"}
+    assert {f.check for f in report.findings if f.status == "pass"} >= {
+        "contract",
+        "gymnasium check_env",
+        "episodes",
+    }
 
 
 def test_a_good_third_party_env_passes():

@@ -15,7 +15,9 @@ def test_version_and_list(cli):
 def test_play_a_maze_by_typing_tool_calls(cli):
     env = toolgym.make("toolgym/Maze-v0")
     env.reset(seed=3)
-    moves = [f"{c.name} {' '.join(str(v) for v in c.arguments.values())}".strip() for c in env.solution()]
+    moves = [
+        f"{c.name} {' '.join(str(v) for v in c.arguments.values())}".strip() for c in env.solution()
+    ]
     typo = '<tool_call>{"name": "mvoe", "arguments": {"direction": "north"}}</tool_call>'
     typed = "\n".join(["move up", typo, ":solve", *moves]) + "\n"
     result = cli("play", "toolgym/Maze-v0", "--seed", "3", stdin=typed)

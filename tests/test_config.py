@@ -30,7 +30,9 @@ def test_yaml_then_overrides(tmp_path):
 def test_typos_and_bad_values_are_explained(tmp_path):
     with pytest.raises(ConfigError, match=r"trainer.lrr: unknown setting. Did you mean: lr\?"):
         load_config(Run, None, ["trainer.lrr=1"])
-    with pytest.raises(ConfigError, match=r"trainer.steps: Input should be a valid integer.*got 'many'"):
+    with pytest.raises(
+        ConfigError, match=r"trainer.steps: Input should be a valid integer.*got 'many'"
+    ):
         load_config(Run, None, ["trainer.steps=many"])
     with pytest.raises(ConfigError, match="must look like section.field=value"):
         load_config(Run, None, ["trainer.steps"])

@@ -66,8 +66,12 @@ def test_observations_are_deltas_and_info_has_every_key():
     assert "Find the secret." in obs[0]["content"] and "<tool_call>" in obs[0]["content"]
     assert set(INFO_KEYS) <= set(info) and info["tools"][0]["function"]["name"] == "lookup"
     obs, reward, terminated, truncated, info = env.step(call(env, "sun"))
-    assert obs == [{"role": "tool", "tool_call_id": "call_1_0", "name": "lookup", "content": "sun means 42"}]
-    assert info["tool_calls"] == [{"id": "call_1_0", "name": "lookup", "arguments": {"word": "sun"}, "error": None}]
+    assert obs == [
+        {"role": "tool", "tool_call_id": "call_1_0", "name": "lookup", "content": "sun means 42"}
+    ]
+    assert info["tool_calls"] == [
+        {"id": "call_1_0", "name": "lookup", "arguments": {"word": "sun"}, "error": None}
+    ]
     assert info["valid_action"] and info["error"] is None and info["infra_error"] is None
     assert [m["role"] for m in env.transcript] == ["system", "user", "assistant", "tool"]
 
@@ -103,7 +107,9 @@ def test_tool_timeout_override_and_text_answers():
 def test_malformed_turn_keeps_the_good_calls_and_explains_the_bad():
     env = Lookup()
     env.reset(seed=0)
-    text = call(env, "sun") + '<tool_call>{"name": "lookup", "arguments": {"word": 3, }}</tool_call>'
+    text = (
+        call(env, "sun") + '<tool_call>{"name": "lookup", "arguments": {"word": 3, }}</tool_call>'
+    )
     obs, reward, terminated, truncated, info = env.step(text)
     assert obs[0]["content"] == "sun means 42"
     assert obs[1]["role"] == "user" and "tool call 2 is not valid JSON" in obs[1]["content"]

@@ -69,7 +69,7 @@ def test_walls_block_and_empty_pick_up_is_harmless():
     env.reset(seed=3)
     layout = env.layout
     wall = next(d for d in DIRECTIONS if game.what_is(layout, env.state, d) == "wall")
-    obs, reward, *_ , info = env.step(render(env, "move", direction=wall))
+    obs, reward, *_, info = env.step(render(env, "move", direction=wall))
     assert obs[0]["content"].startswith(f"You cannot move {wall}: there is a wall.")
     assert info["valid_action"] and reward == 0.0
     obs, *_ = env.step(render(env, "pick_up"))
@@ -81,7 +81,10 @@ def test_locked_door_needs_a_key():
     (a, b) = tuple(next(iter(layout.doors)))
     direction = next(d for d, (dr, dc) in DIRECTIONS.items() if (a[0] + dr, a[1] + dc) == b)
     state = game.MazeState(a)
-    assert game.move(layout, state, direction)[1] == f"You cannot move {direction}: there is a closed door."
+    assert (
+        game.move(layout, state, direction)[1]
+        == f"You cannot move {direction}: there is a closed door."
+    )
     assert game.open_door(layout, state, direction)[1] == "The door is locked and you hold no key."
     opened, message = game.open_door(layout, game.MazeState(a, held=1), direction)
     assert message == f"You unlocked the door to the {direction}." and opened.held == 0

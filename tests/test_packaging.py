@@ -15,11 +15,15 @@ import pytest
 from conftest import FIXTURES, ROOT
 
 pytestmark = pytest.mark.slow
-IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".venv", "runs")
+IGNORE = shutil.ignore_patterns(
+    ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".venv", "runs"
+)
 
 
 def sh(*args: str | Path, **kwargs) -> str:
-    result = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=600, **kwargs)
+    result = subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, timeout=600, **kwargs
+    )
     assert result.returncode == 0, f"{args}\n{result.stdout}\n{result.stderr}"
     return result.stdout
 
@@ -27,7 +31,17 @@ def sh(*args: str | Path, **kwargs) -> str:
 def test_wheel_installs_into_a_fresh_venv_and_imports_every_subpackage(tmp_path):
     source = tmp_path / "src"
     shutil.copytree(ROOT, source, ignore=IGNORE)  # a clean tree: no stale build/ in the wheel
-    sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist", source)
+    sh(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        tmp_path / "dist",
+        source,
+    )
     wheel = next((tmp_path / "dist").glob("toolgym-*.whl"))
     venv = tmp_path / "venv"
     # System site-packages supply the dependencies; toolgym itself must come from the wheel.
@@ -37,11 +51,11 @@ def test_wheel_installs_into_a_fresh_venv_and_imports_every_subpackage(tmp_path)
     script = (
         "import importlib, pkgutil, toolgym\n"
         "names = [m.name for m in pkgutil.walk_packages(toolgym.__path__, 'toolgym.') if m.name != 'toolgym.__main__']\n"
-        "for n in names: assert importlib.import_module(n).__file__.startswith(r'%s'), n\n"
+        f"for n in names: assert importlib.import_module(n).__file__.startswith(r'{venv}'), n\n"
         "for sub in ('envs', 'tools', 'agents', 'training', 'sandbox'): assert 'toolgym.' + sub in names\n"
         "env = toolgym.make('toolgym/Maze-v0'); env.reset(seed=0)\n"
         "print(len(names))\n"
-    ) % venv
+    )
     count = int(sh(python, "-c", script, cwd=tmp_path).strip())
     assert count > 20
     assert sh(venv / "bin" / "toolgym", "--version", cwd=tmp_path).startswith("toolgym ")
@@ -52,14 +66,35 @@ def test_a_separately_installed_package_registers_its_env_through_the_entry_poin
     project = tmp_path / "plugin"
     shutil.copytree(FIXTURES / "toolgym_demo_plugin", project, ignore=IGNORE)
     site = tmp_path / "site"
-    sh(sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--target", site, project)
+    sh(
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-build-isolation",
+        "--target",
+        site,
+        project,
+    )
     env = {**os.environ, "PYTHONPATH": str(site), "COLUMNS": "200"}
     listed = sh(sys.executable, "-m", "toolgym", "list", env=env, cwd=tmp_path)
     assert "demo/Echo-v0" in listed and "plugin env" in listed
     checked = sh(sys.executable, "-m", "toolgym", "check", "demo/Echo-v0", env=env, cwd=tmp_path)
     assert "All checks passed." in checked
-    played = sh(sys.executable, "-c", "import toolgym; e = toolgym.make('demo/Echo-v0'); e.reset(seed=0); print(e.step(e.scripted_action())[1])", env=env, cwd=tmp_path)
+    played = sh(
+        sys.executable,
+        "-c",
+        "import toolgym; e = toolgym.make('demo/Echo-v0'); e.reset(seed=0); print(e.step(e.scripted_action())[1])",
+        env=env,
+        cwd=tmp_path,
+    )
     assert played.strip() == "1.0"
     # Without the package on the path, the id is unknown again.
-    missing = subprocess.run([sys.executable, "-m", "toolgym", "check", "demo/Echo-v0"], capture_output=True, text=True, cwd=tmp_path)
+    missing = subprocess.run(
+        [sys.executable, "-m", "toolgym", "check", "demo/Echo-v0"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert missing.returncode == 1 and "env 'demo/Echo-v0' is not registered" in missing.stdout

@@ -16,13 +16,18 @@ def test_hermes_reads_several_calls_and_keeps_the_prose():
         '<tool_call>{"name": "pick_up", "arguments": {}}</tool_call> done'
     )
     parsed = HermesParser().parse(text)
-    assert [(c.name, c.arguments) for c in parsed.calls] == [("move", {"direction": "north"}), ("pick_up", {})]
+    assert [(c.name, c.arguments) for c in parsed.calls] == [
+        ("move", {"direction": "north"}),
+        ("pick_up", {}),
+    ]
     assert parsed.errors == []
     assert parsed.text == "Let me look.\n\n done"
 
 
 def test_hermes_invalid_json_names_the_position():
-    parsed = HermesParser().parse('<tool_call>{"name": "move", "arguments": {"direction": "north",}}</tool_call>')
+    parsed = HermesParser().parse(
+        '<tool_call>{"name": "move", "arguments": {"direction": "north",}}</tool_call>'
+    )
     assert parsed.calls == []
     assert parsed.errors == [
         "tool call 1 is not valid JSON: Expecting property name enclosed in double quotes at line 1, "
@@ -48,8 +53,12 @@ def test_hermes_reports_each_bad_call_and_keeps_the_good_ones():
 
 
 def test_hermes_unclosed_call_and_double_encoded_arguments():
-    assert HermesParser().parse('<tool_call>{"name": "a"}').errors == ["tool call 1 is not closed: end it with </tool_call>."]
-    parsed = HermesParser().parse('<tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call>')
+    assert HermesParser().parse('<tool_call>{"name": "a"}').errors == [
+        "tool call 1 is not closed: end it with </tool_call>."
+    ]
+    parsed = HermesParser().parse(
+        '<tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call>'
+    )
     assert parsed.calls[0].arguments == {"x": 1}
     llama = HermesParser().parse('<tool_call>{"name": "a", "parameters": {"x": 2}}</tool_call>')
     assert llama.calls[0].arguments == {"x": 2}
@@ -64,16 +73,25 @@ def test_hermes_render_round_trips():
 def test_xml_tags_map_to_tools_and_ignore_other_tags():
     parser = XmlTagParser({"search": ("search", "query"), "answer": ("answer", "answer")})
     parsed = parser.parse("<think>hmm</think><search> capital of France </search>")
-    assert [(c.name, c.arguments) for c in parsed.calls] == [("search", {"query": "capital of France"})]
+    assert [(c.name, c.arguments) for c in parsed.calls] == [
+        ("search", {"query": "capital of France"})
+    ]
     assert parsed.text == "<think>hmm</think>"
-    assert parser.parse("<answer>Paris").errors == ["<answer> is not closed: write <answer>...</answer>."]
-    assert parser.parse(parser.render([ToolCall("answer", {"answer": "Paris"})])).calls[0].arguments == {"answer": "Paris"}
+    assert parser.parse("<answer>Paris").errors == [
+        "<answer> is not closed: write <answer>...</answer>."
+    ]
+    assert parser.parse(parser.render([ToolCall("answer", {"answer": "Paris"})])).calls[
+        0
+    ].arguments == {"answer": "Paris"}
 
 
 def test_fenced_code_blocks_become_calls():
     parser = FencedCodeParser({"python": ("python", "code"), "sql": ("sql", "query")})
     parsed = parser.parse("Run this:\n```python\nprint(1)\n```\nand\n```sql\nSELECT 1\n```\n")
-    assert [(c.name, c.arguments) for c in parsed.calls] == [("python", {"code": "print(1)"}), ("sql", {"query": "SELECT 1"})]
+    assert [(c.name, c.arguments) for c in parsed.calls] == [
+        ("python", {"code": "print(1)"}),
+        ("sql", {"query": "SELECT 1"}),
+    ]
     assert parsed.text == "Run this:\n\nand"
 
 
@@ -82,7 +100,9 @@ def test_fenced_code_complaints():
     assert parser.parse("```python\nprint(1)\n").errors == [
         "code block opened with ```python is not closed: end it with a line ```."
     ]
-    assert parser.parse("```bash\nls\n```").errors == ["code blocks in 'bash' cannot be run here; use ```python."]
+    assert parser.parse("```bash\nls\n```").errors == [
+        "code blocks in 'bash' cannot be run here; use ```python."
+    ]
     assert parser.parse("```\nx = 1\n```").calls[0].arguments == {"code": "x = 1"}
 
 

@@ -29,7 +29,11 @@ def test_256_mazes_finish_while_a_raising_and_a_hanging_env_are_reported():
     step_timeout, close_timeout = 1.0, 0.5
 
     async def main():
-        pool = EnvPool([maze] * 256 + [fixture_envs.RaisingEnv, fixture_envs.HangingEnv], step_timeout_s=step_timeout, close_timeout_s=close_timeout)
+        pool = EnvPool(
+            [maze] * 256 + [fixture_envs.RaisingEnv, fixture_envs.HangingEnv],
+            step_timeout_s=step_timeout,
+            close_timeout_s=close_timeout,
+        )
         async with pool:
             results = await pool.run(scripted_policy, range(258))
         leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -38,7 +42,9 @@ def test_256_mazes_finish_while_a_raising_and_a_hanging_env_are_reported():
     pool, results, leftover = asyncio.run(main())
     assert [r.seed for r in results] == list(range(258))
     good, raising, hanging = results[:256], results[256], results[257]
-    assert all(r.stop is StopReason.TERMINATED and r.total_reward == 1.0 and not r.masked for r in good)
+    assert all(
+        r.stop is StopReason.TERMINATED and r.total_reward == 1.0 and not r.masked for r in good
+    )
     assert raising.masked and raising.infra_error == "RuntimeError: sandbox died"
     assert hanging.masked and hanging.infra_error == "step timed out after 1 s"
     assert hanging.stop is StopReason.INFRA_ERROR

@@ -20,7 +20,10 @@ def test_make_builds_registered_envs_with_kwargs_and_a_spec():
 
 
 def test_unknown_ids_suggest_close_matches():
-    with pytest.raises(UnknownEnvError, match=r"env 'toolgym/Maz-v0' is not registered. Did you mean: toolgym/Maze-v0\?"):
+    with pytest.raises(
+        UnknownEnvError,
+        match=r"env 'toolgym/Maz-v0' is not registered. Did you mean: toolgym/Maze-v0\?",
+    ):
         toolgym.make("toolgym/Maz-v0")
     with pytest.raises(UnknownEnvError, match="registered versions: toolgym/Maze-v0"):
         toolgym.make("toolgym/Maze-v3")
@@ -50,7 +53,9 @@ def test_re_registration_is_idempotent_but_conflicts_are_errors():
     toolgym.register("mine/Twice-v0", "fixture_envs:CoinEnv")
     with pytest.raises(RegistrationError, match="already registered"):
         toolgym.register("mine/Twice-v0", "fixture_envs:WrongArityEnv")
-    with pytest.warns(UserWarning, match="Overriding environment mine/Twice-v0"):  # Gymnasium's own notice
+    with pytest.warns(
+        UserWarning, match="Overriding environment mine/Twice-v0"
+    ):  # Gymnasium's own notice
         toolgym.register("mine/Twice-v0", "fixture_envs:WrongArityEnv", override=True)
     assert toolgym.spec("mine/Twice-v0").entry_point == "fixture_envs:WrongArityEnv"
 

@@ -64,7 +64,9 @@ def test_injected_arguments_are_hidden_from_the_schema_and_filled_by_the_caller(
 
 
 def test_the_model_cannot_forge_an_injected_argument():
-    result = asyncio.run(bump.call(ToolCall("bump", {"amount": 1, "handle": "evil"}), {"handle": Handle()}))
+    result = asyncio.run(
+        bump.call(ToolCall("bump", {"amount": 1, "handle": "evil"}), {"handle": Handle()})
+    )
     assert result.error is ToolErrorKind.INVALID_ARGUMENTS
     assert "unexpected argument 'handle'" in result.content
     assert "allowed: amount" in result.content
@@ -136,7 +138,9 @@ def test_non_string_results_are_json():
 
 
 def test_tool_without_type_hints_is_refused_in_plain_words():
-    with pytest.raises(ToolDefinitionError, match=r"argument 'direction' has no type hint.*direction: str"):
+    with pytest.raises(
+        ToolDefinitionError, match=r"argument 'direction' has no type hint.*direction: str"
+    ):
 
         @tool
         async def move(direction):

@@ -48,7 +48,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold a mapping at the top, not {type(data).__name__}")
+        raise ConfigError(
+            f"config file {path} must hold a mapping at the top, not {type(data).__name__}"
+        )
     return data
 
 

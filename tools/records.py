@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+
 @dataclass
 class ToolCall:
     """A call the model asked for: a tool name and its JSON arguments. The env gives it an id
@@ -44,7 +45,12 @@ class ToolResult:
 
     def to_message(self) -> dict[str, Any]:
         """The OpenAI-format `tool` message that carries this result back to the model."""
-        return {"role": "tool", "tool_call_id": self.call.id, "name": self.call.name, "content": self.content}
+        return {
+            "role": "tool",
+            "tool_call_id": self.call.id,
+            "name": self.call.name,
+            "content": self.content,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -76,7 +76,11 @@ class Tool:
         """The OpenAI function-calling schema of this tool."""
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
         }
 
     async def call(self, call: ToolCall, injected: Mapping[str, Any] | None = None) -> ToolResult:
@@ -97,7 +101,9 @@ class Tool:
             return ToolResult(call, text, ToolErrorKind.INFRA, time.perf_counter() - start)
         except Exception as exc:
             text = f"Error: tool '{self.name}' failed: {type(exc).__name__}: {exc}"
-            return ToolResult(call, self._clip(text), ToolErrorKind.EXCEPTION, time.perf_counter() - start)
+            return ToolResult(
+                call, self._clip(text), ToolErrorKind.EXCEPTION, time.perf_counter() - start
+            )
         return ToolResult(call, self._clip(_to_text(value)), None, time.perf_counter() - start)
 
     def _validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,7 +121,9 @@ class Tool:
     async def _run(self, kwargs: dict[str, Any]) -> Any:
         args = (self.bound_to,) if self.takes_self else ()
         if self.takes_self and self.bound_to is None:
-            raise ToolDefinitionError(f"tool '{self.name}' is a method; call it through an instance")
+            raise ToolDefinitionError(
+                f"tool '{self.name}' is a method; call it through an instance"
+            )
         result = self.fn(*args, **kwargs)
         return await result if inspect.isawaitable(result) else result
 
@@ -151,14 +159,14 @@ def tool(
 ) -> Any:
     """Turn a typed function (async preferred) into a `Tool`. Usable bare or with options:
 
-        @tool
-        async def search(query: str, k: int = 3) -> str:
-            '''Search the corpus.
+    @tool
+    async def search(query: str, k: int = 3) -> str:
+        '''Search the corpus.
 
-            Args:
-                query: what to look for.
-                k: how many documents to return.
-            '''
+        Args:
+            query: what to look for.
+            k: how many documents to return.
+        '''
     """
 
     def build(f: Callable[..., Any]) -> Tool:
@@ -175,14 +183,18 @@ def _build_tool(fn: Callable[..., Any], name: str, timeout_s: float, max_output_
         raise ToolDefinitionError(f"{where}: cannot read its type hints ({exc})") from None
     summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
     if not summary:
-        raise ToolDefinitionError(f"{where}: has no docstring; the model reads it to know what the tool does")
+        raise ToolDefinitionError(
+            f"{where}: has no docstring; the model reads it to know what the tool does"
+        )
     params = list(inspect.signature(fn).parameters.values())
     takes_self = bool(params) and params[0].name in ("self", "cls")
     fields: dict[str, Any] = {}
     hidden: list[str] = []
     for p in params[1:] if takes_self else params:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise ToolDefinitionError(f"{where}: *{p.name} / **{p.name} cannot be described to the model; list the arguments")
+            raise ToolDefinitionError(
+                f"{where}: *{p.name} / **{p.name} cannot be described to the model; list the arguments"
+            )
         if p.name not in hints:
             raise ToolDefinitionError(
                 f"{where}: argument '{p.name}' has no type hint; the JSON schema the model sees is "
@@ -199,7 +211,9 @@ def _build_tool(fn: Callable[..., Any], name: str, timeout_s: float, max_output_
         model = create_model(f"{name}_arguments", __config__=config, **fields)
         model.model_json_schema()
     except Exception as exc:
-        raise ToolDefinitionError(f"{where}: its argument types cannot be turned into a JSON schema ({exc})") from None
+        raise ToolDefinitionError(
+            f"{where}: its argument types cannot be turned into a JSON schema ({exc})"
+        ) from None
     return Tool(fn, name, summary, model, tuple(hidden), takes_self, timeout_s, max_output_chars)
 
 
@@ -226,7 +240,12 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         elif section == "args" and stripped:
             head, sep, text = stripped.partition(":")
             key = head.split("(")[0].strip()
-            if sep and key.isidentifier() and line.startswith((" ", "\t")) and not line.startswith("        "):
+            if (
+                sep
+                and key.isidentifier()
+                and line.startswith((" ", "\t"))
+                and not line.startswith("        ")
+            ):
                 current = key
                 args[current] = text.strip()
             elif current:
@@ -237,7 +256,9 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Drop pydantic's cosmetic `title` keys, which only lengthen the prompt."""
     if isinstance(schema, dict):
-        return {k: _clean_schema(v) for k, v in schema.items() if k != "title" or not isinstance(v, str)}
+        return {
+            k: _clean_schema(v) for k, v in schema.items() if k != "title" or not isinstance(v, str)
+        }
     if isinstance(schema, list):
         return [_clean_schema(v) for v in schema]  # type: ignore[return-value]
     return schema

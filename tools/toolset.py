@@ -49,6 +49,11 @@ class ToolSet:
         """Route `call` to its tool. Never raises for the model's mistakes."""
         found = self._tools.get(call.name)
         if found is None:
-            hint = did_you_mean(call.name, self._tools) or f" Available tools: {', '.join(self._tools) or 'none'}."
-            return ToolResult(call, f"Error: unknown tool '{call.name}'.{hint}", ToolErrorKind.UNKNOWN_TOOL)
+            hint = (
+                did_you_mean(call.name, self._tools)
+                or f" Available tools: {', '.join(self._tools) or 'none'}."
+            )
+            return ToolResult(
+                call, f"Error: unknown tool '{call.name}'.{hint}", ToolErrorKind.UNKNOWN_TOOL
+            )
         return await found.call(call, injected)

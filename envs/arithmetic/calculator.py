@@ -23,7 +23,10 @@ _BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
 
 
 def evaluate(expression: str) -> int | float:
@@ -33,7 +36,9 @@ def evaluate(expression: str) -> int | float:
     try:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ValueError(f"not an arithmetic expression (syntax error at column {exc.offset})") from None
+        raise ValueError(
+            f"not an arithmetic expression (syntax error at column {exc.offset})"
+        ) from None
     return _eval(tree.body)
 
 
@@ -55,4 +60,6 @@ def _eval(node: ast.AST) -> int | float:
         if isinstance(value, complex) or abs(value) > MAX_MAGNITUDE:
             raise ValueError("the result is too large or not a real number")
         return value
-    raise ValueError(f"'{ast.unparse(node)}' is not allowed: use numbers, + - * / // % ** and parentheses")
+    raise ValueError(
+        f"'{ast.unparse(node)}' is not allowed: use numbers, + - * / // % ** and parentheses"
+    )

@@ -37,7 +37,11 @@ def generate_task(seed: int, n_operands: int = 3) -> dict[str, Any]:
     for i in range(n_operands - 1):
         left = f"({expression})" if i > 0 else expression
         expression = f"{left} {rng.choice(['+', '-', '*'])} {int(rng.integers(2, 100))}"
-    return {"question": f"What is {expression}?", "expression": expression, "answer": evaluate(expression)}
+    return {
+        "question": f"What is {expression}?",
+        "expression": expression,
+        "answer": evaluate(expression),
+    }
 
 
 class ArithmeticEnv(ToolEnv):
@@ -66,7 +70,9 @@ class ArithmeticEnv(ToolEnv):
         else:
             task = generate_task(task_seed, self.n_operands)
         if "question" not in task or "answer" not in task:
-            raise ConfigError(f"an arithmetic task needs 'question' and 'answer', got keys {sorted(task)}")
+            raise ConfigError(
+                f"an arithmetic task needs 'question' and 'answer', got keys {sorted(task)}"
+            )
         self.task, self.submitted, self._reward = task, None, 0.0
         return [{"role": "user", "content": task["question"]}]
 
@@ -105,4 +111,6 @@ class ArithmeticEnv(ToolEnv):
 
 
 def _format(value: int | float) -> str:
-    return str(int(value)) if isinstance(value, int) or float(value).is_integer() else f"{value:.10g}"
+    return (
+        str(int(value)) if isinstance(value, int) or float(value).is_integer() else f"{value:.10g}"
+    )

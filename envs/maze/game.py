@@ -63,7 +63,9 @@ def open_door(layout: MazeLayout, state: MazeState, direction: str) -> tuple[Maz
     if state.held == 0:
         return state, "The door is locked and you hold no key."
     door = layout.doors[edge(state.pos, neighbour(state.pos, direction))]
-    return replace(state, held=state.held - 1, opened=state.opened | {door}), f"You unlocked the door to the {direction}."
+    return replace(
+        state, held=state.held - 1, opened=state.opened | {door}
+    ), f"You unlocked the door to the {direction}."
 
 
 def describe(layout: MazeLayout, state: MazeState, hints: bool = True) -> str:

@@ -43,7 +43,9 @@ class MazeLayout:
     def inside(self, cell: Cell) -> bool:
         return 0 <= cell[0] < self.size and 0 <= cell[1] < self.size
 
-    def render(self, agent: Cell | None = None, taken: Iterable[int] = (), opened: Iterable[int] = ()) -> str:
+    def render(
+        self, agent: Cell | None = None, taken: Iterable[int] = (), opened: Iterable[int] = ()
+    ) -> str:
         """ASCII map: # wall, D closed door, K key, @ agent, G goal, . floor."""
         taken, opened = set(taken), set(opened)
         n = 2 * self.size + 1
@@ -76,7 +78,9 @@ def generate(seed: int, size: int = 4, n_doors: int = 1) -> MazeLayout:
     goal = farthest[int(rng.integers(len(farthest)))]
     path = _path(passages, start, goal)
     n_doors = min(n_doors, len(path) - 1)
-    door_steps = sorted(rng.choice(len(path) - 1, size=n_doors, replace=False).tolist()) if n_doors else []
+    door_steps = (
+        sorted(rng.choice(len(path) - 1, size=n_doors, replace=False).tolist()) if n_doors else []
+    )
     doors = {edge(path[i], path[i + 1]): index for index, i in enumerate(door_steps)}
     keys: dict[Cell, int] = {}
     for index in range(n_doors):
@@ -96,7 +100,11 @@ def _carve(rng: np.random.Generator, size: int) -> set[Edge]:
     passages: set[Edge] = set()
     while stack:
         cell = stack[-1]
-        options = [n for d in DIRECTIONS if (n := neighbour(cell, d)) not in seen and 0 <= n[0] < size and 0 <= n[1] < size]
+        options = [
+            n
+            for d in DIRECTIONS
+            if (n := neighbour(cell, d)) not in seen and 0 <= n[0] < size and 0 <= n[1] < size
+        ]
         if not options:
             stack.pop()
             continue
@@ -107,7 +115,9 @@ def _carve(rng: np.random.Generator, size: int) -> set[Edge]:
     return passages
 
 
-def _reachable_with_open_doors(passages: set[Edge], doors: dict[Edge, int], n_open: int, start: Cell) -> set[Cell]:
+def _reachable_with_open_doors(
+    passages: set[Edge], doors: dict[Edge, int], n_open: int, start: Cell
+) -> set[Cell]:
     """Cells reachable from `start` when doors 0..n_open-1 are open and the rest are shut."""
     shut = {e for e, d in doors.items() if d >= n_open}
     return set(_distances(passages - shut, start))

@@ -29,11 +29,16 @@ def solve(layout: MazeLayout, state: MazeState) -> list[ToolCall]:
 def _successors(layout: MazeLayout, state: MazeState) -> list[tuple[ToolCall, MazeState]]:
     out = [(ToolCall("move", {"direction": d}), game.move(layout, state, d)[0]) for d in DIRECTIONS]
     out.append((ToolCall("pick_up", {}), game.pick_up(layout, state)[0]))
-    out += [(ToolCall("open_door", {"direction": d}), game.open_door(layout, state, d)[0]) for d in DIRECTIONS]
+    out += [
+        (ToolCall("open_door", {"direction": d}), game.open_door(layout, state, d)[0])
+        for d in DIRECTIONS
+    ]
     return [(call, nxt) for call, nxt in out if nxt != state]
 
 
-def _unwind(parent: dict[MazeState, tuple[MazeState, ToolCall] | None], state: MazeState) -> list[ToolCall]:
+def _unwind(
+    parent: dict[MazeState, tuple[MazeState, ToolCall] | None], state: MazeState
+) -> list[ToolCall]:
     calls: list[ToolCall] = []
     while (link := parent[state]) is not None:
         state, call = link

@@ -3,6 +3,7 @@ needs only when it runs, so `toolgym --version` stays instant."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -27,7 +28,12 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """Tool environments and step-level RL for tool-using LLM agents."""
 
@@ -42,7 +48,9 @@ def list_envs() -> None:
 
 @app.command("check")
 def check(
-    env_id: Annotated[str, typer.Argument(help="Env id, e.g. toolgym/Maze-v0 or mypkg.envs:my/Env-v0")],
+    env_id: Annotated[
+        str, typer.Argument(help="Env id, e.g. toolgym/Maze-v0 or mypkg.envs:my/Env-v0")
+    ],
     seed: Annotated[int, typer.Option(help="Seed of the first checked episode.")] = 0,
 ) -> None:
     """Check that an environment honours the toolgym Env contract."""
@@ -54,7 +62,9 @@ def check(
 @app.command("play")
 def play(
     env_id: Annotated[str, typer.Argument(help="Env id, e.g. toolgym/Maze-v0")],
-    seed: Annotated[int, typer.Option(help="Episode seed (the same seed gives the same task).")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Episode seed (the same seed gives the same task).")
+    ] = 0,
 ) -> None:
     """Play an episode in the terminal by typing tool calls."""
     from toolgym.cli.play import play_command
@@ -77,6 +87,9 @@ def main() -> None:
     """Entry point: toolgym's own errors are one plain line on stderr, never a traceback."""
     from toolgym.errors import ToolgymError
 
+    # Like `python -m`, let `toolgym check my_envs:my/Env-v0` import my_envs.py from here.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         app()
     except ToolgymError as exc:

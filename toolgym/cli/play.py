@@ -66,7 +66,9 @@ def _play(env: Any, seed: int) -> int:
         for m in obs:
             show_message(m)
         status = "valid" if info["valid_action"] else "[red]invalid[/]"
-        console.print(f"reward {reward:g} · return {total:g} · action {status} · state {escape(str(info['state_key']))}")
+        console.print(
+            f"reward {reward:g} · return {total:g} · action {status} · state {escape(str(info['state_key']))}"
+        )
         if terminated or truncated:
             end = "terminated" if terminated else "truncated"
             console.print(f"[bold]Episode over ({end}) after {turns} turn(s), return {total:g}.[/]")

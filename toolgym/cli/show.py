@@ -20,7 +20,14 @@ def show_message(message: dict[str, Any]) -> None:
     title = role if role != "tool" else f"tool · {message.get('name', '')}"
     content = message.get("content")
     text = content if isinstance(content, str) else json.dumps(content, indent=1)
-    console.print(Panel(escape(text), title=title, title_align="left", border_style=ROLE_STYLES.get(role, "white")))
+    console.print(
+        Panel(
+            escape(text),
+            title=title,
+            title_align="left",
+            border_style=ROLE_STYLES.get(role, "white"),
+        )
+    )
 
 
 def show_tools(schemas: list[dict[str, Any]]) -> None:

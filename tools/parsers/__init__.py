@@ -23,8 +23,18 @@ PARSERS: dict[str, type[ActionParser]] = {
 def make_parser(name: str, **options: Any) -> ActionParser:
     """Build the parser registered under `name`."""
     if name not in PARSERS:
-        raise ConfigError(f"unknown action parser '{name}'.{did_you_mean(name, PARSERS)} Known: {', '.join(PARSERS)}")
+        raise ConfigError(
+            f"unknown action parser '{name}'.{did_you_mean(name, PARSERS)} Known: {', '.join(PARSERS)}"
+        )
     return PARSERS[name](**options)
 
 
-__all__ = ["PARSERS", "ActionParser", "FencedCodeParser", "HermesParser", "ParsedAction", "XmlTagParser", "make_parser"]
+__all__ = [
+    "PARSERS",
+    "ActionParser",
+    "FencedCodeParser",
+    "HermesParser",
+    "ParsedAction",
+    "XmlTagParser",
+    "make_parser",
+]

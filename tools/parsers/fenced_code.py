@@ -19,7 +19,9 @@ class FencedCodeParser(ActionParser):
         default_language: str | None = "python",
     ) -> None:
         mapping = languages or {"python": ("python", "code")}
-        self.languages: dict[str, tuple[str, str]] = {k: (str(v[0]), str(v[1])) for k, v in mapping.items()}
+        self.languages: dict[str, tuple[str, str]] = {
+            k: (str(v[0]), str(v[1])) for k, v in mapping.items()
+        }
         self.default_language = default_language
 
     def parse(self, text: str) -> ParsedAction:
@@ -28,17 +30,24 @@ class FencedCodeParser(ActionParser):
         cursor = 0
         while (match := _FENCE.search(text, cursor)) is not None:
             prose.append(text[cursor : match.start()])
-            fence, language = match.group(2), (match.group(3) or self.default_language or "").lower()
+            fence, language = (
+                match.group(2),
+                (match.group(3) or self.default_language or "").lower(),
+            )
             closing = re.compile(rf"^[ \t]*{fence}[ \t]*$", re.M).search(text, match.end())
             if closing is None:
-                out.errors.append(f"code block opened with {fence}{language} is not closed: end it with a line {fence}.")
+                out.errors.append(
+                    f"code block opened with {fence}{language} is not closed: end it with a line {fence}."
+                )
                 cursor = len(text)
                 break
             body = text[match.end() : closing.start()].rstrip("\n")
             cursor = closing.end()
             if language not in self.languages:
                 known = ", ".join(f"{fence}{k}" for k in self.languages)
-                out.errors.append(f"code blocks in '{language or 'no language'}' cannot be run here; use {known}.")
+                out.errors.append(
+                    f"code blocks in '{language or 'no language'}' cannot be run here; use {known}."
+                )
                 continue
             tool_name, arg = self.languages[language]
             out.calls.append(ToolCall(tool_name, {arg: body}))
@@ -57,4 +66,8 @@ class FencedCodeParser(ActionParser):
         return "\n".join(parts)
 
     def format_hint(self) -> str:
-        return "Run code by writing a block: " + ", ".join(f"```{k} ... ```" for k in self.languages) + "."
+        return (
+            "Run code by writing a block: "
+            + ", ".join(f"```{k} ... ```" for k in self.languages)
+            + "."
+        )

@@ -17,7 +17,9 @@ _SNIPPET = 40
 class HermesParser(ActionParser):
     def __init__(self, open_tag: str = "<tool_call>", close_tag: str = "</tool_call>") -> None:
         self.open_tag, self.close_tag = open_tag, close_tag
-        self._block = re.compile(re.escape(open_tag) + r"(.*?)(?:" + re.escape(close_tag) + r"|$)", re.S)
+        self._block = re.compile(
+            re.escape(open_tag) + r"(.*?)(?:" + re.escape(close_tag) + r"|$)", re.S
+        )
 
     def parse(self, text: str) -> ParsedAction:
         out = ParsedAction()
@@ -52,18 +54,27 @@ class HermesParser(ActionParser):
                 f"(char {exc.pos}), near: {near!r}."
             )
         if not isinstance(data, dict):
-            return None, f"{where} must be a JSON object like {self.example()}, not a {_json_type(data)}."
+            return (
+                None,
+                f"{where} must be a JSON object like {self.example()}, not a {_json_type(data)}.",
+            )
         name = data.get("name")
         if not isinstance(name, str) or not name:
-            return None, f"{where} has no \"name\" string: write {self.example()}."
+            return None, f'{where} has no "name" string: write {self.example()}.'
         arguments = data.get("arguments", data.get("parameters", {}))
         if isinstance(arguments, str):  # some models double-encode the arguments
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as exc:
-                return None, f"{where}: \"arguments\" is a string that is not valid JSON ({exc.msg} at char {exc.pos})."
+                return (
+                    None,
+                    f'{where}: "arguments" is a string that is not valid JSON ({exc.msg} at char {exc.pos}).',
+                )
         if not isinstance(arguments, dict):
-            return None, f"{where}: \"arguments\" must be a JSON object, not a {_json_type(arguments)}."
+            return (
+                None,
+                f'{where}: "arguments" must be a JSON object, not a {_json_type(arguments)}.',
+            )
         return ToolCall(name, arguments), None
 
     def render(self, calls: Sequence[ToolCall]) -> str:
@@ -80,5 +91,12 @@ class HermesParser(ActionParser):
 
 
 def _json_type(value: Any) -> str:
-    names = {list: "list", str: "string", bool: "boolean", int: "number", float: "number", type(None): "null"}
+    names = {
+        list: "list",
+        str: "string",
+        bool: "boolean",
+        int: "number",
+        float: "number",
+        type(None): "null",
+    }
     return names.get(type(value), type(value).__name__)

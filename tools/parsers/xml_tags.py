@@ -16,7 +16,9 @@ from toolgym.tools.records import ToolCall
 class XmlTagParser(ActionParser):
     def __init__(self, tags: Mapping[str, tuple[str, str] | list[str]] | None = None) -> None:
         mapping = tags or {"search": ("search", "query"), "answer": ("answer", "answer")}
-        self.tags: dict[str, tuple[str, str]] = {tag: (str(v[0]), str(v[1])) for tag, v in mapping.items()}
+        self.tags: dict[str, tuple[str, str]] = {
+            tag: (str(v[0]), str(v[1])) for tag, v in mapping.items()
+        }
         names = "|".join(re.escape(t) for t in sorted(self.tags, key=len, reverse=True))
         self._open = re.compile(rf"<({names})>", re.S)
 
