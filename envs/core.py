@@ -65,6 +65,15 @@ def make_info(
     }
 
 
+def copy_messages(messages: list[Message]) -> list[Message]:
+    """Fresh message dicts (and content-part lists) for the caller to keep: far cheaper than
+    a deepcopy, and enough because message values are strings or lists of flat parts."""
+    return [
+        {k: [dict(p) for p in v] if isinstance(v, list) else v for k, v in m.items()}
+        for m in messages
+    ]
+
+
 class Env(gymnasium.Env[list[Message], str]):
     """Base class of every toolgym environment. Subclasses implement `areset` and `astep`
     (starting `areset` with `await super().areset(seed=seed, options=options)`, which seeds

@@ -5,8 +5,10 @@ its own episode, reported as an infrastructure error (masked from training, neve
 the pool closes that env, builds a fresh one from its factory, and the other episodes go on.
 
 What it cannot protect against: an env that blocks the event loop with synchronous work
-(`time.sleep`, a CPU-bound loop) stalls every episode, because asyncio cannot pre-empt it.
-Envs must await their slow work (or hand it to a thread or process).
+(`time.sleep`, a CPU-bound loop) stalls every episode, because asyncio cannot pre-empt it;
+nor one that catches `CancelledError` and keeps waiting, since a timeout works by
+cancelling. Envs must await their slow work (or hand it to a thread or process) and let
+cancellation through; sandboxes that run foreign code do so in another process.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from toolgym.log import get_logger
 log = get_logger(__name__)
 
 
-class StopReason(str, enum.Enum):
+class StopReason(enum.StrEnum):
     TERMINATED = "terminated"
     TRUNCATED = "truncated"
     MAX_STEPS = "max_steps"
@@ -43,10 +45,11 @@ class StepRecord:
 
 @dataclass
 class EpisodeView:
-    """What a policy sees: the env, the conversation so far, the latest info, and a dict the
-    policy may use to remember things within this episode."""
+    """What a policy sees: the env, the episode's seed, the conversation so far, the latest
+    info, and a dict the policy may use to remember things within this episode."""
 
     env: Env
+    seed: int | None
     messages: list[Message]
     info: dict[str, Any]
     step: int = 0
@@ -91,7 +94,7 @@ class EnvPool:
         env_fns: one factory per slot; a slot's env is built on first use and rebuilt after
             an infrastructure error.
         step_timeout_s: limit for each reset, step and policy call.
-        close_timeout_s: limit for closing an env (and for a cancelled call to wind down).
+        close_timeout_s: limit for closing an env.
         max_steps: stop an episode after this many steps even if the env would go on.
     """
 
@@ -110,17 +113,27 @@ class EnvPool:
         self.step_timeout_s = step_timeout_s
         self.close_timeout_s = close_timeout_s
         self.max_steps = max_steps
-        self.stuck_tasks = 0
-        """Calls that ignored cancellation past close_timeout_s (an env bug; counted, not awaited)."""
 
     @classmethod
-    def from_id(cls, env_id: str, size: int, **kwargs: Any) -> EnvPool:
-        """`size` slots of `toolgym.make(env_id)`; pool options go in kwargs too."""
+    def from_id(
+        cls,
+        env_id: str,
+        slots: int,
+        *,
+        step_timeout_s: float = 60.0,
+        close_timeout_s: float = 5.0,
+        max_steps: int | None = None,
+        **env_kwargs: Any,
+    ) -> EnvPool:
+        """`slots` envs built by `toolgym.make(env_id, **env_kwargs)`."""
         from toolgym.envs.registration import make
 
-        pool_keys = {"step_timeout_s", "close_timeout_s", "max_steps"}
-        pool_args = {k: kwargs.pop(k) for k in list(kwargs) if k in pool_keys}
-        return cls([lambda: make(env_id, **kwargs)] * size, **pool_args)
+        return cls(
+            [lambda: make(env_id, **env_kwargs)] * slots,
+            step_timeout_s=step_timeout_s,
+            close_timeout_s=close_timeout_s,
+            max_steps=max_steps,
+        )
 
     async def run(self, policy: Policy, seeds: Iterable[int | None]) -> list[EpisodeResult]:
         """Play one episode per seed; results come back in the order of `seeds`."""
@@ -133,6 +146,7 @@ class EnvPool:
         async def worker(slot: int) -> None:
             while not queue.empty():
                 index, seed = queue.get_nowait()
+                await asyncio.sleep(0)  # let every free slot take an episode before any runs
                 results[index] = await self._episode(slot, policy, seed)
 
         workers = [
@@ -153,7 +167,7 @@ class EnvPool:
             env = self._env(slot)
             messages, info = await self._bounded(env.areset(seed=seed), "reset")
             result.reset_info = info
-            view = EpisodeView(env, list(messages), info)
+            view = EpisodeView(env, seed, list(messages), info)
             while True:
                 action = await self._bounded(policy(view), "policy")
                 obs, reward, terminated, truncated, info = await self._bounded(
@@ -186,22 +200,15 @@ class EnvPool:
             env = self.envs[slot] = self.env_fns[slot]()
         return env
 
-    async def _bounded(self, awaitable: Awaitable[Any], what: str) -> Any:
-        task = asyncio.ensure_future(awaitable)
-        done, _ = await asyncio.wait({task}, timeout=self.step_timeout_s)
-        if task in done:
-            return task.result()
-        await self._cancel(task)
-        raise _CallTimeout(f"{what} timed out after {self.step_timeout_s:g} s")
-
-    async def _cancel(self, task: asyncio.Future[Any]) -> None:
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=self.close_timeout_s)
-        if task not in done:
-            self.stuck_tasks += 1
-            log.error("a cancelled env call is still running after %g s", self.close_timeout_s)
-        elif not task.cancelled() and task.exception() is not None:
-            log.debug("cancelled call ended with %r", task.exception())
+    async def _bounded(
+        self, awaitable: Awaitable[Any], what: str, limit: float | None = None
+    ) -> Any:
+        limit = self.step_timeout_s if limit is None else limit
+        try:
+            async with asyncio.timeout(limit):
+                return await awaitable
+        except TimeoutError:
+            raise _CallTimeout(f"{what} timed out after {limit:g} s") from None
 
     async def _retire(self, slot: int) -> None:
         env, self.envs[slot] = self.envs[slot], None
@@ -209,12 +216,10 @@ class EnvPool:
             await self._close(env)
 
     async def _close(self, env: Env) -> None:
-        task = asyncio.ensure_future(env.aclose())
-        done, _ = await asyncio.wait({task}, timeout=self.close_timeout_s)
-        if task not in done:
-            await self._cancel(task)
-        elif task.exception() is not None:
-            log.warning("closing %s failed: %r", type(env).__name__, task.exception())
+        try:
+            await self._bounded(env.aclose(), "close", self.close_timeout_s)
+        except Exception as exc:
+            log.warning("closing %s failed: %s", type(env).__name__, exc)
 
     async def aclose(self) -> None:
         """Close every env the pool built (bounded by close_timeout_s each)."""

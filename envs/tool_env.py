@@ -20,7 +20,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from toolgym.envs.core import Env, Message, make_info
+from toolgym.envs.core import Env, Message, copy_messages, make_info
 from toolgym.errors import ToolgymError
 from toolgym.tools.parsers import ActionParser, make_parser
 from toolgym.tools.records import ToolCall, ToolErrorKind, ToolResult
@@ -136,9 +136,9 @@ class ToolEnv(Env):
         self.turn, self.done = 0, False
         opening = await self.start(seed, options)
         obs = [{"role": "system", "content": self.system_prompt()}, *opening]
-        self.transcript = copy.deepcopy(obs)
+        self.transcript = copy_messages(obs)
         self._last_obs = obs
-        return copy.deepcopy(obs), make_info(self.state_key(), tools=self.tool_schemas())
+        return copy_messages(obs), make_info(self.state_key(), tools=self.tool_schemas())
 
     async def astep(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
         if self.turn is None or self.done:
@@ -188,7 +188,7 @@ class ToolEnv(Env):
         truncated = not terminated and self.turn >= self.max_turns
         self.done = terminated or truncated
         self._last_obs = obs
-        self.transcript += copy.deepcopy(obs)
+        self.transcript += copy_messages(obs)
         info = make_info(
             self.state_key(),
             valid_action=valid,
@@ -197,7 +197,7 @@ class ToolEnv(Env):
             infra_error=next((r.content for r in results if r.error is ToolErrorKind.INFRA), None),
             turn=self.turn,
         )
-        return copy.deepcopy(obs), float(reward), terminated, truncated, info
+        return copy_messages(obs), float(reward), terminated, truncated, info
 
     async def _run_calls(
         self, calls: Sequence[ToolCall]

@@ -20,7 +20,7 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
-class ToolErrorKind(str, enum.Enum):
+class ToolErrorKind(enum.StrEnum):
     """Why a call failed. Only INFRA is not the policy's fault (masked from training)."""
 
     UNKNOWN_TOOL = "unknown_tool"

@@ -12,6 +12,7 @@ as a `ToolResult` whose text tells the model what went wrong.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import json
 import time
@@ -55,6 +56,7 @@ class Tool:
     name: str
     description: str
     args_model: type[BaseModel]
+    parameters_schema: dict[str, Any] = field(compare=False, repr=False)
     hidden: tuple[str, ...] = ()
     takes_self: bool = False
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -69,8 +71,8 @@ class Tool:
 
     @property
     def parameters(self) -> dict[str, Any]:
-        """The JSON schema of the visible arguments."""
-        return _clean_schema(self.args_model.model_json_schema())
+        """The JSON schema of the visible arguments (a fresh copy)."""
+        return copy.deepcopy(self.parameters_schema)
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI function-calling schema of this tool."""
@@ -92,8 +94,9 @@ class Tool:
             return ToolResult(call, self._explain(exc), ToolErrorKind.INVALID_ARGUMENTS)
         kwargs.update(self._injections(injected or {}))
         try:
-            value = await asyncio.wait_for(self._run(kwargs), timeout=self.timeout_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.timeout_s):
+                value = await self._run(kwargs)
+        except TimeoutError:
             text = f"Error: tool '{self.name}' timed out after {self.timeout_s:g} s."
             return ToolResult(call, text, ToolErrorKind.TIMEOUT, time.perf_counter() - start)
         except InfraError as exc:
@@ -134,7 +137,7 @@ class Tool:
         return f"{text[: self.max_output_chars]}\n[output truncated: {extra} more characters]"
 
     def _explain(self, exc: ValidationError) -> str:
-        props = self.parameters.get("properties", {})
+        props = self.parameters_schema.get("properties", {})
         lines = [f"Error: invalid arguments for tool '{self.name}':"]
         for err in exc.errors():
             arg = ".".join(str(p) for p in err["loc"]) or "(arguments)"
@@ -209,12 +212,14 @@ def _build_tool(fn: Callable[..., Any], name: str, timeout_s: float, max_output_
     config = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
     try:
         model = create_model(f"{name}_arguments", __config__=config, **fields)
-        model.model_json_schema()
+        schema = _clean_schema(model.model_json_schema())
     except Exception as exc:
         raise ToolDefinitionError(
             f"{where}: its argument types cannot be turned into a JSON schema ({exc})"
         ) from None
-    return Tool(fn, name, summary, model, tuple(hidden), takes_self, timeout_s, max_output_chars)
+    return Tool(
+        fn, name, summary, model, schema, tuple(hidden), takes_self, timeout_s, max_output_chars
+    )
 
 
 def _is_injected(hint: Any) -> bool:

@@ -18,7 +18,7 @@ def quickstart_command(episodes: int, seed: int) -> int:
     from toolgym.envs import EnvPool, scripted_policy
 
     async def play() -> list:
-        async with EnvPool.from_id(ENV_ID, size=min(episodes, 64), step_timeout_s=10.0) as pool:
+        async with EnvPool.from_id(ENV_ID, slots=min(episodes, 64), step_timeout_s=10.0) as pool:
             return await pool.run(scripted_policy, range(seed, seed + episodes))
 
     start = time.perf_counter()

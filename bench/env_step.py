@@ -1,0 +1,130 @@
+"""Maze steps per second through the toolkit, next to a bare loop over the same game logic.
+
+All paths replay the same precomputed optimal actions for the same seeds, so they do the
+same game work; what differs is what toolgym adds around it:
+
+- bare:    `generate` + the rule functions + the observation text, called directly
+- env:     one MazeEnv through the sync API (parse the tool call, validate the arguments,
+           run the tool, build messages and info)
+- EnvPool: the same env, many episodes at once on asyncio with per-call timeouts
+
+The ratio bare / toolkit is the toolkit's overhead factor per step (1.0 = free). Each path
+runs `--repeats` times and the median is shown, because these machines are shared and noisy.
+
+    python bench/env_step.py [--episodes 200] [--size 4] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections.abc import Callable
+
+import toolgym
+from toolgym.envs import EnvPool, EpisodeView
+from toolgym.envs.maze import game
+from toolgym.envs.maze.layout import generate
+from toolgym.envs.maze.solver import solve
+from toolgym.tools import HermesParser, ToolCall
+
+RULES = {
+    "move": lambda layout, state, a: game.move(layout, state, a["direction"]),
+    "pick_up": lambda layout, state, a: game.pick_up(layout, state),
+    "open_door": lambda layout, state, a: game.open_door(layout, state, a["direction"]),
+}
+
+
+def plans(seeds: range, size: int) -> dict[int, list[ToolCall]]:
+    out = {}
+    for seed in seeds:
+        layout = generate(seed, size)
+        out[seed] = solve(layout, game.initial_state(layout))
+    return out
+
+
+def bare(seeds: range, size: int, calls: dict[int, list[ToolCall]]) -> int:
+    steps = 0
+    for seed in seeds:
+        layout = generate(seed, size)
+        state = game.initial_state(layout)
+        layout.render(state.pos)
+        for call in calls[seed]:
+            state, message = RULES[call.name](layout, state, call.arguments)
+            _ = f"{message} {game.describe(layout, state)}"
+            steps += 1
+        assert game.solved(layout, state)
+    return steps
+
+
+def single_env(seeds: range, size: int, texts: dict[int, list[str]]) -> int:
+    env = toolgym.make("toolgym/Maze-v0", size=size)
+    steps = 0
+    for seed in seeds:
+        env.reset(seed=seed)
+        for text in texts[seed]:
+            *_, terminated, truncated, _ = env.step(text)
+            steps += 1
+        assert terminated
+    env.close()
+    return steps
+
+
+def pool(seeds: range, size: int, texts: dict[int, list[str]], slots: int) -> int:
+    async def replay(view: EpisodeView) -> str:
+        return texts[view.seed][view.step]  # type: ignore[index]
+
+    async def run() -> int:
+        async with EnvPool.from_id("toolgym/Maze-v0", slots, size=size) as p:
+            results = await p.run(replay, seeds)
+        assert all(r.stop is not None and r.stop.value == "terminated" for r in results)
+        return sum(len(r.steps) for r in results)
+
+    return asyncio.run(run())
+
+
+def timed(fn: Callable[[], int], repeats: int) -> tuple[int, float]:
+    times, steps = [], 0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        steps = fn()
+        times.append(time.perf_counter() - start)
+    return steps, statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--size", type=int, default=4)
+    parser.add_argument("--slots", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    seeds = range(args.episodes)
+    calls = plans(seeds, args.size)
+    render = HermesParser().render
+    texts = {seed: [render([c]) for c in cs] for seed, cs in calls.items()}
+
+    rows = [
+        ("bare game loop (baseline)", timed(lambda: bare(seeds, args.size, calls), args.repeats)),
+        (
+            "MazeEnv, sync reset/step",
+            timed(lambda: single_env(seeds, args.size, texts), args.repeats),
+        ),
+        (
+            f"EnvPool, {args.slots} slots",
+            timed(lambda: pool(seeds, args.size, texts, args.slots), args.repeats),
+        ),
+    ]
+    base_rate = rows[0][1][0] / rows[0][1][1]
+    print(
+        f"Maze-v0 size {args.size}, {args.episodes} episodes of optimal play, median of {args.repeats} runs"
+    )
+    print(f"{'path':32} {'steps':>7} {'seconds':>9} {'steps/s':>10} {'overhead':>9}")
+    for name, (steps, seconds) in rows:
+        rate = steps / seconds
+        print(f"{name:32} {steps:7d} {seconds:9.3f} {rate:10,.0f} {base_rate / rate:8.1f}x")
+
+
+if __name__ == "__main__":
+    main()
