@@ -123,29 +123,26 @@ def _reachable_with_open_doors(
     return set(_distances(passages - shut, start))
 
 
-def _distances(passages: set[Edge], start: Cell) -> dict[Cell, int]:
-    dist = {start: 0}
+def _breadth_first(passages: set[Edge], start: Cell) -> dict[Cell, tuple[int, Cell | None]]:
+    """For every cell reachable from `start`: its distance and the cell it was reached from."""
+    seen: dict[Cell, tuple[int, Cell | None]] = {start: (0, None)}
     queue = deque([start])
     while queue:
         cell = queue.popleft()
         for d in DIRECTIONS:
             n = neighbour(cell, d)
-            if n not in dist and edge(cell, n) in passages:
-                dist[n] = dist[cell] + 1
+            if n not in seen and edge(cell, n) in passages:
+                seen[n] = (seen[cell][0] + 1, cell)
                 queue.append(n)
-    return dist
+    return seen
+
+
+def _distances(passages: set[Edge], start: Cell) -> dict[Cell, int]:
+    return {cell: dist for cell, (dist, _) in _breadth_first(passages, start).items()}
 
 
 def _path(passages: set[Edge], start: Cell, goal: Cell) -> list[Cell]:
-    parent: dict[Cell, Cell | None] = {start: None}
-    queue = deque([start])
-    while queue:
-        cell = queue.popleft()
-        for d in DIRECTIONS:
-            n = neighbour(cell, d)
-            if n not in parent and edge(cell, n) in passages:
-                parent[n] = cell
-                queue.append(n)
+    parent = {cell: prev for cell, (_, prev) in _breadth_first(passages, start).items()}
     path = [goal]
     while (prev := parent[path[-1]]) is not None:
         path.append(prev)

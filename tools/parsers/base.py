@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from toolgym.tools.records import ToolCall
@@ -43,3 +43,21 @@ def line_col(text: str, pos: int) -> tuple[int, int]:
     """1-based line and column of character offset `pos` in `text`."""
     line = text.count("\n", 0, pos) + 1
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def render_single_argument(
+    calls: Sequence[ToolCall],
+    markers: Mapping[str, tuple[str, str]],
+    write: Callable[[str, str], str],
+    kind: str,
+) -> str:
+    """Write calls for formats where a marker (a tag, a code language) names the tool and its
+    body fills the tool's one argument: `markers` maps marker -> (tool, argument)."""
+    by_tool = {tool_name: (marker, arg) for marker, (tool_name, arg) in markers.items()}
+    parts = []
+    for c in calls:
+        if c.name not in by_tool:
+            raise ValueError(f"no {kind} is mapped to tool '{c.name}'")
+        marker, arg = by_tool[c.name]
+        parts.append(write(marker, str(c.arguments.get(arg, ""))))
+    return "\n".join(parts)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from toolgym.tools.parsers.base import ActionParser, ParsedAction
+from toolgym.tools.parsers.base import ActionParser, ParsedAction, render_single_argument
 from toolgym.tools.records import ToolCall
 
 _FENCE = re.compile(r"^([ \t]*)(```+)[ \t]*([\w+-]*)[^\n]*\n", re.M)
@@ -56,14 +56,9 @@ class FencedCodeParser(ActionParser):
         return out
 
     def render(self, calls: Sequence[ToolCall]) -> str:
-        by_tool = {tool_name: (lang, arg) for lang, (tool_name, arg) in self.languages.items()}
-        parts = []
-        for c in calls:
-            if c.name not in by_tool:
-                raise ValueError(f"no code language is mapped to tool '{c.name}'")
-            lang, arg = by_tool[c.name]
-            parts.append(f"```{lang}\n{c.arguments.get(arg, '')}\n```")
-        return "\n".join(parts)
+        return render_single_argument(
+            calls, self.languages, lambda lang, body: f"```{lang}\n{body}\n```", "code language"
+        )
 
     def format_hint(self) -> str:
         return (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from toolgym.tools.parsers.base import ActionParser, ParsedAction
+from toolgym.tools.parsers.base import ActionParser, ParsedAction, render_single_argument
 from toolgym.tools.records import ToolCall
 
 
@@ -43,14 +43,9 @@ class XmlTagParser(ActionParser):
         return out
 
     def render(self, calls: Sequence[ToolCall]) -> str:
-        by_tool = {tool_name: (tag, arg) for tag, (tool_name, arg) in self.tags.items()}
-        parts = []
-        for c in calls:
-            if c.name not in by_tool:
-                raise ValueError(f"no XML tag is mapped to tool '{c.name}'")
-            tag, arg = by_tool[c.name]
-            parts.append(f"<{tag}>{c.arguments.get(arg, '')}</{tag}>")
-        return "\n".join(parts)
+        return render_single_argument(
+            calls, self.tags, lambda tag, body: f"<{tag}>{body}</{tag}>", "XML tag"
+        )
 
     def format_hint(self) -> str:
         return "Use tags: " + ", ".join(f"<{t}>...</{t}>" for t in self.tags) + "."
