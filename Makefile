@@ -2,7 +2,11 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: install quickstart test lint bench
+# The folders mapped into the `toolgym` namespace (as in setup.py's FOLDERS).
+SUBPACKAGES := envs tools agents training sandbox
+TYPECHECK_TREE := build/typecheck
+
+.PHONY: install quickstart test lint typecheck bench
 
 # torch is pinned first: on a CPU machine this takes the local CPU build, on a GPU machine
 # the same pin pulls the CUDA build; the editable install then finds it already satisfied.
@@ -17,7 +21,15 @@ lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
-test: install lint
+# mypy cannot follow the folder -> namespace mapping, so it checks a tree of symlinks
+# laid out as the installed package is.
+typecheck:
+	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/toolgym
+	for f in toolgym/*; do ln -s "$$PWD/$$f" $(TYPECHECK_TREE)/toolgym/; done
+	for d in $(SUBPACKAGES); do ln -s "$$PWD/$$d" $(TYPECHECK_TREE)/toolgym/$$d; done
+	cd $(TYPECHECK_TREE) && $(PYTHON) -m mypy -p toolgym --config-file $(CURDIR)/pyproject.toml
+
+test: install lint typecheck
 	$(PYTHON) -m pytest
 
 bench: install

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Hashable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import gymnasium
 
@@ -79,7 +79,7 @@ class Env(gymnasium.Env[list[Message], str]):
     (starting `areset` with `await super().areset(seed=seed, options=options)`, which seeds
     `self.np_random`), and `aclose` if they hold resources."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012  (Gymnasium's declaration)
     observation_space = MessagesSpace()
     action_space = TextSpace()
 

@@ -50,7 +50,7 @@ class EnvSpec:
     def name_without_version(self) -> str:
         return self.id.rsplit("-v", 1)[0]
 
-    def load(self) -> type:
+    def load(self) -> Any:
         """Import the entry point (`pkg.module:Class`) and return the class or factory."""
         module_name, _, attr = self.entry_point.partition(":")
         try:
@@ -65,7 +65,7 @@ class EnvSpec:
                     f"env '{self.id}': module '{module_name}' has no attribute '{attr}'"
                 )
             target = getattr(target, part)
-        return target  # type: ignore[no-any-return]
+        return target
 
     def make(self, **kwargs: Any) -> Any:
         return make(self.id, **kwargs)

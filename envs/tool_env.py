@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any
 
 from toolgym.envs.core import Env, Message, copy_messages, make_info
 from toolgym.errors import ToolgymError
@@ -54,7 +54,7 @@ class ToolEnv(Env):
         render_mode: "ansi" to let `render()` return the transcript as text.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012  (Gymnasium's declaration)
     instructions: str = ""
     """Task-independent guidance placed in the system message."""
 
@@ -215,7 +215,7 @@ class ToolEnv(Env):
             reward += outcome.reward
         return results, outcome, reward
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | None:
         if self.render_mode != "ansi":
             return None
         return "\n".join(f"[{m['role']}] {m['content']}" for m in self.transcript)

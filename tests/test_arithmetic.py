@@ -67,6 +67,7 @@ def test_tasks_from_jsonl_and_options(tmp_path):
     [
         ("__import__('os').system('id')", "is not allowed"),
         ("(1).__class__", "is not allowed"),
+        ("True + True", "is not allowed"),
         ("9**9**9", "exponent"),
         ("1e300 * 1e300", "too large"),
         ("99999999999 ** 60", "too large"),

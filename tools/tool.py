@@ -258,14 +258,14 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return "\n".join(description).strip(), args
 
 
-def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+def _clean_schema(schema: Any) -> Any:
     """Drop pydantic's cosmetic `title` keys, which only lengthen the prompt."""
     if isinstance(schema, dict):
         return {
             k: _clean_schema(v) for k, v in schema.items() if k != "title" or not isinstance(v, str)
         }
     if isinstance(schema, list):
-        return [_clean_schema(v) for v in schema]  # type: ignore[return-value]
+        return [_clean_schema(v) for v in schema]
     return schema
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable
+from typing import TypeGuard
 
 MAX_EXPRESSION_CHARS = 200
 MAX_EXPONENT = 64
@@ -42,9 +43,15 @@ def evaluate(expression: str) -> int | float:
     return _eval(tree.body)
 
 
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(
+        value, bool
+    )  # True + True is not arithmetic
+
+
 def _eval(node: ast.AST) -> int | float:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value  # type: ignore[no-any-return]
+    if isinstance(node, ast.Constant) and _is_number(node.value):
+        return node.value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_eval(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
