@@ -165,14 +165,15 @@ class EnvPool:
         start = time.perf_counter()
         try:
             env = self._env(slot)
-            messages, info = await self._bounded(env.areset(seed=seed), "reset")
+            messages, info = _shaped(
+                await self._bounded(env.areset(seed=seed), "reset"), 2, "reset"
+            )
             result.reset_info = info
             view = EpisodeView(env, seed, list(messages), info)
             while True:
                 action = await self._bounded(policy(view), "policy")
-                obs, reward, terminated, truncated, info = await self._bounded(
-                    env.astep(action), "step"
-                )
+                returned = await self._bounded(env.astep(action), "step")
+                obs, reward, terminated, truncated, info = _shaped(returned, 5, "step")
                 result.steps.append(
                     StepRecord(action, obs, float(reward), terminated, truncated, info)
                 )
@@ -186,9 +187,7 @@ class EnvPool:
                     break
         except Exception as exc:
             result.stop = StopReason.INFRA_ERROR
-            result.infra_error = (
-                f"{type(exc).__name__}: {exc}" if not isinstance(exc, _CallTimeout) else str(exc)
-            )
+            result.infra_error = str(exc) if isinstance(exc, _CallFailed) else _describe("env", exc)
             log.warning("episode (seed %s, slot %d) failed: %s", seed, slot, result.infra_error)
             await self._retire(slot)
         result.elapsed_s = time.perf_counter() - start
@@ -197,7 +196,10 @@ class EnvPool:
     def _env(self, slot: int) -> Env:
         env = self.envs[slot]
         if env is None:
-            env = self.envs[slot] = self.env_fns[slot]()
+            try:
+                env = self.envs[slot] = self.env_fns[slot]()
+            except Exception as exc:
+                raise _CallFailed(_describe("building the env", exc)) from exc
         return env
 
     async def _bounded(
@@ -208,7 +210,9 @@ class EnvPool:
             async with asyncio.timeout(limit):
                 return await awaitable
         except TimeoutError:
-            raise _CallTimeout(f"{what} timed out after {limit:g} s") from None
+            raise _CallFailed(f"{what} timed out after {limit:g} s") from None
+        except Exception as exc:
+            raise _CallFailed(_describe(what, exc)) from exc
 
     async def _retire(self, slot: int) -> None:
         env, self.envs[slot] = self.envs[slot], None
@@ -234,5 +238,16 @@ class EnvPool:
         await self.aclose()
 
 
-class _CallTimeout(TimeoutError):
-    """A reset, step or policy call ran past the pool's step timeout."""
+class _CallFailed(Exception):
+    """A reset, step, policy or close call raised, timed out or returned the wrong shape."""
+
+
+def _describe(what: str, exc: BaseException) -> str:
+    return f"{what} raised {type(exc).__name__}: {exc}"
+
+
+def _shaped(returned: Any, size: int, what: str) -> Any:
+    if not isinstance(returned, tuple) or len(returned) != size:
+        got = f"{len(returned)} values" if isinstance(returned, tuple) else type(returned).__name__
+        raise _CallFailed(f"{what} returned {got}, expected a {size}-tuple (run `toolgym check`)")
+    return returned

@@ -45,7 +45,7 @@ def test_256_mazes_finish_while_a_raising_and_a_hanging_env_are_reported():
     assert all(
         r.stop is StopReason.TERMINATED and r.total_reward == 1.0 and not r.masked for r in good
     )
-    assert raising.masked and raising.infra_error == "RuntimeError: sandbox died"
+    assert raising.masked and raising.infra_error == "step raised RuntimeError: sandbox died"
     assert hanging.masked and hanging.infra_error == "step timed out after 1 s"
     assert hanging.stop is StopReason.INFRA_ERROR
     assert hanging.elapsed_s < step_timeout + close_timeout + 1.0
@@ -71,6 +71,26 @@ def test_a_failed_env_is_rebuilt_and_its_slot_goes_on():
     assert [r.masked for r in results] == [True, False, False]
     assert [r.total_reward for r in results[1:]] == [1.0, 1.0]
     assert len(built) == 2
+
+
+def test_broken_factories_and_wrong_shapes_are_reported_with_their_phase():
+    def no_env():
+        raise OSError("no sandbox slots left")
+
+    async def say_hi(view):
+        return "hi"
+
+    async def main():
+        async with EnvPool([no_env, fixture_envs.WrongArityEnv], step_timeout_s=2) as pool:
+            return await pool.run(say_hi, [0, 1]), await pool.run(scripted_policy, [2, 3])
+
+    (failed_build, wrong_shape), (_, no_solver) = asyncio.run(main())
+    assert failed_build.infra_error == "building the env raised OSError: no sandbox slots left"
+    expected = "step returned 4 values, expected a 5-tuple (run `toolgym check`)"
+    assert wrong_shape.infra_error == expected
+    assert (
+        no_solver.infra_error == "policy raised RuntimeError: WrongArityEnv has no scripted solver"
+    )
 
 
 def test_a_hanging_policy_is_an_infra_error_and_max_steps_stops_episodes():
