@@ -33,3 +33,18 @@ def run_cli(
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny qwen2-architecture model with a locally trained tokenizer (built once)."""
+    from toolgym.agents.modelinit import init_model
+
+    return init_model(tmp_path_factory.mktemp("tiny-model"), "qwen2", "tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)

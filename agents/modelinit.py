@@ -1,0 +1,154 @@
+"""`toolgym model init`: a small causal LM built from a transformers config, with a byte-level
+BPE tokenizer trained here on text from toolgym's own envs. Nothing is downloaded.
+
+The directory it writes is an ordinary model directory (config.json, safetensors weights,
+tokenizer.json with its chat template, generation_config.json), so `AutoModelForCausalLM`,
+`AutoTokenizer` and vLLM load it as they would any hub checkpoint.
+
+Special tokens cover our ChatML template and the markers of the Qwen and Llama-3 templates,
+so the same tokenizer renders those families' templates with their control tokens intact.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHAT_TEMPLATE = (Path(__file__).parent / "chat_template.jinja").read_text()
+
+SPECIAL_TOKENS = [
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>",
+    "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+    "<|eot_id|>", "<|eom_id|>", "<|python_tag|>",
+]  # fmt: skip
+# Markers that stay visible in decoded text (the model writes them as ordinary output).
+MARKUP_TOKENS = [
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+]
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    vocab_size: int
+    hidden_size: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate_size: int
+
+
+SIZES = {
+    "tiny": ModelSize(1024, 64, 2, 4, 2, 192),
+    "small": ModelSize(4096, 256, 4, 8, 4, 768),
+}
+ARCHS = ("qwen2", "llama")
+
+
+def corpus(n_episodes: int = 300) -> list[str]:
+    """Text like what the model will read and write: our envs' prompts, maps, tool calls and
+    results, played by their scripted solvers."""
+    import toolgym
+    from toolgym.envs import make
+
+    texts = []
+    for env_id, seed in itertools.product(
+        ("toolgym/Maze-v0", "toolgym/Arithmetic-v0"), range(n_episodes // 2)
+    ):
+        env = make(env_id)
+        obs, _ = env.reset(seed=seed)
+        texts += [m["content"] for m in obs]
+        for _ in range(30):
+            action = env.scripted_action()
+            texts.append(action)
+            obs, _, terminated, truncated, _ = env.step(action)
+            texts += [m["content"] for m in obs]
+            if terminated or truncated:
+                break
+        texts.append(str(env.tool_schemas()))
+        env.close()
+    texts.append(f"toolgym {toolgym.__version__} " + " ".join(str(i) for i in range(1000)))
+    return texts
+
+
+def build_tokenizer(vocab_size: int) -> Any:
+    """A byte-level BPE tokenizer (any text encodes) with our special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(corpus(), trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        additional_special_tokens=SPECIAL_TOKENS[1:],
+    )
+    tokenizer.add_tokens(MARKUP_TOKENS)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_model(arch: str, size: str, vocab_size: int, eos_id: int, pad_id: int, seed: int) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
+
+    s = SIZES[size]
+    common = dict(
+        vocab_size=vocab_size,
+        hidden_size=s.hidden_size,
+        num_hidden_layers=s.layers,
+        num_attention_heads=s.heads,
+        num_key_value_heads=s.kv_heads,
+        intermediate_size=s.intermediate_size,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+        bos_token_id=None,
+    )
+    config = Qwen2Config(**common) if arch == "qwen2" else LlamaConfig(**common)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+def init_model(out: str | Path, arch: str = "qwen2", size: str = "tiny", seed: int = 0) -> Path:
+    """Write a fresh model directory to `out` and return its path."""
+    from toolgym.errors import ConfigError, did_you_mean
+
+    if arch not in ARCHS:
+        raise ConfigError(
+            f"unknown arch '{arch}'.{did_you_mean(arch, ARCHS)} Choose from: {', '.join(ARCHS)}"
+        )
+    if size not in SIZES:
+        raise ConfigError(
+            f"unknown size '{size}'.{did_you_mean(size, SIZES)} Choose from: {', '.join(SIZES)}"
+        )
+    out = Path(out)
+    tokenizer = build_tokenizer(SIZES[size].vocab_size)
+    eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model = build_model(arch, size, len(tokenizer), eos_id, tokenizer.pad_token_id, seed)
+    model.generation_config.eos_token_id = [
+        eos_id,
+        tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+    ]
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
