@@ -1,0 +1,57 @@
+"""The engine protocol: token ids in, token ids and their log-probabilities out.
+
+Engines never see text conversations: the rollout owns the token sequence (see
+agents/render.py) and asks for a completion of exactly those ids, so what the trainer scores
+is what was sampled. Log-probabilities are those of the model's own distribution (log-softmax
+of the raw logits, before temperature or top-p), which is what PPO's importance ratio needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from toolgym.errors import ToolgymError
+
+
+class EngineError(ToolgymError, RuntimeError):
+    """A generation request failed for reasons outside the model (server down, bad reply)."""
+
+
+@dataclass
+class SamplingParams:
+    """How to sample one completion."""
+
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop: list[str] = field(default_factory=list)
+    """Stop strings: generation ends once the text contains one (its tokens are kept)."""
+    stop_token_ids: list[int] = field(default_factory=list)
+    """Extra token ids that end generation, besides the model's end-of-turn tokens."""
+    seed: int | None = None
+    top_logprobs: int = 0
+    """Also return the k most likely tokens at each position (0: only the sampled one)."""
+
+
+@dataclass
+class Completion:
+    token_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finish_reason: str  # "stop" (end of turn or stop string) or "length" (max_tokens)
+    top_logprobs: list[dict[int, float]] | None = None
+    prompt_tokens: int = 0
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Anything that can complete token ids; `policy_version` counts weight updates."""
+
+    policy_version: int
+
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None
+    ) -> Completion: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,136 @@
+"""The hf engine on a real tiny model: logprobs equal a fresh forward pass, batching does not
+change seeded results, stops and limits hold, bad requests are refused."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from toolgym.agents.engines import SamplingParams
+from toolgym.agents.engines.hf import BadRequestError, HFEngine
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    return HFEngine(tiny_model_dir, seed=0)
+
+
+def prompt(engine, text):
+    return engine.tokenizer.encode(text, add_special_tokens=False)
+
+
+def test_logprobs_match_a_fresh_forward_pass(engine):
+    prompts = [
+        prompt(engine, t)
+        for t in ("Map:\n#@.#", "What is 3 + 4?", "You moved north. Position: row 1")
+    ]
+
+    async def main():
+        return await asyncio.gather(
+            *(
+                engine.generate(p, SamplingParams(max_tokens=24, seed=i))
+                for i, p in enumerate(prompts)
+            )
+        )
+
+    completions = asyncio.run(main())
+    for p, c in zip(prompts, completions, strict=True):
+        assert len(c.token_ids) == len(c.logprobs) == 24 and c.finish_reason == "length"
+        sequence = torch.tensor([p + c.token_ids])
+        with torch.no_grad():
+            logits = engine.model(sequence).logits[0].float()
+        fresh = (
+            torch.log_softmax(logits, -1)[len(p) - 1 : -1]
+            .gather(-1, torch.tensor(c.token_ids).unsqueeze(-1))
+            .squeeze(-1)
+        )
+        assert torch.allclose(fresh, torch.tensor(c.logprobs), atol=1e-4), (
+            (fresh - torch.tensor(c.logprobs)).abs().max()
+        )
+
+
+def test_seeded_results_do_not_depend_on_batch_mates(engine):
+    p = prompt(engine, "Find the goal.")
+    others = [prompt(engine, "x" * k) for k in range(1, 9)]
+
+    async def alone():
+        return await engine.generate(
+            p, SamplingParams(max_tokens=16, seed=7, temperature=0.9, top_p=0.9)
+        )
+
+    async def crowded():
+        results = await asyncio.gather(
+            engine.generate(p, SamplingParams(max_tokens=16, seed=7, temperature=0.9, top_p=0.9)),
+            *(
+                engine.generate(o, SamplingParams(max_tokens=16, seed=k))
+                for k, o in enumerate(others)
+            ),
+        )
+        return results[0]
+
+    solo, batched = asyncio.run(alone()), asyncio.run(crowded())
+    assert solo.token_ids == batched.token_ids
+    assert solo.logprobs == pytest.approx(batched.logprobs, abs=1e-4)
+
+
+def test_concurrent_requests_are_batched(engine):
+    sizes = []
+    original = engine._generate_batch
+
+    def spy(requests, adapter):
+        sizes.append(len(requests))
+        return original(requests, adapter)
+
+    engine._generate_batch = spy
+    try:
+
+        async def main():
+            return await asyncio.gather(
+                *(
+                    engine.generate(prompt(engine, f"task {i}"), SamplingParams(max_tokens=4))
+                    for i in range(20)
+                )
+            )
+
+        assert len(asyncio.run(main())) == 20
+    finally:
+        del engine._generate_batch
+    assert max(sizes) > 1 and sum(sizes) == 20
+
+
+def test_stops_at_end_of_turn_tokens_and_stop_strings(engine):
+    p = prompt(engine, "Hello")
+    im_end = engine.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert im_end in engine.end_ids
+
+    async def main():
+        greedy = await engine.generate(p, SamplingParams(max_tokens=8, temperature=0))
+        first = greedy.token_ids[0]
+        stopped = await engine.generate(
+            p, SamplingParams(max_tokens=8, temperature=0, stop_token_ids=[first])
+        )
+        word = engine.tokenizer.decode(greedy.token_ids[:2])
+        by_string = await engine.generate(
+            p, SamplingParams(max_tokens=8, temperature=0, stop=[word])
+        )
+        return greedy, stopped, by_string
+
+    greedy, stopped, by_string = asyncio.run(main())
+    assert stopped.token_ids == greedy.token_ids[:1] and stopped.finish_reason == "stop"
+    assert by_string.finish_reason == "stop" and len(by_string.token_ids) <= 2
+
+
+def test_bad_requests_are_refused_in_words(engine):
+    async def ask(ids, **kw):
+        return await engine.generate(ids, SamplingParams(**kw))
+
+    with pytest.raises(BadRequestError, match="the prompt is empty"):
+        asyncio.run(ask([]))
+    with pytest.raises(BadRequestError, match="must be integers in"):
+        asyncio.run(ask([10**9]))
+    with pytest.raises(BadRequestError, match="exceeds the model's context of 4096 tokens"):
+        asyncio.run(ask([1] * 4000, max_tokens=200))
+    with pytest.raises(BadRequestError, match="no LoRA adapter named 'nope'"):
+        asyncio.run(engine.generate([1, 2], SamplingParams(), adapter="nope"))
