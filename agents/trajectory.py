@@ -1,0 +1,143 @@
+"""Trajectories: exactly what the policy did, token by token, and what the env answered.
+
+One flat token sequence per episode (prompt, then completion and delta ids in turn, see
+render.py), with each step's response span in it. Everything the trainer needs is here:
+the loss mask (the response spans), behaviour log-probabilities, per-step rewards, and the
+state each action was taken in (GiGPO's anchor). Trajectories round-trip through JSONL.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Hashable, Iterable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+Message = dict[str, Any]
+
+
+class EpisodeEnd(enum.StrEnum):
+    TERMINATED = "terminated"  # the env reached an end state
+    TRUNCATED = "truncated"  # the env's own turn limit
+    MAX_TURNS = "max_turns"  # the rollout's turn limit
+    CONTEXT = "context"  # the context budget ran out
+    TIMEOUT = "timeout"  # the episode ran past its time limit (masked)
+    INFRA_ERROR = "infra_error"  # a server, sandbox or env failed (masked)
+
+
+@dataclass
+class Step:
+    response_start: int
+    """Offset of this step's first generated token in Trajectory.token_ids."""
+    response_end: int
+    logprobs: list[float]
+    """Behaviour log-probabilities of the generated tokens."""
+    action: str
+    observation: list[Message]
+    reward: float
+    state_key: Hashable
+    """The state the action was taken in (GiGPO groups steps by it)."""
+    next_state_key: Hashable
+    valid_action: bool = True
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    finish_reason: str = "stop"
+    generate_s: float = 0.0
+    env_s: float = 0.0
+    policy_version: int = 0
+
+
+@dataclass
+class Trajectory:
+    id: str
+    group_id: str = ""
+    env_id: str = ""
+    seed: int | None = None
+    messages: list[Message] = field(default_factory=list)
+    """The opening messages (system, user)."""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    prompt_length: int = 0
+    steps: list[Step] = field(default_factory=list)
+    end: EpisodeEnd | None = None
+    infra_error: str | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def total_reward(self) -> float:
+        return float(sum(s.reward for s in self.steps))
+
+    @property
+    def masked(self) -> bool:
+        """Infrastructure failed: leave this trajectory out of every training statistic."""
+        return self.infra_error is not None
+
+    @property
+    def terminated(self) -> bool:
+        return self.end is EpisodeEnd.TERMINATED
+
+    @property
+    def loss_mask(self) -> list[int]:
+        """1 on the model's own tokens, 0 on prompt and environment tokens."""
+        mask = [0] * len(self.token_ids)
+        for s in self.steps:
+            mask[s.response_start : s.response_end] = [1] * (s.response_end - s.response_start)
+        return mask
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(s.response_end - s.response_start for s in self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["end"] = self.end.value if self.end else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        known = {f.name for f in fields(cls)}
+        traj = cls(**{k: v for k, v in data.items() if k in known and k != "steps"})
+        traj.end = EpisodeEnd(data["end"]) if data.get("end") else None
+        for s in data.get("steps", []):
+            step = Step(**s)
+            step.state_key, step.next_state_key = (
+                _hashable(step.state_key),
+                _hashable(step.next_state_key),
+            )
+            traj.steps.append(step)
+        return traj
+
+
+@dataclass
+class TrajectoryGroup:
+    """The N rollouts of one task and seed (what group-relative advantages compare)."""
+
+    group_id: str
+    seed: int | None
+    trajectories: list[Trajectory]
+
+
+def write_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for t in trajectories:
+            f.write(json.dumps(t.to_dict(), ensure_ascii=False, default=str) + "\n")
+    return path
+
+
+def read_jsonl(path: str | Path) -> list[Trajectory]:
+    return [
+        Trajectory.from_dict(json.loads(line))
+        for line in Path(path).read_text().splitlines()
+        if line.strip()
+    ]
+
+
+def _hashable(value: Any) -> Hashable:
+    """JSON turns tuples into lists; turn them back so state keys stay hashable."""
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value  # type: ignore[no-any-return]

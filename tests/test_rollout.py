@@ -1,0 +1,165 @@
+"""Rollouts with a real tiny model: exact bookkeeping end to end, many concurrent episodes,
+masking of stuck episodes, context budgets, and the JSONL round trip."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+import fixture_envs
+import toolgym
+from toolgym.agents.collector import RolloutCollector, summarize
+from toolgym.agents.engines import SamplingParams
+from toolgym.agents.engines.hf import HFEngine
+from toolgym.agents.render import ChatRenderer
+from toolgym.agents.rollout import RolloutConfig, run_episode
+from toolgym.agents.trajectory import EpisodeEnd, read_jsonl, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    return HFEngine(tiny_model_dir, seed=0)
+
+
+@pytest.fixture(scope="module")
+def renderer(engine):
+    return ChatRenderer(engine.tokenizer)
+
+
+def maze(**kwargs):
+    return toolgym.make("toolgym/Maze-v0", size=3, max_turns=3, **kwargs)
+
+
+def test_64_concurrent_mazes_finish_and_a_stuck_episode_is_masked(engine, renderer):
+    config = RolloutConfig(SamplingParams(max_tokens=24, seed=3), episode_timeout_s=20)
+    collector = RolloutCollector(
+        lambda: fixture_envs.StuckOnSeedMaze(size=3, max_turns=3),
+        engine,
+        renderer,
+        config,
+        group_size=4,
+        concurrency=64,
+        env_id="stuck-maze",
+    )
+    groups = asyncio.run(collector.collect(list(range(10, 26))))
+    trajectories = [t for g in groups for t in g.trajectories]
+    assert len(trajectories) == 64 and all(len(g.trajectories) == 4 for g in groups)
+    stuck = [t for t in trajectories if t.seed == 13]
+    assert all(
+        t.masked and t.end is EpisodeEnd.TIMEOUT and t.infra_error == "episode timed out after 20 s"
+        for t in stuck
+    )
+    others = [t for t in trajectories if t.seed != 13]
+    assert all(
+        not t.masked and t.end in (EpisodeEnd.TRUNCATED, EpisodeEnd.TERMINATED) for t in others
+    )
+    assert collector.masked_total == 4
+    stats = summarize(trajectories)
+    assert stats.episodes == 64 and stats.masked == 4 and stats.mean_turns > 0
+
+
+def test_token_sequence_is_prompt_plus_generated_plus_deltas(engine, renderer):
+    env = maze()
+    traj = asyncio.run(
+        run_episode(
+            env,
+            engine,
+            renderer,
+            RolloutConfig(SamplingParams(max_tokens=20, seed=1)),
+            seed=5,
+            trajectory_id="t",
+        )
+    )
+    assert traj.end is EpisodeEnd.TRUNCATED and len(traj.steps) == 3
+    rebuilt = renderer.prompt_ids(traj.messages, traj.tools)
+    assert traj.prompt_length == len(rebuilt)
+    for step in traj.steps:
+        assert step.response_start == len(rebuilt)
+        generated = traj.token_ids[step.response_start : step.response_end]
+        assert len(generated) == len(step.logprobs) > 0
+        assert (
+            engine.tokenizer.decode(
+                generated, skip_special_tokens=True, clean_up_tokenization_spaces=False
+            )
+            == step.action
+        )
+        rebuilt += generated
+        if step is not traj.steps[-1]:
+            rebuilt += renderer.delta_ids(step.observation, generated, traj.tools)
+    assert rebuilt == traj.token_ids
+    assert (
+        sum(traj.loss_mask)
+        == traj.generated_tokens
+        == sum(s.response_end - s.response_start for s in traj.steps)
+    )
+    assert traj.steps[0].state_key == env.reset(seed=5)[1]["state_key"]
+    assert [s.next_state_key for s in traj.steps[:-1]] == [s.state_key for s in traj.steps[1:]]
+
+
+def test_behaviour_logprobs_equal_the_trainers_recomputation(engine, renderer):
+    traj = asyncio.run(
+        run_episode(
+            maze(),
+            engine,
+            renderer,
+            RolloutConfig(SamplingParams(max_tokens=16, seed=2)),
+            seed=8,
+            trajectory_id="t",
+        )
+    )
+    with torch.no_grad():
+        logits = engine.model(torch.tensor([traj.token_ids])).logits[0].float()
+    log_probs = torch.log_softmax(logits, -1)
+    for step in traj.steps:
+        targets = torch.tensor(traj.token_ids[step.response_start : step.response_end])
+        fresh = (
+            log_probs[step.response_start - 1 : step.response_end - 1]
+            .gather(-1, targets.unsqueeze(-1))
+            .squeeze(-1)
+        )
+        assert torch.allclose(fresh, torch.tensor(step.logprobs), atol=1e-4)
+
+
+def test_context_budget_truncates_and_is_respected(engine, renderer):
+    budget = 560
+    traj = asyncio.run(
+        run_episode(
+            maze(),
+            engine,
+            renderer,
+            RolloutConfig(SamplingParams(max_tokens=40, seed=0), max_context_tokens=budget),
+            seed=1,
+        )
+    )
+    assert traj.end is EpisodeEnd.CONTEXT and not traj.masked
+    assert len(traj.token_ids) <= budget
+
+
+def test_env_failures_and_infra_errors_are_masked(engine, renderer):
+    config = RolloutConfig(SamplingParams(max_tokens=8, seed=0))
+    raised = asyncio.run(run_episode(fixture_envs.RaisingEnv(), engine, renderer, config, seed=0))
+    assert (
+        raised.masked
+        and raised.end is EpisodeEnd.INFRA_ERROR
+        and raised.infra_error == "RuntimeError: sandbox died"
+    )
+
+
+def test_trajectories_round_trip_through_jsonl(engine, renderer, tmp_path):
+    traj = asyncio.run(
+        run_episode(
+            maze(),
+            engine,
+            renderer,
+            RolloutConfig(SamplingParams(max_tokens=8, seed=0)),
+            seed=2,
+            trajectory_id="x",
+            group_id="g",
+        )
+    )
+    path = write_jsonl([traj, traj], tmp_path / "out" / "t.jsonl")
+    back = read_jsonl(path)
+    assert back[0] == traj and back[1].loss_mask == traj.loss_mask
+    assert isinstance(back[0].steps[0].state_key, str)
