@@ -48,3 +48,84 @@ def tiny_tokenizer(tiny_model_dir):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+CHAT_MESSAGES = [
+    {"role": "system", "content": "You are in a maze."},
+    {"role": "user", "content": "Go north."},
+]
+CHAT_TOOL_CALL = '<tool_call>{"name": "move", "arguments": {"direction": "north"}}</tool_call>'
+
+
+@pytest.fixture(scope="session")
+def tool_calling_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny model taught, by a few hundred optimizer steps on one conversation, to answer
+    CHAT_MESSAGES (with the Maze tools) with CHAT_TOOL_CALL: a real model that calls tools."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from toolgym.agents.render import ChatRenderer
+    from toolgym.envs.maze import MazeEnv
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    renderer = ChatRenderer(tokenizer)
+    prompt = renderer.prompt_ids(CHAT_MESSAGES, MazeEnv().tool_schemas())
+    answer = renderer.encode(CHAT_TOOL_CALL) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    ids = torch.tensor([prompt + answer])
+    labels = torch.tensor([[-100] * len(prompt) + answer])
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(300):
+        loss = model(input_ids=ids, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if loss.item() < 0.01:
+            break
+    out = tmp_path_factory.mktemp("tool-calling-model")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def model_server(tool_calling_model_dir):
+    """`toolgym serve model` as a real process on loopback; yields its base URL."""
+    import time
+    import urllib.request
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "toolgym", "serve", "model", str(tool_calling_model_dir), "--port", str(port), "--served-model-name", "tiny"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(
+                    f"the model server did not start:\n{process.stdout.read() if process.stdout else ''}"
+                ) from None
+            time.sleep(0.2)
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -81,6 +82,99 @@ def quickstart(
     from toolgym.cli.quickstart import quickstart_command
 
     raise typer.Exit(quickstart_command(episodes, seed))
+
+
+model_app = typer.Typer(help="Make models.", no_args_is_help=True)
+serve_app = typer.Typer(help="Serve models and tools over HTTP.", no_args_is_help=True)
+rollouts_app = typer.Typer(help="Inspect recorded trajectories.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+app.add_typer(serve_app, name="serve")
+app.add_typer(rollouts_app, name="rollouts")
+
+
+@model_app.command("init")
+def model_init(
+    out: Annotated[Path, typer.Option(help="Directory to write the model to.")],
+    arch: Annotated[str, typer.Option(help="qwen2 or llama.")] = "qwen2",
+    size: Annotated[str, typer.Option(help="tiny or small.")] = "tiny",
+    seed: Annotated[int, typer.Option(help="Weight initialisation seed.")] = 0,
+) -> None:
+    """Build a small causal LM with a locally trained tokenizer (no downloads)."""
+    from toolgym.cli.models import init_command
+
+    raise typer.Exit(init_command(arch, size, out, seed))
+
+
+@serve_app.command("model")
+def serve_model(
+    model_dir: Annotated[
+        Path, typer.Argument(help="A model directory (e.g. from `toolgym model init`).")
+    ],
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    served_model_name: Annotated[
+        str | None, typer.Option(help="Model name clients use (default: the path as given).")
+    ] = None,
+) -> None:
+    """Serve a model over an OpenAI-compatible API (completions, chat, LoRA routes)."""
+    from toolgym.cli.models import serve_command
+
+    raise typer.Exit(serve_command(model_dir, host, port, served_model_name))
+
+
+@app.command("eval")
+def evaluate(
+    env_id: Annotated[str, typer.Argument(help="Env id, e.g. toolgym/Maze-v0")],
+    model: Annotated[str, typer.Option(help="Model directory (hf) or served model name (openai).")],
+    engine: Annotated[str, typer.Option(help="hf, openai or vllm.")] = "hf",
+    base_url: Annotated[str | None, typer.Option(help="Server URL for --engine openai.")] = None,
+    tokenizer: Annotated[
+        str | None, typer.Option(help="Tokenizer to render prompts with (default: --model).")
+    ] = None,
+    n: Annotated[int, typer.Option("-n", help="Episodes (seeds seed..seed+n-1).")] = 50,
+    seed: Annotated[int, typer.Option(help="First episode seed; also seeds sampling.")] = 0,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per model turn.")] = 256,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
+    max_turns: Annotated[int | None, typer.Option(help="Turn limit (default: the env's).")] = None,
+    max_context: Annotated[int, typer.Option(help="Token budget per episode.")] = 4096,
+    concurrency: Annotated[int, typer.Option(help="Episodes at once.")] = 32,
+    out: Annotated[
+        Path | None, typer.Option(help="Trajectories JSONL (default runs/eval-ENV.jsonl).")
+    ] = None,
+) -> None:
+    """Evaluate a policy on an env: success, turns, tool-call validity, tokens."""
+    from toolgym.cli.evaluate import eval_command
+
+    raise typer.Exit(
+        eval_command(
+            env_id,
+            engine,
+            model,
+            base_url,
+            tokenizer,
+            n,
+            seed,
+            max_tokens,
+            temperature,
+            max_turns,
+            max_context,
+            concurrency,
+            out,
+        )
+    )
+
+
+@rollouts_app.command("show")
+def rollouts_show(
+    path: Annotated[Path, typer.Argument(help="A trajectories JSONL file.")],
+    index: Annotated[
+        int, typer.Option(help="Which trajectory (0-based; negative counts from the end).")
+    ] = 0,
+) -> None:
+    """Pretty-print one trajectory with coloured roles."""
+    from toolgym.cli.rollouts import show_command
+
+    raise typer.Exit(show_command(path, index))
 
 
 def main() -> None:

@@ -1,0 +1,310 @@
+"""`toolgym serve model`: an OpenAI-compatible HTTP server over the hf engine.
+
+It speaks the subset of the protocol rollouts and trainers use, the way vLLM speaks it:
+`/v1/completions` with text or token-id prompts and `return_token_ids` (token ids of the
+prompt and completion in each choice), `/v1/chat/completions` with tools in and `tool_calls`
+out (Hermes `<tool_call>` blocks), `/v1/models`, `/health`, and vLLM's runtime LoRA routes
+`/v1/load_lora_adapter` and `/v1/unload_lora_adapter`. Concurrent requests are batched by
+the engine. Errors come back as OpenAI error JSON with a 4xx status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from toolgym.agents.engines.base import Completion
+from toolgym.agents.engines.hf import BadRequestError, HFEngine
+from toolgym.agents.render import ChatRenderer
+from toolgym.agents.server_protocol import (
+    ApiError,
+    ChatRequest,
+    CompletionRequest,
+    LoadAdapterRequest,
+    UnloadAdapterRequest,
+)
+from toolgym.envs.spaces import message_problem
+from toolgym.tools.parsers import HermesParser
+
+DEFAULT_MAX_TOKENS = 16
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ModelServer:
+    def __init__(self, engine: HFEngine, model_name: str) -> None:
+        self.engine, self.model_name = engine, model_name
+        self.renderer = ChatRenderer(engine.tokenizer)
+        self.parser = HermesParser()
+        self.created = int(time.time())
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[_errors], client_max_size=64 * 1024 * 1024)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/load_lora_adapter", self.load_adapter)
+        app.router.add_post("/v1/unload_lora_adapter", self.unload_adapter)
+        app.on_cleanup.append(lambda _: self.engine.aclose())
+        return app
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def models(self, request: web.Request) -> web.Response:
+        entries = [
+            {
+                "id": self.model_name,
+                "object": "model",
+                "created": self.created,
+                "owned_by": "toolgym",
+            }
+        ]
+        entries += [
+            {
+                "id": name,
+                "object": "model",
+                "created": self.created,
+                "owned_by": "toolgym",
+                "parent": self.model_name,
+            }
+            for name in self.engine.adapters
+        ]
+        return web.json_response({"object": "list", "data": entries})
+
+    async def completions(self, request: web.Request) -> web.Response:
+        body = await _parse(request, CompletionRequest)
+        adapter = self._adapter_for(body.model)
+        prompts = [self.renderer.encode(p) if isinstance(p, str) else p for p in body.prompts()]
+        jobs = [
+            (ids, body.sampling(k, DEFAULT_MAX_TOKENS, body.logprobs or 0))
+            for ids in prompts
+            for k in range(body.n)
+        ]
+        results = await self._generate(jobs, adapter)
+        choices = []
+        for index, ((ids, sampling), c) in enumerate(zip(jobs, results, strict=True)):
+            choice: dict[str, Any] = {
+                "index": index,
+                "text": _cut_at_stop(c.text, sampling.stop),
+                "finish_reason": c.finish_reason,
+            }
+            choice["logprobs"] = (
+                self._completion_logprobs(c, body.return_tokens_as_token_ids)
+                if body.logprobs is not None
+                else None
+            )
+            if body.return_token_ids:
+                choice |= {"prompt_token_ids": ids, "token_ids": c.token_ids}
+            choices.append(choice)
+        return web.json_response(
+            self._envelope("cmpl", "text_completion", body.model, choices, jobs, results)
+        )
+
+    async def chat(self, request: web.Request) -> web.Response:
+        body = await _parse(request, ChatRequest)
+        adapter = self._adapter_for(body.model)
+        for i, m in enumerate(body.messages):
+            if (problem := message_problem(m)) is not None:
+                raise ApiError(400, f"messages[{i}]: {problem}", param="messages")
+        prompt = self.renderer.prompt_ids(body.messages, body.tools)
+        max_tokens = (
+            body.max_completion_tokens or body.max_tokens or self.engine.max_length - len(prompt)
+        )
+        jobs = [
+            (prompt, body.sampling(k, max_tokens, body.top_logprobs if body.logprobs else 0))
+            for k in range(body.n)
+        ]
+        results = await self._generate(jobs, adapter)
+        use_tools = bool(body.tools) and body.tool_choice != "none"
+        choices = []
+        for index, ((_, sampling), c) in enumerate(zip(jobs, results, strict=True)):
+            message, finish = self._assistant_message(
+                _cut_at_stop(c.text, sampling.stop), c.finish_reason, use_tools
+            )
+            choice: dict[str, Any] = {"index": index, "message": message, "finish_reason": finish}
+            choice["logprobs"] = self._chat_logprobs(c) if body.logprobs else None
+            if body.return_token_ids:
+                choice["token_ids"] = c.token_ids
+            choices.append(choice)
+        response = self._envelope("chatcmpl", "chat.completion", body.model, choices, jobs, results)
+        if body.return_token_ids:
+            response["prompt_token_ids"] = prompt
+        return web.json_response(response)
+
+    async def load_adapter(self, request: web.Request) -> web.Response:
+        body = await _parse(request, LoadAdapterRequest)
+        if body.lora_name == self.model_name:
+            raise ApiError(400, f"'{body.lora_name}' is the base model's name", param="lora_name")
+        await self._engine_call(self.engine.load_adapter(body.lora_name, body.lora_path))
+        return web.Response(text=f"Success: LoRA adapter '{body.lora_name}' added successfully.")
+
+    async def unload_adapter(self, request: web.Request) -> web.Response:
+        body = await _parse(request, UnloadAdapterRequest)
+        if body.lora_name not in self.engine.adapters:
+            raise ApiError(
+                404,
+                f"The lora adapter '{body.lora_name}' cannot be found.",
+                "not_found_error",
+                "lora_name",
+            )
+        await self._engine_call(self.engine.unload_adapter(body.lora_name))
+        return web.Response(text=f"Success: LoRA adapter '{body.lora_name}' removed successfully.")
+
+    # ----- helpers ------------------------------------------------------------------------------
+    def _adapter_for(self, model: str) -> str | None:
+        if model == self.model_name:
+            return None
+        if model in self.engine.adapters:
+            return model
+        raise ApiError(404, f"The model `{model}` does not exist.", "not_found_error", "model")
+
+    async def _generate(
+        self, jobs: list[tuple[list[int], Any]], adapter: str | None
+    ) -> list[Completion]:
+        return await self._engine_call(
+            asyncio.gather(*(self.engine.generate(ids, s, adapter) for ids, s in jobs))
+        )
+
+    async def _engine_call(self, awaitable: Awaitable[Any]) -> Any:
+        try:
+            return await awaitable
+        except BadRequestError as exc:
+            raise ApiError(400, str(exc)) from None
+
+    def _assistant_message(
+        self, text: str, finish: str, use_tools: bool
+    ) -> tuple[dict[str, Any], str]:
+        parsed = self.parser.parse(text) if use_tools else None
+        if not parsed or not parsed.calls:
+            return {"role": "assistant", "content": text, "tool_calls": []}, finish
+        calls = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {
+                    "name": c.name,
+                    "arguments": json.dumps(c.arguments, ensure_ascii=False),
+                },
+            }
+            for c in parsed.calls
+        ]
+        return {
+            "role": "assistant",
+            "content": parsed.text or None,
+            "tool_calls": calls,
+        }, "tool_calls"
+
+    def _token_text(self, token_id: int, as_ids: bool = False) -> str:
+        return (
+            f"token_id:{token_id}"
+            if as_ids
+            else self.engine.tokenizer.decode([token_id], skip_special_tokens=False)
+        )
+
+    def _completion_logprobs(self, c: Completion, as_ids: bool) -> dict[str, Any]:
+        tokens = [self._token_text(t, as_ids) for t in c.token_ids]
+        offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
+        tops = (
+            [{self._token_text(t, as_ids): lp for t, lp in top.items()} for top in c.top_logprobs]
+            if c.top_logprobs
+            else None
+        )
+        return {
+            "tokens": tokens,
+            "token_logprobs": c.logprobs,
+            "top_logprobs": tops,
+            "text_offset": offsets,
+        }
+
+    def _chat_logprobs(self, c: Completion) -> dict[str, Any]:
+        def entry(token_id: int, logprob: float) -> dict[str, Any]:
+            text = self._token_text(token_id)
+            return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+
+        content = []
+        for i, (t, lp) in enumerate(zip(c.token_ids, c.logprobs, strict=True)):
+            top = [entry(k, v) for k, v in c.top_logprobs[i].items()] if c.top_logprobs else []
+            content.append({**entry(t, lp), "top_logprobs": top})
+        return {"content": content}
+
+    def _envelope(
+        self,
+        prefix: str,
+        kind: str,
+        model: str,
+        choices: list[dict[str, Any]],
+        jobs: list[Any],
+        results: list[Completion],
+    ) -> dict[str, Any]:
+        prompt_tokens = sum(len(ids) for ids, _ in jobs)
+        completion_tokens = sum(len(c.token_ids) for c in results)
+        return {
+            "id": f"{prefix}-{uuid.uuid4().hex}",
+            "object": kind,
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+
+async def _parse(request: web.Request, model: type[BaseModel]) -> Any:
+    try:
+        data = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or None
+        raise ApiError(400, f"{where or 'request'}: {first['msg']}", param=where) from None
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return web.json_response(exc.body(), status=exc.status)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
+        return web.json_response(
+            ApiError(exc.status, f"{request.method} {request.path}: {exc.reason}", kind).body(),
+            status=exc.status,
+        )
+
+
+def _cut_at_stop(text: str, stops: list[str]) -> str:
+    cut = min((i for s in stops if (i := text.find(s)) >= 0), default=len(text))
+    return text[:cut]
+
+
+def serve_model(
+    model_dir: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    served_model_name: str | None = None,
+    max_batch_size: int = 64,
+) -> None:
+    """Load the model and serve it until interrupted."""
+    engine = HFEngine(model_dir, max_batch_size=max_batch_size)
+    server = ModelServer(engine, served_model_name or str(model_dir))
+    web.run_app(server.app(), host=host, port=port, print=lambda msg: print(msg, flush=True))

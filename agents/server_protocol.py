@@ -1,0 +1,115 @@
+"""Request bodies of the OpenAI-compatible model server, validated with pydantic.
+
+Fields other OpenAI clients send but that do not change the result (user, stream_options,
+...) are ignored; features that would change it and are not implemented (streaming, echo,
+penalties) are refused with a 400 rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from toolgym.agents.engines.base import SamplingParams
+
+
+class ApiError(Exception):
+    """An error answered as OpenAI's error JSON with an HTTP status."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind, self.param = status, message, kind, param
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {"message": self.message, "type": self.kind, "param": self.param, "code": None}
+        }
+
+
+class _Sampling(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=1.0, ge=0, le=2)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    n: int = Field(default=1, ge=1, le=16)
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    seed: int | None = None
+    stream: bool = False
+    return_token_ids: bool = False
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+    @model_validator(mode="after")
+    def _supported(self) -> _Sampling:
+        if self.stream:
+            raise ValueError(
+                "stream=true is not supported by this server; request the whole response"
+            )
+        if self.presence_penalty or self.frequency_penalty:
+            raise ValueError("presence_penalty and frequency_penalty are not supported")
+        return self
+
+    def sampling(self, index: int, default_max_tokens: int, top_logprobs: int) -> SamplingParams:
+        stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return SamplingParams(
+            max_tokens=self.max_tokens or default_max_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            stop=stop,
+            stop_token_ids=list(self.stop_token_ids or []),
+            seed=None if self.seed is None else self.seed + index,
+            top_logprobs=top_logprobs,
+        )
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[int] | list[str] | list[list[int]]
+    logprobs: int | None = Field(default=None, ge=0, le=20)
+    echo: bool = False
+    return_tokens_as_token_ids: bool = False
+
+    @model_validator(mode="after")
+    def _prompt(self) -> CompletionRequest:
+        if self.echo:
+            raise ValueError("echo=true is not supported")
+        if isinstance(self.prompt, list) and not self.prompt:
+            raise ValueError("prompt must not be empty")
+        return self
+
+    def prompts(self) -> list[str | list[int]]:
+        p = self.prompt
+        if isinstance(p, str):
+            return [p]
+        if all(isinstance(x, int) for x in p):
+            return [list(p)]  # type: ignore[arg-type]
+        return list(p)  # type: ignore[arg-type]
+
+
+class ChatRequest(_Sampling):
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Literal["auto", "none"] | None = None
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int = Field(default=0, ge=0, le=20)
+
+
+class LoadAdapterRequest(BaseModel):
+    lora_name: str = Field(min_length=1)
+    lora_path: str = Field(min_length=1)
+
+
+class UnloadAdapterRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    lora_name: str = Field(min_length=1)

@@ -1,0 +1,168 @@
+"""`toolgym serve model` over real HTTP on loopback, with the official `openai` client."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import openai
+import pytest
+
+from conftest import CHAT_MESSAGES
+from toolgym.envs.maze import MazeEnv
+
+TOOLS = MazeEnv().tool_schemas()
+
+
+@pytest.fixture(scope="module")
+def client(model_server):
+    return openai.OpenAI(base_url=f"{model_server}/v1", api_key="unused", max_retries=0)
+
+
+def raw(url: str, body: bytes | None = None, method: str = "POST") -> tuple[int, str]:
+    request = urllib.request.Request(
+        url, data=body, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_models_and_health(client, model_server):
+    assert [m.id for m in client.models.list().data] == ["tiny"]
+    assert raw(f"{model_server}/health", method="GET") == (200, '{"status": "ok"}')
+
+
+def test_completions_return_token_ids_and_logprobs(client, tool_calling_model_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tool_calling_model_dir)
+    result = client.completions.create(
+        model="tiny",
+        prompt="Map:\n#@.#",
+        max_tokens=6,
+        n=2,
+        seed=3,
+        logprobs=1,
+        extra_body={"return_token_ids": True},
+    )
+    assert len(result.choices) == 2 and result.usage.completion_tokens <= 12
+    for choice in result.choices:
+        extra = choice.model_extra
+        assert extra["prompt_token_ids"] == tokenizer.encode("Map:\n#@.#", add_special_tokens=False)
+        assert 0 < len(extra["token_ids"]) <= 6
+        assert len(choice.logprobs.token_logprobs) == len(extra["token_ids"])
+        assert all(lp <= 0 for lp in choice.logprobs.token_logprobs)
+        assert len(choice.logprobs.top_logprobs[0]) >= 1
+    by_ids = client.completions.create(
+        model="tiny",
+        prompt=[5, 6, 7],
+        max_tokens=3,
+        extra_body={"return_token_ids": True, "return_tokens_as_token_ids": True},
+        logprobs=0,
+    )
+    assert by_ids.choices[0].model_extra["prompt_token_ids"] == [5, 6, 7]
+    assert all(t.startswith("token_id:") for t in by_ids.choices[0].logprobs.tokens)
+
+
+def test_seeded_completions_are_reproducible(client):
+    ask = dict(model="tiny", prompt="Keys held: 0.", max_tokens=8, seed=11, temperature=1.0)
+    assert (
+        client.completions.create(**ask).choices[0].text
+        == client.completions.create(**ask).choices[0].text
+    )
+
+
+def test_chat_with_tools_returns_tool_calls(client):
+    result = client.chat.completions.create(
+        model="tiny", messages=CHAT_MESSAGES, tools=TOOLS, temperature=0, max_tokens=40
+    )
+    choice = result.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    call = choice.message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "move"
+    assert json.loads(call.function.arguments) == {"direction": "north"}
+    plain = client.chat.completions.create(
+        model="tiny",
+        messages=[{"role": "user", "content": "hello"}],
+        max_tokens=5,
+        logprobs=True,
+        top_logprobs=2,
+    )
+    assert isinstance(plain.choices[0].message.content, str)
+    assert len(plain.choices[0].logprobs.content) == plain.usage.completion_tokens
+
+
+def test_bad_requests_get_openai_errors(client, model_server):
+    with pytest.raises(openai.NotFoundError, match="The model `nope` does not exist"):
+        client.completions.create(model="nope", prompt="x", max_tokens=2)
+    with pytest.raises(
+        openai.BadRequestError, match=r"messages\[0\]: message role 'robot' is not one of"
+    ):
+        client.chat.completions.create(
+            model="tiny", messages=[{"role": "robot", "content": "x"}], max_tokens=2
+        )
+    with pytest.raises(openai.BadRequestError, match="max_tokens"):
+        client.completions.create(model="tiny", prompt="x", max_tokens=0)
+    with pytest.raises(openai.BadRequestError, match="temperature"):
+        client.completions.create(model="tiny", prompt="x", max_tokens=2, temperature=7)
+    with pytest.raises(openai.BadRequestError, match="stream=true is not supported"):
+        client.completions.create(model="tiny", prompt="x", max_tokens=2, stream=True)
+    with pytest.raises(openai.BadRequestError, match="exceeds the model's context"):
+        client.completions.create(model="tiny", prompt=[1] * 4090, max_tokens=10)
+    status, body = raw(f"{model_server}/v1/completions", b"{not json")
+    assert status == 400 and json.loads(body)["error"]["message"].startswith(
+        "the request body is not valid JSON"
+    )
+    status, body = raw(f"{model_server}/v1/nothing", b"{}")
+    assert status == 404 and json.loads(body)["error"]["type"] == "not_found_error"
+
+
+def test_lora_adapters_load_serve_and_unload(
+    client, model_server, tool_calling_model_dir, tmp_path
+):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(tool_calling_model_dir)
+    lora = get_peft_model(
+        base,
+        LoraConfig(
+            r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+        ),
+    )
+    lora.save_pretrained(tmp_path / "adapter")
+    load = json.dumps({"lora_name": "maze-lora", "lora_path": str(tmp_path / "adapter")}).encode()
+    assert raw(f"{model_server}/v1/load_lora_adapter", load) == (
+        200,
+        "Success: LoRA adapter 'maze-lora' added successfully.",
+    )
+    assert raw(f"{model_server}/v1/load_lora_adapter", load)[0] == 400  # already loaded
+    assert {m.id for m in client.models.list().data} == {"tiny", "maze-lora"}
+    ask = dict(
+        prompt="Go north.",
+        max_tokens=4,
+        temperature=0,
+        logprobs=0,
+        extra_body={"return_token_ids": True},
+    )
+    base_out = client.completions.create(model="tiny", **ask).choices[0]
+    lora_out = client.completions.create(model="maze-lora", **ask).choices[0]
+    assert base_out.logprobs.token_logprobs != lora_out.logprobs.token_logprobs
+    again = client.completions.create(model="tiny", **ask).choices[0]
+    assert again.logprobs.token_logprobs == pytest.approx(
+        base_out.logprobs.token_logprobs, abs=1e-5
+    )  # base unaffected
+    unload = json.dumps({"lora_name": "maze-lora"}).encode()
+    assert raw(f"{model_server}/v1/unload_lora_adapter", unload)[0] == 200
+    assert raw(f"{model_server}/v1/unload_lora_adapter", unload)[0] == 404
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="maze-lora", **ask)
+    missing = json.dumps({"lora_name": "x", "lora_path": str(tmp_path / "none")}).encode()
+    status, body = raw(f"{model_server}/v1/load_lora_adapter", missing)
+    assert status == 400 and "adapter_config.json is missing" in body

@@ -1,0 +1,95 @@
+"""`toolgym eval`: play N episodes of an env with a policy engine and report how it did."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from toolgym.cli.show import console
+
+
+def eval_command(
+    env_id: str,
+    engine_name: str,
+    model: str,
+    base_url: str | None,
+    tokenizer: str | None,
+    episodes: int,
+    seed: int,
+    max_tokens: int,
+    temperature: float,
+    max_turns: int | None,
+    max_context: int,
+    concurrency: int,
+    out: Path | None,
+) -> int:
+    from transformers import AutoTokenizer
+
+    from toolgym.agents.collector import RolloutCollector, summarize
+    from toolgym.agents.engines import SamplingParams, make_engine
+    from toolgym.agents.render import ChatRenderer
+    from toolgym.agents.rollout import RolloutConfig
+    from toolgym.agents.trajectory import write_jsonl
+    from toolgym.envs import make, spec
+    from toolgym.errors import ConfigError
+
+    spec(env_id)  # unknown ids fail here, before any model loads
+    engine_args: dict[str, Any] = {"model": model}
+    if engine_name == "openai":
+        if not base_url:
+            raise ConfigError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+        engine_args["base_url"] = base_url
+    engine = make_engine(engine_name, **engine_args)
+    tok = getattr(engine, "tokenizer", None) or AutoTokenizer.from_pretrained(tokenizer or model)
+    config = RolloutConfig(
+        SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed),
+        max_turns=max_turns,
+        max_context_tokens=max_context,
+    )
+    collector = RolloutCollector(
+        lambda: make(env_id),
+        engine,
+        ChatRenderer(tok),
+        config,
+        concurrency=concurrency,
+        env_id=env_id,
+        progress=True,
+    )
+
+    async def run() -> list[Any]:
+        try:
+            return await collector.collect(list(range(seed, seed + episodes)))
+        finally:
+            await engine.aclose()
+
+    start = time.perf_counter()
+    trajectories = [t for g in asyncio.run(run()) for t in g.trajectories]
+    stats = summarize(trajectories, time.perf_counter() - start)
+    path = write_jsonl(trajectories, out or Path("runs") / f"eval-{env_id.replace('/', '_')}.jsonl")
+    table = Table(title=f"{env_id} · {engine_name} · {model}")
+    for column in (
+        "episodes",
+        "success",
+        "mean turns",
+        "valid tool calls",
+        "tokens / episode",
+        "masked",
+        "tokens/s",
+    ):
+        table.add_column(column)
+    table.add_row(
+        str(stats.episodes),
+        f"{stats.success_rate:.1%}",
+        f"{stats.mean_turns:.2f}",
+        f"{stats.valid_action_rate:.1%}",
+        f"{stats.generated_tokens / max(stats.episodes, 1):.1f}",
+        str(stats.masked),
+        f"{stats.tokens_per_s:,.0f}",
+    )
+    console.print(table)
+    console.print(f"trajectories: {path}")
+    return 0
