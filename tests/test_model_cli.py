@@ -1,0 +1,63 @@
+"""`toolgym model init` makes loadable model directories; `toolgym eval --engine hf` uses one."""
+
+from __future__ import annotations
+
+from toolgym.agents.trajectory import read_jsonl
+
+
+def test_model_init_llama_is_a_normal_model_directory(cli, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    result = cli("model", "init", "--arch", "llama", "--size", "tiny", "--out", str(tmp_path / "m"))
+    assert result.returncode == 0, result.stderr
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "m")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "m")
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert model.config.vocab_size == len(tokenizer)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}],
+        tools=[
+            {
+                "type": "function",
+                "function": {"name": "f", "description": "d", "parameters": {"type": "object"}},
+            }
+        ],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert text.startswith("<|im_start|>system\n# Tools") and text.endswith(
+        "<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert tokenizer.convert_ids_to_tokens(
+        tokenizer.encode("<tool_call><|im_end|>", add_special_tokens=False)
+    ) == ["<tool_call>", "<|im_end|>"]
+    bad = cli("model", "init", "--arch", "gpt9", "--out", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "unknown arch 'gpt9'" in bad.stderr
+
+
+def test_same_seed_same_model(tmp_path):
+    from toolgym.agents.modelinit import init_model
+
+    a, b = init_model(tmp_path / "a", seed=3), init_model(tmp_path / "b", seed=3)
+    assert (a / "tokenizer.json").read_bytes() == (b / "tokenizer.json").read_bytes()
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+
+
+def test_eval_with_the_hf_engine(cli, tiny_model_dir, tmp_path):
+    out = tmp_path / "e.jsonl"
+    result = cli(
+        "eval",
+        "toolgym/Arithmetic-v0",
+        "--model",
+        str(tiny_model_dir),
+        "-n",
+        "3",
+        "--max-tokens",
+        "12",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(read_jsonl(out)) == 3
+    unknown = cli("eval", "toolgym/Nope-v0", "--model", str(tiny_model_dir))
+    assert unknown.returncode == 2 and "not registered" in unknown.stderr
