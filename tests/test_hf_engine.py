@@ -21,6 +21,17 @@ def prompt(engine, text):
     return engine.tokenizer.encode(text, add_special_tokens=False)
 
 
+def assert_logprobs_match_a_fresh_forward_pass(engine, prompt_ids, completion):
+    sequence = torch.tensor([prompt_ids + completion.token_ids])
+    with torch.no_grad():
+        logits = engine.model(sequence).logits[0].float()
+    targets = torch.tensor(completion.token_ids).unsqueeze(-1)
+    fresh = torch.log_softmax(logits, -1)[len(prompt_ids) - 1 : -1].gather(-1, targets).squeeze(-1)
+    assert torch.allclose(fresh, torch.tensor(completion.logprobs), atol=1e-4), (
+        (fresh - torch.tensor(completion.logprobs)).abs().max()
+    )
+
+
 def test_logprobs_match_a_fresh_forward_pass(engine):
     prompts = [
         prompt(engine, t)
@@ -75,29 +86,46 @@ def test_seeded_results_do_not_depend_on_batch_mates(engine):
     assert solo.logprobs == pytest.approx(batched.logprobs, abs=1e-4)
 
 
-def test_concurrent_requests_are_batched(engine):
-    sizes = []
-    original = engine._generate_batch
+def test_concurrent_requests_share_the_batch_and_short_ones_return_first(engine):
+    order = []
 
-    def spy(requests, adapter):
-        sizes.append(len(requests))
-        return original(requests, adapter)
+    async def ask(i, max_tokens):
+        c = await engine.generate(
+            prompt(engine, f"task {i}"), SamplingParams(max_tokens=max_tokens, seed=i)
+        )
+        order.append(max_tokens)
+        return c
 
-    engine._generate_batch = spy
-    try:
+    async def main():
+        return await asyncio.gather(*(ask(i, 2 if i % 2 else 40) for i in range(20)))
 
-        async def main():
-            return await asyncio.gather(
-                *(
-                    engine.generate(prompt(engine, f"task {i}"), SamplingParams(max_tokens=4))
-                    for i in range(20)
-                )
-            )
+    results = asyncio.run(main())
+    assert [len(c.token_ids) for c in results] == [40 if i % 2 == 0 else 2 for i in range(20)]
+    assert engine.peak_batch_size > 1
+    assert order[:10] == [2] * 10  # short answers come back while long ones still decode
 
-        assert len(asyncio.run(main())) == 20
-    finally:
-        del engine._generate_batch
-    assert max(sizes) > 1 and sum(sizes) == 20
+
+def test_requests_join_a_running_batch(engine):
+    long_prompt, short_prompt = (
+        prompt(engine, "a long answer"),
+        prompt(engine, "a short answer, please"),
+    )
+
+    async def main():
+        long = asyncio.ensure_future(
+            engine.generate(long_prompt, SamplingParams(max_tokens=200, seed=1))
+        )
+        await asyncio.sleep(0.05)  # the long request is decoding now
+        short = await engine.generate(short_prompt, SamplingParams(max_tokens=3, seed=2))
+        return short, long.done(), await long
+
+    short, long_done_when_short_returned, long = asyncio.run(main())
+    assert (
+        len(short.token_ids) == 3 and not long_done_when_short_returned and len(long.token_ids) > 3
+    )
+    # Merging the newcomer's cache into the running batch changed nobody's numbers.
+    assert_logprobs_match_a_fresh_forward_pass(engine, short_prompt, short)
+    assert_logprobs_match_a_fresh_forward_pass(engine, long_prompt, long)
 
 
 def test_stops_at_end_of_turn_tokens_and_stop_strings(engine):

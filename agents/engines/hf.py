@@ -1,30 +1,36 @@
 """The `hf` engine: a transformers model in-process, the embedded default on CPU and in tests.
 
-Concurrent `generate` calls are batched dynamically: requests that arrive while a batch runs
-(or within `batch_window_s` of the first) form the next batch. A batch runs in a worker
-thread, so the event loop keeps driving environments meanwhile. Prompts are left-padded and
-decoded with a KV cache; each request samples with its own seeded generator, so a seed gives
-the same completion whatever else shares the batch.
+A worker thread runs continuous batching (hf_batch.py): requests join the running batch
+between decode steps and each returns the moment its own row finishes, so the event loop
+keeps stepping environments while the model decodes, and an episode's tool call starts as
+soon as its own turn ends. Each request samples with its own seeded generator, so a seed
+gives the same completion whatever else shares the batch.
 
 Returned log-probabilities are log-softmax of the raw logits (temperature 1, no top-p) at
-float32, the quantity the trainer recomputes for its importance ratio.
+float32, the quantity the trainer recomputes for its importance ratio. Weight updates and
+adapter loads take the model lock between decode steps; trainers update between collections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
+import queue
 import threading
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from toolgym.agents.engines.base import Completion, EngineError, SamplingParams
+from toolgym.agents.engines.hf_batch import Row, RunningBatch
 from toolgym.errors import ToolgymError
+from toolgym.log import get_logger
+
+log = get_logger(__name__)
 
 
 class BadRequestError(ToolgymError, ValueError):
@@ -33,12 +39,18 @@ class BadRequestError(ToolgymError, ValueError):
 
 @dataclass
 class _Request:
-    prompt: list[int]
-    sampling: SamplingParams
+    row: Row
     adapter: str | None
-    generator: torch.Generator
     future: asyncio.Future[Completion]
-    stop_ids: set[int] = field(default_factory=set)
+    loop: asyncio.AbstractEventLoop
+
+    def resolve(self, result: Completion | None = None, error: BaseException | None = None) -> None:
+        def settle() -> None:
+            if not self.future.done():
+                self.future.set_exception(error) if error else self.future.set_result(result)  # type: ignore[arg-type]
+
+        with contextlib.suppress(RuntimeError):  # the caller's loop has closed: nobody waits
+            self.loop.call_soon_threadsafe(settle)
 
 
 class HFEngine:
@@ -50,7 +62,6 @@ class HFEngine:
         tokenizer: Any = None,
         *,
         max_batch_size: int = 64,
-        batch_window_s: float = 0.002,
         seed: int = 0,
         dtype: torch.dtype = torch.float32,
     ) -> None:
@@ -62,7 +73,7 @@ class HFEngine:
         if tokenizer is None:
             raise ValueError("pass the tokenizer along with a loaded model")
         self.model, self.tokenizer = model.eval(), tokenizer
-        self.max_batch_size, self.batch_window_s = max_batch_size, batch_window_s
+        self.max_batch_size = max_batch_size
         self.max_length = int(getattr(model.config, "max_position_embeddings", 1 << 30))
         eos = model.generation_config.eos_token_id
         self.end_ids = {
@@ -75,11 +86,12 @@ class HFEngine:
             else next(iter(self.end_ids))
         )
         self.policy_version = 0
+        self.peak_batch_size = 0
         self.adapters: dict[str, str] = {}
         self._seeds = torch.Generator().manual_seed(seed)
         self._model_lock = threading.Lock()
-        self._queue: asyncio.Queue[_Request] | None = None
-        self._worker: asyncio.Task[None] | None = None
+        self._inbox: queue.Queue[_Request | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
 
     # ----- public API -----------------------------------------------------------------------
     async def generate(
@@ -91,19 +103,21 @@ class HFEngine:
             if sampling.seed is not None
             else int(torch.randint(2**62, (), generator=self._seeds))
         )
-        loop = asyncio.get_running_loop()
-        request = _Request(
+        row = Row(
             list(prompt_ids),
             sampling,
-            adapter,
             torch.Generator().manual_seed(seed),
-            loop.create_future(),
+            self.end_ids | set(sampling.stop_token_ids),
         )
-        request.stop_ids = self.end_ids | set(sampling.stop_token_ids)
-        if self._queue is None or self._worker is None or self._worker.done():
-            self._queue = asyncio.Queue()
-            self._worker = loop.create_task(self._serve_batches(self._queue))
-        self._queue.put_nowait(request)
+        loop = asyncio.get_running_loop()
+        request = _Request(row, adapter, loop.create_future(), loop)
+        row.owner = request
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._serve, name="toolgym-hf-engine", daemon=True
+            )
+            self._thread.start()
+        self._inbox.put(request)
         return await request.future
 
     async def update_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
@@ -122,119 +136,68 @@ class HFEngine:
             del self.adapters[name]
 
     async def aclose(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
-            self._worker = None
+        """Stop the worker thread; requests still waiting fail with EngineError."""
+        if self._thread is not None and self._thread.is_alive():
+            self._inbox.put(None)
+            await asyncio.to_thread(self._thread.join, 30)
+        self._thread = None
 
-    # ----- batching ---------------------------------------------------------------------------
-    async def _serve_batches(self, queue: asyncio.Queue[_Request]) -> None:
-        loop = asyncio.get_running_loop()
+    # ----- the worker thread ------------------------------------------------------------------
+    def _serve(self) -> None:
+        batch = RunningBatch(self.model, self.tokenizer, self.pad_id)
+        waiting: deque[_Request] = deque()
+        adapter: str | None = None
         while True:
-            batch = [await queue.get()]
-            deadline = loop.time() + self.batch_window_s
-            while len(batch) < self.max_batch_size:
-                if not queue.empty():
-                    batch.append(queue.get_nowait())
-                    continue
-                if loop.time() >= deadline:
-                    break
-                await asyncio.sleep(min(0.0005, deadline - loop.time()))
-            batch = [r for r in batch if not r.future.cancelled()]
-            for adapter, group in itertools.groupby(
-                sorted(batch, key=lambda r: r.adapter or ""), key=lambda r: r.adapter
-            ):
-                requests = list(group)
-                try:
-                    results = await asyncio.to_thread(self._generate_batch, requests, adapter)
-                except Exception as exc:
-                    for r in requests:
-                        if not r.future.done():
-                            r.future.set_exception(
-                                EngineError(f"generation failed: {type(exc).__name__}: {exc}")
-                            )
-                    continue
-                for r, completion in zip(requests, results, strict=True):
-                    if not r.future.done():
-                        r.future.set_result(completion)
+            try:
+                if not self._collect(waiting, block=not batch and not waiting):
+                    self._fail(
+                        [r.row.owner for r in batch.rows] + list(waiting),
+                        EngineError("the engine was closed"),
+                    )
+                    return
+                if not batch:
+                    adapter = waiting[0].adapter if waiting else None
+                batch.retain([i for i, r in enumerate(batch.rows) if not r.owner.future.done()])
+                joining = self._take(waiting, adapter, self.max_batch_size - len(batch))
+                with self._model_lock, self._adapter(adapter):
+                    if joining:
+                        batch.admit([r.row for r in joining])
+                    self.peak_batch_size = max(self.peak_batch_size, len(batch))
+                    finished = batch.step() if batch else []
+                for row, completion in finished:
+                    row.owner.resolve(completion)
+            except Exception as exc:  # a broken batch fails its requests, never the thread
+                log.exception("generation failed")
+                self._fail(
+                    [r.owner for r in batch.rows],
+                    EngineError(f"generation failed: {type(exc).__name__}: {exc}"),
+                )
+                batch = RunningBatch(self.model, self.tokenizer, self.pad_id)
 
-    # ----- the model (worker thread) ------------------------------------------------------
-    @torch.no_grad()
-    def _generate_batch(self, requests: list[_Request], adapter: str | None) -> list[Completion]:
-        with self._model_lock, self._adapter(adapter):
-            return self._decode(requests)
+    def _collect(self, waiting: deque[_Request], block: bool) -> bool:
+        """Move new requests into `waiting`; False once the engine is closing."""
+        try:
+            item = self._inbox.get(block=block)
+            while True:
+                if item is None:
+                    return False
+                waiting.append(item)
+                item = self._inbox.get_nowait()
+        except queue.Empty:
+            return True
 
-    def _decode(self, requests: list[_Request]) -> list[Completion]:
-        size, longest = len(requests), max(len(r.prompt) for r in requests)
-        input_ids = torch.full((size, longest), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((size, longest), dtype=torch.long)
-        for i, r in enumerate(requests):
-            input_ids[i, longest - len(r.prompt) :] = torch.tensor(r.prompt)
-            mask[i, longest - len(r.prompt) :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(
-            input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True
-        )
-        cache, logits = out.past_key_values, out.logits[:, -1, :].float()
-        next_position = positions[:, -1:] + 1
-        temperature = torch.tensor([r.sampling.temperature for r in requests]).unsqueeze(-1)
-        top_p = torch.tensor([r.sampling.top_p for r in requests]).unsqueeze(-1)
-        tokens: list[list[int]] = [[] for _ in requests]
-        logprobs: list[list[float]] = [[] for _ in requests]
-        tops: list[list[dict[int, float]]] = [[] for _ in requests]
-        finish: list[str | None] = [None] * size
-        for _ in range(max(r.sampling.max_tokens for r in requests)):
-            log_probs = torch.log_softmax(logits, dim=-1)
-            chosen = _sample(logits, temperature, top_p, [r.generator for r in requests])
-            chosen_logprobs = log_probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1).tolist()
-            for i, r in enumerate(requests):
-                if finish[i] is not None:
-                    continue
-                token = int(chosen[i])
-                tokens[i].append(token)
-                logprobs[i].append(chosen_logprobs[i])
-                if r.sampling.top_logprobs:
-                    values, ids = log_probs[i].topk(r.sampling.top_logprobs)
-                    tops[i].append(dict(zip(ids.tolist(), values.tolist(), strict=True)))
-                finish[i] = self._finished(r, tokens[i])
-            if all(f is not None for f in finish):
-                break
-            step_ids = torch.tensor([t[-1] for t in tokens]).unsqueeze(-1)
-            mask = torch.cat([mask, torch.ones((size, 1), dtype=torch.long)], dim=-1)
-            out = self.model(
-                input_ids=step_ids,
-                attention_mask=mask,
-                position_ids=next_position,
-                past_key_values=cache,
-                use_cache=True,
-            )
-            cache, logits = out.past_key_values, out.logits[:, -1, :].float()
-            next_position = next_position + 1
-        return [
-            Completion(
-                token_ids=tokens[i],
-                logprobs=logprobs[i],
-                text=self.tokenizer.decode(
-                    tokens[i], skip_special_tokens=True, clean_up_tokenization_spaces=False
-                ),
-                finish_reason=finish[i] or "length",
-                top_logprobs=tops[i] if r.sampling.top_logprobs else None,
-                prompt_tokens=len(r.prompt),
-            )
-            for i, r in enumerate(requests)
-        ]
+    @staticmethod
+    def _take(waiting: deque[_Request], adapter: str | None, room: int) -> list[_Request]:
+        taken = [r for r in waiting if r.adapter == adapter and not r.future.done()][: max(room, 0)]
+        for r in list(waiting):
+            if r in taken or r.future.done():
+                waiting.remove(r)
+        return taken
 
-    def _finished(self, request: _Request, tokens: list[int]) -> str | None:
-        if tokens[-1] in request.stop_ids:
-            return "stop"
-        if request.sampling.stop:
-            text = self.tokenizer.decode(
-                tokens, skip_special_tokens=False, clean_up_tokenization_spaces=False
-            )
-            if any(s in text for s in request.sampling.stop):
-                return "stop"
-        return "length" if len(tokens) >= request.sampling.max_tokens else None
+    @staticmethod
+    def _fail(requests: list[_Request], error: BaseException) -> None:
+        for r in requests:
+            r.resolve(error=error)
 
     def _validate(
         self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None
@@ -285,25 +248,3 @@ class HFEngine:
             else:
                 self.model = PeftModel.from_pretrained(self.model, path, adapter_name=name).eval()
             self.adapters[name] = path
-
-
-def _sample(
-    logits: torch.Tensor,
-    temperature: torch.Tensor,
-    top_p: torch.Tensor,
-    generators: list[torch.Generator],
-) -> torch.Tensor:
-    """One token per row: greedy where temperature is 0, else top-p sampling at temperature,
-    drawing each row's uniform number from its own generator (batch-independent seeds)."""
-    greedy = logits.argmax(-1)
-    probs = torch.softmax(logits / temperature.clamp(min=1e-6), dim=-1)
-    sorted_probs, order = probs.sort(-1, descending=True)
-    keep = (sorted_probs.cumsum(-1) - sorted_probs) < top_p
-    sorted_probs = sorted_probs * keep
-    cdf = sorted_probs.cumsum(-1)
-    uniform = (
-        torch.stack([torch.rand((), generator=g) for g in generators]).unsqueeze(-1) * cdf[:, -1:]
-    )
-    index = torch.searchsorted(cdf, uniform).clamp(max=logits.shape[-1] - 1)
-    sampled = order.gather(-1, index).squeeze(-1)
-    return torch.where(temperature.squeeze(-1) == 0, greedy, sampled)

@@ -1,0 +1,182 @@
+"""The running batch of the hf engine: continuous batching over a transformers KV cache.
+
+Rows join between decode steps (their prompts are prefilled together, then their cache is
+merged into the batch's, left-padded to a common length) and leave as soon as they finish,
+so a short answer is returned while longer ones are still being decoded, and a new request
+does not wait for the whole batch to drain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from toolgym.agents.engines.base import Completion, SamplingParams
+
+
+@dataclass
+class Row:
+    """One request's progress through the batch."""
+
+    prompt: list[int]
+    sampling: SamplingParams
+    generator: torch.Generator
+    stop_ids: set[int]
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    tops: list[dict[int, float]] = field(default_factory=list)
+    finish: str | None = None
+    owner: Any = None
+    """Whoever waits for this row (the engine's request record)."""
+
+
+class RunningBatch:
+    def __init__(self, model: Any, tokenizer: Any, pad_id: int) -> None:
+        self.model, self.tokenizer, self.pad_id = model, tokenizer, pad_id
+        self.rows: list[Row] = []
+        self.cache: Any = None
+        self.mask = torch.zeros((0, 0), dtype=torch.long)
+        self.positions = torch.zeros((0, 1), dtype=torch.long)
+        self.logits = torch.zeros((0, 0))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @torch.no_grad()
+    def admit(self, rows: list[Row]) -> None:
+        """Prefill `rows` and merge them into the batch."""
+        longest = max(len(r.prompt) for r in rows)
+        ids = torch.full((len(rows), longest), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), longest), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, longest - len(r.prompt) :] = torch.tensor(r.prompt)
+            mask[i, longest - len(r.prompt) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        logits = out.logits[:, -1, :].float()
+        if not self.rows:
+            self.cache, self.mask, self.logits = out.past_key_values, mask, logits
+            self.positions = positions[:, -1:] + 1
+        else:
+            width = max(self.mask.shape[1], mask.shape[1])
+            for mine, theirs in zip(self.cache.layers, out.past_key_values.layers, strict=True):
+                mine.keys = torch.cat(
+                    [_left_pad(mine.keys, width, 2), _left_pad(theirs.keys, width, 2)]
+                )
+                mine.values = torch.cat(
+                    [_left_pad(mine.values, width, 2), _left_pad(theirs.values, width, 2)]
+                )
+            self.mask = torch.cat([_left_pad(self.mask, width, 1), _left_pad(mask, width, 1)])
+            self.logits = torch.cat([self.logits, logits])
+            self.positions = torch.cat([self.positions, positions[:, -1:] + 1])
+        self.rows += rows
+
+    @torch.no_grad()
+    def step(self) -> list[tuple[Row, Completion]]:
+        """Sample one token for every row; return the rows that finished (now removed)."""
+        log_probs = torch.log_softmax(self.logits, dim=-1)
+        temperature = torch.tensor([r.sampling.temperature for r in self.rows]).unsqueeze(-1)
+        top_p = torch.tensor([r.sampling.top_p for r in self.rows]).unsqueeze(-1)
+        chosen = sample(self.logits, temperature, top_p, [r.generator for r in self.rows])
+        chosen_logprobs = log_probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1).tolist()
+        for i, r in enumerate(self.rows):
+            token = int(chosen[i])
+            r.tokens.append(token)
+            r.logprobs.append(chosen_logprobs[i])
+            if r.sampling.top_logprobs:
+                values, ids = log_probs[i].topk(r.sampling.top_logprobs)
+                r.tops.append(dict(zip(ids.tolist(), values.tolist(), strict=True)))
+            r.finish = self._finished(r)
+        done = [(r, self._completion(r)) for r in self.rows if r.finish is not None]
+        keep = [i for i, r in enumerate(self.rows) if r.finish is None]
+        if len(keep) < len(self.rows):
+            self._keep(keep)
+        if self.rows:
+            step_ids = chosen[keep].unsqueeze(-1)
+            self.mask = torch.cat(
+                [self.mask, torch.ones((len(self.rows), 1), dtype=torch.long)], dim=-1
+            )
+            out = self.model(
+                input_ids=step_ids,
+                attention_mask=self.mask,
+                position_ids=self.positions,
+                past_key_values=self.cache,
+                use_cache=True,
+            )
+            self.cache, self.logits = out.past_key_values, out.logits[:, -1, :].float()
+            self.positions = self.positions + 1
+        return done
+
+    def retain(self, keep: list[int]) -> None:
+        """Keep only the rows at `keep` (e.g. drop requests nobody waits for any more)."""
+        if len(keep) < len(self.rows):
+            self._keep(keep)
+
+    def _keep(self, keep: list[int]) -> None:
+        self.rows = [self.rows[i] for i in keep]
+        if not self.rows:
+            self.cache = None
+            return
+        index = torch.tensor(keep)
+        self.cache.batch_select_indices(index)
+        self.mask, self.positions, self.logits = (
+            self.mask[index],
+            self.positions[index],
+            self.logits[index],
+        )
+
+    def _finished(self, r: Row) -> str | None:
+        if r.tokens[-1] in r.stop_ids:
+            return "stop"
+        if r.sampling.stop:
+            text = self.tokenizer.decode(
+                r.tokens, skip_special_tokens=False, clean_up_tokenization_spaces=False
+            )
+            if any(s in text for s in r.sampling.stop):
+                return "stop"
+        return "length" if len(r.tokens) >= r.sampling.max_tokens else None
+
+    def _completion(self, r: Row) -> Completion:
+        text = self.tokenizer.decode(
+            r.tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )
+        return Completion(
+            r.tokens,
+            r.logprobs,
+            text,
+            r.finish or "length",
+            r.tops if r.sampling.top_logprobs else None,
+            len(r.prompt),
+        )
+
+
+def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    missing = width - t.shape[dim]
+    if missing <= 0:
+        return t
+    pad = [0, 0] * (t.dim() - dim - 1) + [missing, 0]
+    return F.pad(t, pad)
+
+
+def sample(
+    logits: torch.Tensor,
+    temperature: torch.Tensor,
+    top_p: torch.Tensor,
+    generators: list[torch.Generator],
+) -> torch.Tensor:
+    """One token per row: greedy where temperature is 0, else top-p sampling at temperature,
+    drawing each row's uniform number from its own generator (batch-independent seeds)."""
+    greedy = logits.argmax(-1)
+    probs = torch.softmax(logits / temperature.clamp(min=1e-6), dim=-1)
+    sorted_probs, order = probs.sort(-1, descending=True)
+    keep = (sorted_probs.cumsum(-1) - sorted_probs) < top_p
+    cdf = (sorted_probs * keep).cumsum(-1)
+    uniform = (
+        torch.stack([torch.rand((), generator=g) for g in generators]).unsqueeze(-1) * cdf[:, -1:]
+    )
+    index = torch.searchsorted(cdf, uniform).clamp(max=logits.shape[-1] - 1)
+    sampled = order.gather(-1, index).squeeze(-1)
+    return torch.where(temperature.squeeze(-1) == 0, greedy, sampled)
