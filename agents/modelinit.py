@@ -109,7 +109,7 @@ def build_model(arch: str, size: str, vocab_size: int, eos_id: int, pad_id: int,
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
     s = SIZES[size]
-    common = dict(
+    common: dict[str, Any] = dict(
         vocab_size=vocab_size,
         hidden_size=s.hidden_size,
         num_hidden_layers=s.layers,

@@ -136,8 +136,8 @@ def read_jsonl(path: str | Path) -> list[Trajectory]:
     ]
 
 
-def _hashable(value: Any) -> Hashable:
+def _hashable(value: Any) -> Any:
     """JSON turns tuples into lists; turn them back so state keys stay hashable."""
     if isinstance(value, list):
         return tuple(_hashable(v) for v in value)
-    return value  # type: ignore[no-any-return]
+    return value

@@ -162,3 +162,21 @@ def test_bad_requests_are_refused_in_words(engine):
         asyncio.run(ask([1] * 4000, max_tokens=200))
     with pytest.raises(BadRequestError, match="no LoRA adapter named 'nope'"):
         asyncio.run(engine.generate([1, 2], SamplingParams(), adapter="nope"))
+
+
+def test_closing_the_engine_fails_waiting_requests_and_it_restarts_on_demand(tiny_model_dir):
+    engine = HFEngine(tiny_model_dir)
+
+    async def main():
+        pending = asyncio.ensure_future(
+            engine.generate(prompt(engine, "x"), SamplingParams(max_tokens=4000 - 10, seed=0))
+        )
+        await asyncio.sleep(0.1)
+        await engine.aclose()
+        with pytest.raises(Exception, match="the engine was closed"):
+            await pending
+        again = await engine.generate(prompt(engine, "y"), SamplingParams(max_tokens=2))
+        await engine.aclose()
+        return again
+
+    assert len(asyncio.run(main()).token_ids) == 2

@@ -151,7 +151,7 @@ class HFEngine:
             try:
                 if not self._collect(waiting, block=not batch and not waiting):
                     self._fail(
-                        [r.row.owner for r in batch.rows] + list(waiting),
+                        [r.owner for r in batch.rows] + list(waiting),
                         EngineError("the engine was closed"),
                     )
                     return
