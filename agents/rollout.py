@@ -84,7 +84,7 @@ async def _play(
         sampling = replace(
             config.sampling,
             max_tokens=min(config.sampling.max_tokens, budget),
-            seed=_turn_seed(config.sampling.seed, traj.id, turn),
+            seed=turn_seed(config.sampling.seed, traj.id, turn),
         )
         t0 = time.perf_counter()
         completion = await engine.generate(list(traj.token_ids), sampling, adapter)
@@ -116,6 +116,6 @@ async def _play(
         traj.token_ids += delta
 
 
-def _turn_seed(base: int | None, trajectory_id: str, turn: int) -> int | None:
+def turn_seed(base: int | None, trajectory_id: str, turn: int) -> int | None:
     """A distinct, reproducible sampling seed per trajectory and turn (None stays None)."""
     return None if base is None else zlib.crc32(f"{base}:{trajectory_id}:{turn}".encode())

@@ -87,6 +87,8 @@ class HFEngine:
         )
         self.policy_version = 0
         self.peak_batch_size = 0
+        self.decode_steps = 0
+        """Forward passes that produced a token for every running row (a throughput gauge)."""
         self.adapters: dict[str, str] = {}
         self._seeds = torch.Generator().manual_seed(seed)
         self._model_lock = threading.Lock()
@@ -163,7 +165,10 @@ class HFEngine:
                     if joining:
                         batch.admit([r.row for r in joining])
                     self.peak_batch_size = max(self.peak_batch_size, len(batch))
-                    finished = batch.step() if batch else []
+                    finished = []
+                    if batch:
+                        finished = batch.step()
+                        self.decode_steps += 1
                 for row, completion in finished:
                     row.owner.resolve(completion)
             except Exception as exc:  # a broken batch fails its requests, never the thread

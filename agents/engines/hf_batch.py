@@ -167,16 +167,23 @@ def sample(
     top_p: torch.Tensor,
     generators: list[torch.Generator],
 ) -> torch.Tensor:
-    """One token per row: greedy where temperature is 0, else top-p sampling at temperature,
-    drawing each row's uniform number from its own generator (batch-independent seeds)."""
-    greedy = logits.argmax(-1)
+    """One token per row: greedy where temperature is 0, else sampling at temperature (with a
+    top-p cut where top_p < 1). Each row draws its uniform number from its own generator and
+    takes the same path whatever its batch mates do, so a seed gives the same tokens in any batch."""
     probs = torch.softmax(logits / temperature.clamp(min=1e-6), dim=-1)
-    sorted_probs, order = probs.sort(-1, descending=True)
-    keep = (sorted_probs.cumsum(-1) - sorted_probs) < top_p
-    cdf = (sorted_probs * keep).cumsum(-1)
-    uniform = (
-        torch.stack([torch.rand((), generator=g) for g in generators]).unsqueeze(-1) * cdf[:, -1:]
-    )
-    index = torch.searchsorted(cdf, uniform).clamp(max=logits.shape[-1] - 1)
-    sampled = order.gather(-1, index).squeeze(-1)
-    return torch.where(temperature.squeeze(-1) == 0, greedy, sampled)
+    uniform = torch.stack([torch.rand((), generator=g) for g in generators])
+    chosen = _inverse_cdf(probs, uniform)
+    nucleus = (top_p.squeeze(-1) < 1).nonzero().squeeze(-1)
+    if len(nucleus):  # sorting the vocabulary is only needed for a top-p cut
+        sorted_probs, order = probs[nucleus].sort(-1, descending=True)
+        keep = (sorted_probs.cumsum(-1) - sorted_probs) < top_p[nucleus]
+        chosen[nucleus] = order.gather(
+            -1, _inverse_cdf(sorted_probs * keep, uniform[nucleus]).unsqueeze(-1)
+        ).squeeze(-1)
+    return torch.where(temperature.squeeze(-1) == 0, logits.argmax(-1), chosen)
+
+
+def _inverse_cdf(weights: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    cdf = weights.cumsum(-1)
+    index = torch.searchsorted(cdf, uniform.unsqueeze(-1) * cdf[:, -1:])
+    return index.squeeze(-1).clamp(max=weights.shape[-1] - 1)

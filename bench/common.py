@@ -1,0 +1,44 @@
+"""Shared pieces of the rollout benchmarks: a tiny model to run, and minimal envs."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from toolgym.envs import Env, make_info
+
+
+def tiny_model(path: str | None) -> Path:
+    """The model at `path`, or a fresh tiny one in a temporary directory."""
+    if path:
+        return Path(path)
+    from toolgym.agents.modelinit import init_model
+
+    return init_model(Path(tempfile.mkdtemp(prefix="toolgym-bench-")), "qwen2", "tiny", seed=0)
+
+
+class QuestionEnv(Env):
+    """One question per seed; `turns` model turns, each answered by a tool taking `tool_s`."""
+
+    def __init__(self, turns: int = 1, tool_s: float = 0.0) -> None:
+        self.turns, self.tool_s, self.turn = turns, tool_s, 0
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> Any:
+        await super().areset(seed=seed)
+        self.turn = 0
+        question = f"Question {seed}: what is {seed} times {(seed or 0) + 7}?"
+        return [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": question},
+        ], make_info(f"q{seed}")
+
+    async def astep(self, action: str) -> Any:
+        self.turn += 1
+        if self.tool_s:
+            await asyncio.sleep(self.tool_s)  # the tool's latency
+        obs = [{"role": "tool", "content": f"result {self.turn}"}]
+        return obs, 0.0, self.turn >= self.turns, False, make_info(f"t{self.turn}")
