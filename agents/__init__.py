@@ -1,4 +1,5 @@
-"""Agents: chat rendering with exact token bookkeeping, the rollout loop, generation engines.
+"""Agents: chat rendering with exact token bookkeeping, generation engines, the rollout loop
+and collector, trajectories, and the OpenAI-compatible model server.
 
-(Arrives with the rollouts work; the package exists so the layout and the namespace are fixed.)
+Heavy parts (torch, transformers) load only when their modules are imported.
 """
