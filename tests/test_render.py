@@ -12,7 +12,7 @@ import pytest
 from toolgym.agents.render import ChatRenderer
 from toolgym.envs.maze import MazeEnv
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "shared" / "chat_templates"
+TEMPLATES = Path(__file__).resolve().parent / "data" / "chat_templates"
 CLOSING = {
     "tiny": "<|im_end|>",
     "qwen2_5": "<|im_end|>",
