@@ -32,6 +32,14 @@ def maze(**kwargs):
     return toolgym.make("toolgym/Maze-v0", size=3, max_turns=3, **kwargs)
 
 
+def play_maze(engine, renderer, seed, max_tokens, **kwargs):
+    """One Maze episode (seeded sampling) through run_episode."""
+    config = RolloutConfig(SamplingParams(max_tokens=max_tokens, seed=seed), **kwargs)
+    return asyncio.run(
+        run_episode(maze(), engine, renderer, config, seed=seed, trajectory_id="t", group_id="g")
+    )
+
+
 def test_64_concurrent_mazes_finish_and_a_stuck_episode_is_masked(engine, renderer):
     config = RolloutConfig(SamplingParams(max_tokens=24, seed=3), episode_timeout_s=20)
     collector = RolloutCollector(
@@ -119,16 +127,7 @@ def test_token_sequence_is_prompt_plus_generated_plus_deltas(engine, renderer):
 
 
 def test_behaviour_logprobs_equal_the_trainers_recomputation(engine, renderer):
-    traj = asyncio.run(
-        run_episode(
-            maze(),
-            engine,
-            renderer,
-            RolloutConfig(SamplingParams(max_tokens=16, seed=2)),
-            seed=8,
-            trajectory_id="t",
-        )
-    )
+    traj = play_maze(engine, renderer, 8, 16)
     with torch.no_grad():
         logits = engine.model(torch.tensor([traj.token_ids])).logits[0].float()
     log_probs = torch.log_softmax(logits, -1)
@@ -144,15 +143,7 @@ def test_behaviour_logprobs_equal_the_trainers_recomputation(engine, renderer):
 
 def test_context_budget_truncates_and_is_respected(engine, renderer):
     budget = 560
-    traj = asyncio.run(
-        run_episode(
-            maze(),
-            engine,
-            renderer,
-            RolloutConfig(SamplingParams(max_tokens=40, seed=0), max_context_tokens=budget),
-            seed=1,
-        )
-    )
+    traj = play_maze(engine, renderer, 1, 40, max_context_tokens=budget)
     assert traj.end is EpisodeEnd.CONTEXT and not traj.masked
     assert len(traj.token_ids) <= budget
 
@@ -168,17 +159,7 @@ def test_env_failures_and_infra_errors_are_masked(engine, renderer):
 
 
 def test_trajectories_round_trip_through_jsonl(engine, renderer, tmp_path):
-    traj = asyncio.run(
-        run_episode(
-            maze(),
-            engine,
-            renderer,
-            RolloutConfig(SamplingParams(max_tokens=8, seed=0)),
-            seed=2,
-            trajectory_id="x",
-            group_id="g",
-        )
-    )
+    traj = play_maze(engine, renderer, 2, 8)
     path = write_jsonl([traj, traj], tmp_path / "out" / "t.jsonl")
     back = read_jsonl(path)
     assert back[0] == traj and back[1].loss_mask == traj.loss_mask
