@@ -1,0 +1,56 @@
+"""What advantage estimators read: one group's per-step rewards and anchor states.
+
+A group is the N rollouts of one task and seed. Estimators are pure functions from a
+`GroupRewards` to per-step advantages (one array per trajectory, one value per step); masked
+trajectories (infrastructure failures) get zeros and are left out of every statistic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+EPS = 1e-6
+
+
+@dataclass
+class GroupRewards:
+    rewards: list[np.ndarray]
+    """Per trajectory, the reward of each step."""
+    state_keys: list[list[Hashable]]
+    """Per trajectory, the state each step's action was taken in (GiGPO's anchors)."""
+    valid: np.ndarray
+    """Per trajectory, False when it is masked (an infrastructure failure)."""
+
+    @classmethod
+    def from_trajectories(cls, trajectories: Sequence[Any]) -> GroupRewards:
+        return cls(
+            rewards=[np.array([s.reward for s in t.steps], dtype=np.float64) for t in trajectories],
+            state_keys=[[s.state_key for s in t.steps] for t in trajectories],
+            valid=np.array([not t.masked for t in trajectories], dtype=bool),
+        )
+
+    @property
+    def returns(self) -> np.ndarray:
+        """Undiscounted return of each trajectory."""
+        return np.array([r.sum() for r in self.rewards])
+
+
+def normalize(values: np.ndarray, std: bool) -> np.ndarray:
+    """values - mean, divided by the sample standard deviation (ddof=1) when `std`.
+    Fewer than two values carry no comparison: they get 0."""
+    if len(values) < 2:
+        return np.zeros_like(values)
+    centred = values - values.mean()
+    return centred / (values.std(ddof=1) + EPS) if std else centred
+
+
+def broadcast(per_trajectory: np.ndarray, group: GroupRewards) -> list[np.ndarray]:
+    """Give every step of a trajectory its trajectory's advantage; masked ones get 0."""
+    return [
+        np.full(len(r), per_trajectory[i] if group.valid[i] else 0.0)
+        for i, r in enumerate(group.rewards)
+    ]

@@ -1,0 +1,101 @@
+"""GiGPO (Feng et al., 2025, "Group-in-Group Policy Optimization for LLM Agent Training").
+
+Episode level (the outer group): each trajectory's return, normalized within its group
+
+    A^E_i = (R_i - mean_j R_j) / (std_j R_j + eps)
+
+Step level (the inner groups): steps taken from the same anchor state. The anchor of step t
+is the state its action was taken in (the state_key reset returned for t = 0, or step t-1
+returned), gathered across all trajectories of the group and all time steps, repeats within
+one trajectory included. Each step's discounted return
+
+    R_t = r_t + gamma * R_{t+1}        (gamma = 0.95; no bootstrap after truncation)
+
+is normalized within its anchor group; an anchor group of one step has nothing to compare
+with and gives 0:
+
+    A^S_t = (R_t - mean_{anchor} R) / (std_{anchor} R + eps)
+
+Final advantage of step t of trajectory i:  A = A^E_i + omega * A^S_t   (omega = 1.0).
+
+Standard deviations are sample standard deviations (ddof=1), as in the reference code.
+`episode_over_steps=True` reproduces the reference code's episode statistics, which pool one
+row per step (a long trajectory weighs more); the default normalizes over trajectories, as
+the paper's equation is written. Masked trajectories are excluded from every statistic.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable
+
+import numpy as np
+
+from toolgym.training.advantages.base import GroupRewards, normalize
+
+
+def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
+    out = np.zeros(len(rewards))
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        running = rewards[t] + gamma * running
+        out[t] = running
+    return out
+
+
+def episode_advantages(
+    group: GroupRewards, *, std_normalize: bool = True, episode_over_steps: bool = False
+) -> np.ndarray:
+    """A^E per trajectory (0 for masked ones)."""
+    returns = group.returns
+    valid = np.flatnonzero(group.valid)
+    advantages = np.zeros(len(returns))
+    if len(valid) < 2:
+        return advantages
+    if episode_over_steps:
+        rows = np.concatenate([np.full(len(group.rewards[i]), returns[i]) for i in valid])
+        if len(rows) < 2:
+            return advantages
+        mean, std = rows.mean(), rows.std(ddof=1)
+        advantages[valid] = (
+            (returns[valid] - mean) / (std + 1e-6) if std_normalize else returns[valid] - mean
+        )
+    else:
+        advantages[valid] = normalize(returns[valid], std_normalize)
+    return advantages
+
+
+def step_advantages(
+    group: GroupRewards, *, gamma: float = 0.95, std_normalize: bool = True
+) -> list[np.ndarray]:
+    """A^S per step, from anchor-state groups across the whole group (0 for masked ones)."""
+    returns = [discounted_returns(r, gamma) for r in group.rewards]
+    anchors: dict[Hashable, list[tuple[int, int]]] = defaultdict(list)
+    for i in np.flatnonzero(group.valid):
+        for t, key in enumerate(group.state_keys[i]):
+            anchors[key].append((int(i), t))
+    advantages = [np.zeros(len(r)) for r in group.rewards]
+    for members in anchors.values():
+        values = normalize(np.array([returns[i][t] for i, t in members]), std_normalize)
+        for (i, t), value in zip(members, values, strict=True):
+            advantages[i][t] = value
+    return advantages
+
+
+def gigpo(
+    group: GroupRewards,
+    *,
+    gamma: float = 0.95,
+    omega: float = 1.0,
+    std_normalize: bool = True,
+    step_std_normalize: bool = True,
+    episode_over_steps: bool = False,
+) -> list[np.ndarray]:
+    episode = episode_advantages(
+        group, std_normalize=std_normalize, episode_over_steps=episode_over_steps
+    )
+    steps = step_advantages(group, gamma=gamma, std_normalize=step_std_normalize)
+    return [
+        (episode[i] + omega * steps[i]) if group.valid[i] else np.zeros(len(steps[i]))
+        for i in range(len(steps))
+    ]

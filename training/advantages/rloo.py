@@ -1,0 +1,21 @@
+"""RLOO (Ahmadian et al., 2024): each trajectory's baseline is the mean of the others,
+
+    A_i = R_i - 1/(N-1) * sum_{j != i} R_j  =  N/(N-1) * (R_i - mean_j R_j)
+
+over the N unmasked trajectories; a lone trajectory has no baseline and gets 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolgym.training.advantages.base import GroupRewards, broadcast
+
+
+def rloo(group: GroupRewards) -> list[np.ndarray]:
+    returns = group.returns[group.valid]
+    n = len(returns)
+    advantages = np.zeros(len(group.rewards))
+    if n >= 2:
+        advantages[group.valid] = (returns - returns.mean()) * n / (n - 1)
+    return broadcast(advantages, group)
