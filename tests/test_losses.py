@@ -1,0 +1,160 @@
+"""PPO-clip and its aggregation on hand cases; micro-batching invariance; batch alignment."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from toolgym.agents.trajectory import Step, Trajectory
+from toolgym.training.batch import build_batch, token_logprobs
+from toolgym.training.losses import PPOConfig, aggregate, normalizer_for, ppo_clip_loss
+
+
+def loss_of(new, old, adv, mask=None, config=PPOConfig(), **kw):
+    new = torch.tensor([new], dtype=torch.float64, requires_grad=True)
+    old, adv = torch.tensor([old], dtype=torch.float64), torch.tensor([adv], dtype=torch.float64)
+    mask = torch.tensor([mask or [1] * new.shape[1]], dtype=torch.float64)
+    loss, metrics = ppo_clip_loss(new, old, adv, mask, normalizer_for(mask), config, **kw)
+    loss.backward()
+    return loss.item(), new.grad[0].tolist(), metrics
+
+
+def test_on_policy_loss_is_minus_mean_advantage_and_its_gradient():
+    loss, grad, metrics = loss_of([-1.0, -2.0, -0.5], [-1.0, -2.0, -0.5], [1.0, -2.0, 4.0])
+    assert loss == pytest.approx(-(1 - 2 + 4) / 3)
+    assert grad == pytest.approx([-1 / 3, 2 / 3, -4 / 3])  # d/dlogp of -r*A at r = 1
+    assert metrics["clip_fraction"] == 0 and metrics["approx_kl"] == 0
+
+
+def test_asymmetric_clipping():
+    # A > 0, ratio 1.5 > 1 + 0.28: clipped at 1.28, no gradient
+    loss, grad, metrics = loss_of([math.log(1.5)], [0.0], [1.0])
+    assert loss == pytest.approx(-1.28) and grad == [0.0] and metrics["clip_fraction"] == 1
+    # A > 0, ratio 1.25 < 1.28: not clipped (it would be with symmetric 0.2)
+    loss, grad, _ = loss_of([math.log(1.25)], [0.0], [1.0])
+    assert loss == pytest.approx(-1.25) and grad == [pytest.approx(-1.25)]
+    # A < 0, ratio 0.7 < 1 - 0.2: clipped at 0.8 -> loss = -min(-0.7, -0.8) = 0.8
+    loss, grad, _ = loss_of([math.log(0.7)], [0.0], [-1.0])
+    assert loss == pytest.approx(0.8) and grad == [0.0]
+
+
+def test_kl_k3_and_entropy_terms():
+    same, _, m = loss_of(
+        [-1.0],
+        [-1.0],
+        [0.0],
+        config=PPOConfig(kl_coef=0.5),
+        ref_logprobs=torch.tensor([[-1.0]], dtype=torch.float64),
+    )
+    assert same == 0 and m["kl_ref"] == 0
+    # delta = ref - new = -0.5 -> k3 = e^-0.5 + 0.5 - 1 = 0.106531
+    kl, _, m = loss_of(
+        [-1.0],
+        [-1.0],
+        [0.0],
+        config=PPOConfig(kl_coef=0.5),
+        ref_logprobs=torch.tensor([[-1.5]], dtype=torch.float64),
+    )
+    assert m["kl_ref"] == pytest.approx(0.106531, abs=1e-6) and kl == pytest.approx(
+        0.5 * 0.106531, abs=1e-6
+    )
+    ent, _, _ = loss_of(
+        [-1.0],
+        [-1.0],
+        [0.0],
+        config=PPOConfig(entropy_coef=0.1),
+        entropy=torch.tensor([[2.0]], dtype=torch.float64),
+    )
+    assert ent == pytest.approx(-0.2)
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"])
+def test_micro_batches_with_accumulation_equal_the_full_batch(mode):
+    torch.manual_seed(0)
+    per_token = torch.randn(6, 9, requires_grad=True)
+    mask = (torch.rand(6, 9) > 0.4).float()
+    mask[2] = 0  # a sequence with no loss tokens
+    normalizer = normalizer_for(mask, max_tokens=9)
+    full = aggregate(per_token, mask, mode, normalizer)
+    (full_grad,) = torch.autograd.grad(full, per_token)
+    parts = [
+        aggregate(per_token[i : i + 2], mask[i : i + 2], mode, normalizer) for i in range(0, 6, 2)
+    ]
+    (accumulated,) = torch.autograd.grad(sum(parts), per_token)
+    assert sum(parts).item() == pytest.approx(full.item(), abs=1e-6)
+    assert torch.allclose(accumulated, full_grad)
+
+
+def make_trajectory(tid, token_ids, spans, rewards, masked=False):
+    steps = [
+        Step(s, e, [-0.1 * k] * (e - s), "", [], r, "x", "x")
+        for k, ((s, e), r) in enumerate(zip(spans, rewards, strict=True))
+    ]
+    return Trajectory(
+        tid,
+        token_ids=token_ids,
+        prompt_length=spans[0][0],
+        steps=steps,
+        infra_error="down" if masked else None,
+    )
+
+
+def test_batch_puts_each_steps_advantage_on_its_own_response_tokens():
+    # prompt 0-2, response 3-4, env 5-6, response 7-8
+    t = make_trajectory("a", list(range(10, 19)), [(3, 5), (7, 9)], [0, 1])
+    short = make_trajectory("b", [1, 2, 3, 4], [(2, 4)], [1])
+    gone = make_trajectory("c", [1, 2, 3], [(1, 3)], [1], masked=True)
+    batch = build_batch(
+        [t, short, gone], [np.array([0.5, -1.0]), np.array([2.0]), np.array([9.0])], pad_id=0
+    )
+    assert len(batch) == 2 and batch.input_ids.shape == (2, 9)
+    # targets are tokens 1..8; model tokens 3,4,7,8 -> entries 2,3,6,7
+    assert batch.loss_mask[0].tolist() == [0, 0, 1, 1, 0, 0, 1, 1]
+    assert batch.advantages[0].tolist() == [0, 0, 0.5, 0.5, 0, 0, -1.0, -1.0]
+    assert batch.old_logprobs[0].tolist() == pytest.approx([0, 0, 0, 0, 0, 0, -0.1, -0.1])
+    assert batch.loss_mask[1].tolist() == [0, 1, 1, 0, 0, 0, 0, 0] and batch.attention_mask[
+        1
+    ].tolist() == [1, 1, 1, 1, 0, 0, 0, 0, 0]
+    micro = list(batch.split(1))
+    assert [m.input_ids.shape[1] for m in micro] == [9, 4]
+
+
+def test_recomputed_logprobs_of_a_real_rollout_equal_the_behaviour_logprobs(tiny_model_dir):
+    import asyncio
+
+    import toolgym
+    from toolgym.agents.engines import SamplingParams
+    from toolgym.agents.engines.hf import HFEngine
+    from toolgym.agents.render import ChatRenderer
+    from toolgym.agents.rollout import RolloutConfig, run_episode
+
+    engine = HFEngine(tiny_model_dir)
+    renderer = ChatRenderer(engine.tokenizer)
+
+    async def two():
+        config = RolloutConfig(SamplingParams(max_tokens=12, seed=1))
+        return await asyncio.gather(
+            *(
+                run_episode(
+                    toolgym.make("toolgym/Maze-v0", size=3, max_turns=2),
+                    engine,
+                    renderer,
+                    config,
+                    seed=s,
+                    trajectory_id=str(s),
+                )
+                for s in (0, 1)
+            )
+        )
+
+    trajectories = asyncio.run(two())
+    batch = build_batch(trajectories, [np.ones(len(t.steps)) for t in trajectories], engine.pad_id)
+    with torch.no_grad():
+        logprobs, _ = token_logprobs(engine.model, batch)
+    mask = batch.loss_mask.bool()
+    assert torch.allclose(
+        logprobs[mask], batch.old_logprobs[mask], atol=1e-4
+    )  # ratio 1 before any update

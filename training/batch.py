@@ -1,0 +1,79 @@
+"""From trajectories and per-step advantages to padded token tensors for the policy loss.
+
+Logits at position p predict token p+1, so every per-token array here has length T-1 and
+entry p belongs to target token p+1. A step's advantage lands on that step's response tokens
+only; prompt and environment tokens have loss mask 0. Masked trajectories are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+
+
+@dataclass
+class TokenBatch:
+    input_ids: torch.Tensor  # (B, T), right-padded
+    attention_mask: torch.Tensor  # (B, T)
+    loss_mask: torch.Tensor  # (B, T-1), 1 where the target token is the model's own
+    old_logprobs: torch.Tensor  # (B, T-1), behaviour log-probabilities of the targets
+    advantages: torch.Tensor  # (B, T-1)
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def split(self, size: int) -> Iterator[TokenBatch]:
+        """Micro-batches of `size` sequences (trimmed of padding they no longer need)."""
+        for start in range(0, len(self), size):
+            part = TokenBatch(
+                **{f.name: getattr(self, f.name)[start : start + size] for f in fields(self)}
+            )
+            width = int(part.attention_mask.sum(-1).max())
+            yield TokenBatch(
+                part.input_ids[:, :width], part.attention_mask[:, :width],
+                part.loss_mask[:, : width - 1], part.old_logprobs[:, : width - 1], part.advantages[:, : width - 1],
+            )  # fmt: skip
+
+
+def build_batch(
+    trajectories: Sequence[Any], advantages: Sequence[np.ndarray], pad_id: int
+) -> TokenBatch:
+    """`advantages[i]` holds one value per step of `trajectories[i]`."""
+    kept = [
+        (t, a) for t, a in zip(trajectories, advantages, strict=True) if not t.masked and t.steps
+    ]
+    if not kept:
+        raise ValueError("no trajectory to train on (all masked or empty)")
+    width = max(len(t.token_ids) for t, _ in kept)
+    size = len(kept)
+    input_ids = torch.full((size, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((size, width), dtype=torch.long)
+    loss_mask = torch.zeros((size, width - 1))
+    old = torch.zeros((size, width - 1))
+    adv = torch.zeros((size, width - 1))
+    for row, (t, step_advantages) in enumerate(kept):
+        input_ids[row, : len(t.token_ids)] = torch.tensor(t.token_ids)
+        attention[row, : len(t.token_ids)] = 1
+        for step, value in zip(t.steps, step_advantages, strict=True):
+            span = slice(step.response_start - 1, step.response_end - 1)
+            loss_mask[row, span] = 1
+            old[row, span] = torch.tensor(step.logprobs)
+            adv[row, span] = float(value)
+    return TokenBatch(input_ids, attention, loss_mask, old, adv)
+
+
+def token_logprobs(
+    model: Any, batch: TokenBatch, with_entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probabilities of each target token under `model` (B, T-1), and their entropy."""
+    logits = (
+        model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+    )
+    log_probs = torch.log_softmax(logits, dim=-1)
+    chosen = log_probs.gather(-1, batch.input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    entropy = -(log_probs.exp() * log_probs).sum(-1) if with_entropy else None
+    return chosen, entropy

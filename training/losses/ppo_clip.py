@@ -1,0 +1,68 @@
+"""Token-level PPO-clip (Schulman et al., 2017) with asymmetric clipping (DAPO's clip-higher),
+an optional KL penalty to a frozen reference (Schulman's k3 estimator) and an entropy bonus.
+
+Per loss token, with ratio r = exp(logp - logp_behaviour) and advantage A:
+
+    pg   = -min(r * A, clip(r, 1 - clip_low, 1 + clip_high) * A)
+    kl   = exp(logp_ref - logp) - (logp_ref - logp) - 1          (k3, >= 0)
+    loss = pg + kl_coef * kl - entropy_coef * entropy
+
+aggregated by losses/aggregate.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from toolgym.training.losses.aggregate import Normalizer, aggregate
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+    aggregation: str = "token-mean"
+
+
+def ppo_clip_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    normalizer: Normalizer,
+    config: PPOConfig = PPOConfig(),
+    ref_logprobs: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """All tensors (batch, tokens); `mask` is 1 on the model's own tokens. Returns the loss and
+    metrics (clip fraction, approximate KL to the behaviour policy, ...) over masked tokens."""
+    log_ratio = logprobs - old_logprobs
+    ratio = torch.exp(log_ratio)
+    clipped = torch.clamp(ratio, 1 - config.clip_low, 1 + config.clip_high)
+    per_token = -torch.minimum(ratio * advantages, clipped * advantages)
+    metrics: dict[str, float] = {}
+    if config.kl_coef and ref_logprobs is not None:
+        delta = ref_logprobs - logprobs
+        kl = torch.exp(delta) - delta - 1
+        per_token = per_token + config.kl_coef * kl
+        metrics["kl_ref"] = _masked_mean(kl, mask)
+    if config.entropy_coef and entropy is not None:
+        per_token = per_token - config.entropy_coef * entropy
+    loss = aggregate(per_token, mask, config.aggregation, normalizer)
+    with torch.no_grad():
+        was_clipped = ((ratio * advantages) > (clipped * advantages)).float()
+        metrics["clip_fraction"] = _masked_mean(was_clipped, mask)
+        metrics["approx_kl"] = _masked_mean(0.5 * log_ratio**2, mask)
+        metrics["ratio_mean"] = _masked_mean(ratio, mask)
+        if entropy is not None:
+            metrics["entropy"] = _masked_mean(entropy, mask)
+    return loss, metrics
+
+
+def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
+    m = mask.to(values.dtype)
+    return float((values.detach() * m).sum() / m.sum().clamp(min=1))
