@@ -13,7 +13,8 @@ from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.losses import PPOConfig, aggregate, normalizer_for, ppo_clip_loss
 
 
-def loss_of(new, old, adv, mask=None, config=PPOConfig(), **kw):
+def loss_of(new, old, adv, mask=None, config=None, **kw):
+    config = config or PPOConfig()
     new = torch.tensor([new], dtype=torch.float64, requires_grad=True)
     old, adv = torch.tensor([old], dtype=torch.float64), torch.tensor([adv], dtype=torch.float64)
     mask = torch.tensor([mask or [1] * new.shape[1]], dtype=torch.float64)

@@ -56,8 +56,10 @@ def test_eval_with_the_hf_engine(cli, tiny_model_dir, tmp_path):
         "12",
         "--out",
         str(out),
+        "--env-arg",
+        "max_turns=2",
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert len(read_jsonl(out)) == 3
+    assert len(read_jsonl(out)) == 3 and all(len(t.steps) <= 2 for t in read_jsonl(out))
     unknown = cli("eval", "toolgym/Nope-v0", "--model", str(tiny_model_dir))
     assert unknown.returncode == 2 and "not registered" in unknown.stderr

@@ -141,6 +141,9 @@ def evaluate(
     out: Annotated[
         Path | None, typer.Option(help="Trajectories JSONL (default runs/eval-ENV.jsonl).")
     ] = None,
+    env_arg: Annotated[
+        list[str] | None, typer.Option(help="Env argument name=value (repeatable).")
+    ] = None,
 ) -> None:
     """Evaluate a policy on an env: success, turns, tool-call validity, tokens."""
     from toolgym.cli.evaluate import eval_command
@@ -160,7 +163,30 @@ def evaluate(
             max_context,
             concurrency,
             out,
+            env_arg or [],
         )
+    )
+
+
+@app.command("sft")
+def supervised(
+    env_id: Annotated[str, typer.Argument(help="Env id whose scripted solver demonstrates.")],
+    model: Annotated[Path, typer.Option(help="Model directory to start from.")],
+    out: Annotated[Path, typer.Option(help="Where to save the fine-tuned model.")],
+    episodes: Annotated[int, typer.Option(help="Demonstration episodes.")] = 200,
+    epochs: Annotated[int, typer.Option(help="Passes over the demonstrations.")] = 3,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
+    batch_size: Annotated[int, typer.Option(help="Sequences per optimizer step.")] = 16,
+    seed: Annotated[int, typer.Option(help="First demonstration seed.")] = 0,
+    env_arg: Annotated[
+        list[str] | None, typer.Option(help="Env argument name=value (repeatable).")
+    ] = None,
+) -> None:
+    """Supervised warm start on an env's scripted demonstrations (learn the tool-call format)."""
+    from toolgym.cli.train import sft_command
+
+    raise typer.Exit(
+        sft_command(env_id, model, out, episodes, epochs, lr, batch_size, seed, env_arg or [])
     )
 
 

@@ -26,6 +26,7 @@ def eval_command(
     max_context: int,
     concurrency: int,
     out: Path | None,
+    env_args: list[str],
 ) -> int:
     from transformers import AutoTokenizer
 
@@ -34,10 +35,13 @@ def eval_command(
     from toolgym.agents.render import ChatRenderer
     from toolgym.agents.rollout import RolloutConfig
     from toolgym.agents.trajectory import write_jsonl
+    from toolgym.cli.train import env_kwargs
     from toolgym.envs import make, spec
     from toolgym.errors import ConfigError
 
-    spec(env_id)  # unknown ids fail here, before any model loads
+    spec(env_id)  # unknown ids and bad env arguments fail here, before any model loads
+    kwargs = env_kwargs(env_args)
+    make(env_id, **kwargs).close()
     engine_args: dict[str, Any] = {"model": model}
     if engine_name == "openai":
         if not base_url:
@@ -51,7 +55,7 @@ def eval_command(
         max_context_tokens=max_context,
     )
     collector = RolloutCollector(
-        lambda: make(env_id),
+        lambda: make(env_id, **kwargs),
         engine,
         ChatRenderer(tok),
         config,

@@ -76,9 +76,9 @@ def step_advantages(
             anchors[key].append((int(i), t))
     advantages = [np.zeros(len(r)) for r in group.rewards]
     for members in anchors.values():
-        values = normalize(np.array([returns[i][t] for i, t in members]), std_normalize)
-        for (i, t), value in zip(members, values, strict=True):
-            advantages[i][t] = value
+        values = normalize(np.array([returns[traj][step] for traj, step in members]), std_normalize)
+        for (traj, step), value in zip(members, values, strict=True):
+            advantages[traj][step] = value
     return advantages
 
 
