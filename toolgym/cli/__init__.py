@@ -190,6 +190,22 @@ def supervised(
     )
 
 
+@app.command("train")
+def train(
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="section.field=value overrides, e.g. optim.lr=1e-5")
+    ] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML config file.")] = None,
+    resume: Annotated[
+        Path | None, typer.Option(help="Continue the run in this directory from its checkpoint.")
+    ] = None,
+) -> None:
+    """Train a policy with GRPO / RLOO / GiGPO on an env (see training/config.py)."""
+    from toolgym.cli.train import train_command
+
+    raise typer.Exit(train_command(config, overrides or [], resume))
+
+
 @rollouts_app.command("show")
 def rollouts_show(
     path: Annotated[Path, typer.Argument(help="A trajectories JSONL file.")],

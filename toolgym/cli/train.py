@@ -74,3 +74,32 @@ def sft_command(
     tokenizer.save_pretrained(out)
     console.print(f"saved to [bold]{out}[/]")
     return 0
+
+
+def train_command(config_path: Path | None, overrides: list[str], resume: Path | None) -> int:
+    import json
+
+    from toolgym.config import load_config
+    from toolgym.training.config import TrainConfig
+    from toolgym.training.trainer import Trainer
+
+    if resume is not None:
+        saved = resume / "config.json"
+        if not saved.is_file():
+            from toolgym.errors import ConfigError
+
+            raise ConfigError(f"{resume} is not a run directory (no config.json)")
+        config = TrainConfig.model_validate(
+            {**json.loads(saved.read_text()), "run_dir": str(resume)}
+        )
+    else:
+        config = load_config(TrainConfig, config_path, overrides)
+    metrics = Trainer(config).run(resume=resume is not None)
+    last = metrics[-1] if metrics else {}
+    shown = {
+        k: round(v, 3) if isinstance(v, float) else v
+        for k, v in last.items()
+        if k.split("/")[0] in ("step", "rollout", "eval")
+    }
+    console.print(f"finished {config.run_dir}: {shown}")
+    return 0

@@ -1,0 +1,129 @@
+"""The trainer loop end to end on a tiny model: phases, metrics, config checks, and a run
+killed mid-training that resumes with no duplicated or lost steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import FIXTURES, ROOT
+from toolgym.config import load_config
+from toolgym.errors import ConfigError
+from toolgym.training import checkpoint
+from toolgym.training.config import TrainConfig
+from toolgym.training.trainer import Trainer, read_metrics
+
+SMALL = [
+    "env.kwargs={size: 2, max_turns: 4}",
+    "rollout.tasks_per_step=2",
+    "rollout.rollouts_per_task=3",
+    "rollout.max_tokens=16",
+    "optim.micro_batch_size=3",
+    "eval.episodes=4",
+]
+
+
+def test_a_short_run_logs_every_phase(tool_calling_model_dir, tmp_path):
+    config = load_config(
+        TrainConfig,
+        None,
+        [
+            f"model={tool_calling_model_dir}",
+            f"run_dir={tmp_path}",
+            "steps=2",
+            "eval.every_steps=2",
+            *SMALL,
+        ],
+    )
+    metrics = Trainer(config).run()
+    assert [m["step"] for m in metrics] == [0, 1]
+    for key in (
+        "rollout/success",
+        "adv/std",
+        "train/loss",
+        "train/clip_fraction",
+        "train/entropy",
+        "time/rollout_s",
+        "time/update_s",
+    ):
+        assert key in metrics[0], key
+    assert "eval/success" in metrics[1] and "eval/success" not in metrics[0]
+    assert metrics[0]["env_steps"] > 0 and metrics[0]["train/ratio_mean"] == pytest.approx(
+        1.0, abs=1e-3
+    )
+    assert torch.load(tmp_path / checkpoint.FILE, weights_only=False)["step"] == 2
+
+
+def test_config_geometry_is_checked_with_the_numbers():
+    with pytest.raises(
+        ConfigError, match=r"micro_batch_size \(64\) is larger than one step's 8 trajectories"
+    ):
+        load_config(
+            TrainConfig,
+            None,
+            [
+                "model=x",
+                "optim.micro_batch_size=64",
+                "rollout.tasks_per_step=2",
+                "rollout.rollouts_per_task=4",
+            ],
+        )
+    with pytest.raises(ConfigError, match="rollouts_per_task must be at least 2"):
+        load_config(
+            TrainConfig,
+            None,
+            ["model=x", "rollout.rollouts_per_task=1", "optim.micro_batch_size=1"],
+        )
+    with pytest.raises(ConfigError, match=r"optim.lrr: unknown setting. Did you mean: lr\?"):
+        load_config(TrainConfig, None, ["model=x", "optim.lrr=1"])
+
+
+def test_a_killed_run_resumes_without_duplicated_or_lost_steps(tool_calling_model_dir, tmp_path):
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
+    args = [
+        sys.executable,
+        "-m",
+        "toolgym",
+        "train",
+        f"model={tool_calling_model_dir}",
+        f"run_dir={run}",
+        "steps=4",
+        "eval.every_steps=10",
+        *SMALL,
+    ]
+    process = subprocess.Popen(
+        args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 300
+    while not (
+        checkpoint.exists(run)
+        and torch.load(run / checkpoint.FILE, weights_only=False)["step"] >= 1
+    ):
+        assert process.poll() is None and time.monotonic() < deadline, (
+            "the run ended or stalled before its first checkpoint"
+        )
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)  # mid-training: somewhere in step 1 or later
+    process.wait()
+    killed_at = torch.load(run / checkpoint.FILE, weights_only=False)["step"]
+    assert killed_at < 4
+    resumed = subprocess.run(
+        [sys.executable, "-m", "toolgym", "train", "--resume", str(run)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [m["step"] for m in read_metrics(run)] == [0, 1, 2, 3]
+    assert torch.load(run / checkpoint.FILE, weights_only=False)["step"] == 4
+    assert json.loads((run / "config.json").read_text())["steps"] == 4

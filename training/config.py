@@ -1,0 +1,113 @@
+"""The trainer's typed configuration (YAML plus `section.field=value` overrides).
+
+Batch names state their unit. One optimizer step consumes tasks_per_step x
+rollouts_per_task trajectories, split into micro-batches of micro_batch_size sequences.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from toolgym.config import ConfigModel
+from toolgym.errors import ConfigError
+
+
+class EnvSection(ConfigModel):
+    id: str = "toolgym/Maze-v0"
+    """Registered env id to train on."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Arguments for the env (e.g. size, max_turns)."""
+
+
+class RolloutSection(ConfigModel):
+    tasks_per_step: int = Field(8, ge=1)
+    """Distinct tasks (seeds) per optimizer step."""
+    rollouts_per_task: int = Field(4, ge=1)
+    """Trajectories per task: the group that advantages compare within."""
+    max_tokens: int = Field(64, ge=1)
+    """Tokens per model turn."""
+    temperature: float = Field(1.0, ge=0)
+    max_turns: int | None = None
+    """Rollout turn limit (None: the env's own)."""
+    max_context_tokens: int = Field(4096, ge=16)
+    concurrency: int = Field(64, ge=1)
+    episode_timeout_s: float = 600.0
+
+
+class AdvantageSection(ConfigModel):
+    estimator: Literal["grpo", "rloo", "gigpo"] = "gigpo"
+    gamma: float = Field(0.95, ge=0, le=1)
+    """GiGPO's step-level discount."""
+    omega: float = 1.0
+    """GiGPO's weight of the step-level advantage."""
+    std_normalize: bool = True
+    """Divide by the group's standard deviation (GRPO, GiGPO episode level)."""
+    step_std_normalize: bool = True
+    """GiGPO step level: mean-and-std (True) or mean-only (False) normalization."""
+    episode_over_steps: bool = False
+    """GiGPO episode statistics pooled over step rows, as the reference code does."""
+
+    def options(self) -> dict[str, Any]:
+        if self.estimator == "gigpo":
+            return {
+                "gamma": self.gamma, "omega": self.omega, "std_normalize": self.std_normalize,
+                "step_std_normalize": self.step_std_normalize, "episode_over_steps": self.episode_over_steps,
+            }  # fmt: skip
+        return {"std_normalize": self.std_normalize} if self.estimator == "grpo" else {}
+
+
+class OptimSection(ConfigModel):
+    lr: float = Field(1e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    grad_clip: float = Field(1.0, gt=0)
+    micro_batch_size: int = Field(8, ge=1)
+    """Sequences per forward/backward pass (gradients accumulate over the step)."""
+    ppo_epochs: int = Field(1, ge=1)
+    """Passes over each step's trajectories."""
+
+
+class LossSection(ConfigModel):
+    clip_low: float = Field(0.2, ge=0)
+    clip_high: float = Field(0.28, ge=0)
+    kl_coef: float = Field(0.0, ge=0)
+    entropy_coef: float = Field(0.0, ge=0)
+    aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
+
+
+class EvalSection(ConfigModel):
+    every_steps: int = Field(5, ge=1)
+    episodes: int = Field(32, ge=1)
+    seed_offset: int = 1_000_000
+    """Held-out task seeds start here (training seeds stay below it)."""
+    temperature: float = 0.0
+
+
+class TrainConfig(ConfigModel):
+    model: str
+    """Model directory to start from (e.g. made by `toolgym model init`, then `toolgym sft`)."""
+    run_dir: str = "runs/train"
+    seed: int = 0
+    steps: int = Field(20, ge=1)
+    env: EnvSection = Field(default_factory=EnvSection)
+    rollout: RolloutSection = Field(default_factory=RolloutSection)
+    advantage: AdvantageSection = Field(default_factory=AdvantageSection)
+    optim: OptimSection = Field(default_factory=OptimSection)
+    loss: LossSection = Field(default_factory=LossSection)
+    eval: EvalSection = Field(default_factory=EvalSection)
+
+    @model_validator(mode="after")
+    def _geometry(self) -> TrainConfig:
+        trajectories = self.rollout.tasks_per_step * self.rollout.rollouts_per_task
+        if self.optim.micro_batch_size > trajectories:
+            raise ConfigError(
+                f"optim.micro_batch_size ({self.optim.micro_batch_size}) is larger than one step's "
+                f"{trajectories} trajectories (rollout.tasks_per_step {self.rollout.tasks_per_step} x "
+                f"rollout.rollouts_per_task {self.rollout.rollouts_per_task})"
+            )
+        if self.advantage.estimator != "rloo" and self.rollout.rollouts_per_task < 2:
+            raise ConfigError(
+                f"{self.advantage.estimator} compares rollouts of a task: rollout.rollouts_per_task must be at least 2"
+            )
+        return self

@@ -1,0 +1,236 @@
+"""The trainer loop, in named phases:
+
+    collect   tasks_per_step tasks x rollouts_per_task rollouts with the current policy
+    advantage per group (GRPO / RLOO / GiGPO), each step's value onto its response tokens
+    update    PPO-clip over micro-batches with gradient accumulation, ppo_epochs passes
+    sync      the in-process engine shares the trained weights; bump the policy version
+    log       metrics (rollout/, adv/, train/, time/, eval/) to metrics.jsonl
+    evaluate  every eval.every_steps on held-out seeds
+    checkpoint atomically, with metrics trimmed to match on resume
+
+Departures from the papers: one policy update per batch by default (ppo_epochs = 1, so the
+clipping only acts if ppo_epochs > 1 or the engine lags); masked rollouts (infrastructure
+failures) are dropped rather than scored; loss aggregation is token-mean over the whole
+step (DAPO), not per-sequence as in the GRPO paper (a flag).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from toolgym.agents.collector import RolloutCollector, summarize
+from toolgym.agents.engines import SamplingParams
+from toolgym.agents.engines.hf import HFEngine
+from toolgym.agents.render import ChatRenderer
+from toolgym.agents.rollout import RolloutConfig
+from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
+from toolgym.envs import make
+from toolgym.training import checkpoint
+from toolgym.training.advantages import GroupRewards, compute_advantages
+from toolgym.training.batch import build_batch, token_logprobs
+from toolgym.training.config import TrainConfig
+from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
+
+METRICS = "metrics.jsonl"
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.config = config
+        self.run_dir = Path(config.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(config.seed)
+        self.tokenizer = AutoTokenizer.from_pretrained(config.model)
+        self.model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
+        self.engine = HFEngine(self.model, self.tokenizer, seed=config.seed)  # shares the weights
+        self.renderer = ChatRenderer(self.tokenizer)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
+        )
+        self.ppo = PPOConfig(**config.loss.model_dump())
+        self.step = 0
+
+    # ----- the loop -----------------------------------------------------------------------
+    def run(self, resume: bool = False) -> list[dict[str, Any]]:
+        if resume:
+            self._resume()
+        else:
+            (self.run_dir / "config.json").write_text(self.config.model_dump_json(indent=2))
+            (self.run_dir / METRICS).write_text("")
+        try:
+            while self.step < self.config.steps:
+                record = self.train_step()
+                if (
+                    self.step + 1
+                ) % self.config.eval.every_steps == 0 or self.step + 1 == self.config.steps:
+                    record |= self.evaluate()
+                self._log(record)
+                self.step += 1
+                checkpoint.save(
+                    self.run_dir, step=self.step, model=self.model, optimizer=self.optimizer
+                )
+        finally:
+            asyncio.run(self.engine.aclose())
+        return read_metrics(self.run_dir)
+
+    def train_step(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        groups = self.collect(
+            self.task_seeds(self.step),
+            temperature=self.config.rollout.temperature,
+            sampling_seed=self.config.seed * 100_003 + self.step,
+        )
+        t1 = time.perf_counter()
+        trajectories, advantages = self.advantages(groups)
+        t2 = time.perf_counter()
+        train_metrics = self.update(trajectories, advantages) if trajectories else {}
+        t3 = time.perf_counter()
+        self.engine.policy_version += 1  # sync: the engine serves these very weights
+        stats = summarize([t for g in groups for t in g.trajectories], t1 - t0)
+        flat = np.concatenate(advantages) if advantages else np.zeros(1)
+        return {
+            "step": self.step,
+            "env_steps": sum(len(t.steps) for g in groups for t in g.trajectories),
+            "rollout/success": stats.success_rate,
+            "rollout/reward": stats.mean_reward,
+            "rollout/turns": stats.mean_turns,
+            "rollout/valid_actions": stats.valid_action_rate,
+            "rollout/masked": stats.masked,
+            "rollout/tokens_per_s": stats.tokens_per_s,
+            "adv/mean": float(flat.mean()),
+            "adv/std": float(flat.std()),
+            "adv/nonzero": float((np.abs(flat) > 1e-8).mean()),
+            **{f"train/{k}": v for k, v in train_metrics.items()},
+            "time/rollout_s": t1 - t0,
+            "time/advantage_s": t2 - t1,
+            "time/update_s": t3 - t2,
+        }
+
+    # ----- phases ------------------------------------------------------------------------------
+    def task_seeds(self, step: int) -> list[int]:
+        """The data position: step k always trains on the same tasks (what resume relies on)."""
+        n = self.config.rollout.tasks_per_step
+        return [self.config.seed * 10_007 + step * n + k for k in range(n)]
+
+    def collect(
+        self,
+        seeds: list[int],
+        temperature: float,
+        sampling_seed: int | None,
+        group_size: int | None = None,
+    ) -> list[TrajectoryGroup]:
+        r = self.config.rollout
+        sampling = SamplingParams(
+            max_tokens=r.max_tokens, temperature=temperature, seed=sampling_seed
+        )
+        rollout = RolloutConfig(
+            sampling,
+            max_turns=r.max_turns,
+            max_context_tokens=r.max_context_tokens,
+            episode_timeout_s=r.episode_timeout_s,
+        )
+        env_id, kwargs = self.config.env.id, self.config.env.kwargs
+        collector = RolloutCollector(
+            lambda: make(env_id, **kwargs), self.engine, self.renderer, rollout,
+            group_size=group_size or r.rollouts_per_task, concurrency=r.concurrency, env_id=env_id,
+        )  # fmt: skip
+        self.model.eval()
+        return asyncio.run(collector.collect(seeds))
+
+    def advantages(
+        self, groups: list[TrajectoryGroup]
+    ) -> tuple[list[Trajectory], list[np.ndarray]]:
+        trajectories, advantages = [], []
+        options = self.config.advantage.options()
+        for g in groups:
+            values = compute_advantages(
+                self.config.advantage.estimator,
+                GroupRewards.from_trajectories(g.trajectories),
+                **options,
+            )
+            for t, a in zip(g.trajectories, values, strict=True):
+                if not t.masked and t.steps:
+                    trajectories.append(t)
+                    advantages.append(a)
+        return trajectories, advantages
+
+    def update(
+        self, trajectories: list[Trajectory], advantages: list[np.ndarray]
+    ) -> dict[str, float]:
+        batch = build_batch(trajectories, advantages, self.engine.pad_id)
+        normalizer = normalizer_for(batch.loss_mask, max_tokens=self.config.rollout.max_tokens)
+        self.model.train()
+        sums: dict[str, float] = {}
+        count = 0
+        for _ in range(self.config.optim.ppo_epochs):
+            self.optimizer.zero_grad()
+            for micro in batch.split(self.config.optim.micro_batch_size):
+                logprobs, entropy = token_logprobs(self.model, micro, with_entropy=True)
+                loss, metrics = ppo_clip_loss(
+                    logprobs,
+                    micro.old_logprobs,
+                    micro.advantages,
+                    micro.loss_mask,
+                    normalizer,
+                    self.ppo,
+                    entropy=entropy,
+                )
+                loss.backward()
+                for k, v in {"loss": loss.item(), **metrics}.items():
+                    sums[k] = sums.get(k, 0.0) + v
+                count += 1
+            sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
+            )
+            self.optimizer.step()
+        self.model.eval()
+        out = {k: v / count for k, v in sums.items() if k not in ("loss", "grad_norm")}
+        out["loss"] = sums["loss"] / self.config.optim.ppo_epochs
+        out["grad_norm"] = sums["grad_norm"] / self.config.optim.ppo_epochs
+        out["tokens"] = float(batch.loss_mask.sum())
+        return out
+
+    def evaluate(self) -> dict[str, Any]:
+        e = self.config.eval
+        seeds = list(range(e.seed_offset, e.seed_offset + e.episodes))
+        groups = self.collect(seeds, temperature=e.temperature, sampling_seed=0, group_size=1)
+        stats = summarize([t for g in groups for t in g.trajectories])
+        return {
+            "eval/success": stats.success_rate,
+            "eval/reward": stats.mean_reward,
+            "eval/turns": stats.mean_turns,
+            "eval/valid_actions": stats.valid_action_rate,
+        }
+
+    # ----- bookkeeping ------------------------------------------------------------------------
+    def _log(self, record: dict[str, Any]) -> None:
+        with (self.run_dir / METRICS).open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def _resume(self) -> None:
+        if not checkpoint.exists(self.run_dir):
+            raise FileNotFoundError(f"no checkpoint in {self.run_dir} to resume from")
+        self.step = int(checkpoint.load(self.run_dir, self.model, self.optimizer)["step"])
+        self.engine.policy_version = self.step
+        kept = [
+            r for r in read_metrics(self.run_dir) if r["step"] < self.step
+        ]  # drop a step cut short
+        (self.run_dir / METRICS).write_text("".join(json.dumps(r) + "\n" for r in kept))
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / METRICS
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if path.is_file()
+        else []
+    )
