@@ -127,3 +127,28 @@ def test_a_killed_run_resumes_without_duplicated_or_lost_steps(tool_calling_mode
     assert [m["step"] for m in read_metrics(run)] == [0, 1, 2, 3]
     assert torch.load(run / checkpoint.FILE, weights_only=False)["step"] == 4
     assert json.loads((run / "config.json").read_text())["steps"] == 4
+
+
+def test_plot_draws_runs_side_by_side(cli, tmp_path):
+    for name, success in (("gigpo", [0.1, 0.4, 0.7]), ("grpo", [0.1, 0.2, 0.4])):
+        run = tmp_path / name
+        run.mkdir()
+        lines = [
+            json.dumps({"step": i, "env_steps": 50, "rollout/success": s, "rollout/reward": s})
+            for i, s in enumerate(success)
+        ]
+        (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "curves.png"
+    result = cli(
+        "plot",
+        str(tmp_path / "gigpo"),
+        str(tmp_path / "grpo"),
+        "--out",
+        str(out),
+        "--metric",
+        "rollout/success",
+        "--metric",
+        "rollout/reward",
+    )
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000

@@ -206,6 +206,23 @@ def train(
     raise typer.Exit(train_command(config, overrides or [], resume))
 
 
+@app.command("plot")
+def plot(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Run directories (each with metrics.jsonl).")
+    ],
+    out: Annotated[Path, typer.Option(help="PNG to write.")] = Path("curves.png"),
+    metric: Annotated[list[str] | None, typer.Option(help="Metric to draw (repeatable).")] = None,
+    x: Annotated[str, typer.Option(help="x axis: env_steps (cumulative) or step.")] = "env_steps",
+) -> None:
+    """Draw learning curves of runs side by side as a PNG."""
+    from toolgym.cli.show import console
+    from toolgym.training.plot import DEFAULT_METRICS, plot_runs
+
+    path = plot_runs(run_dirs, out, metric or DEFAULT_METRICS, x)
+    console.print(f"wrote {path}")
+
+
 @rollouts_app.command("show")
 def rollouts_show(
     path: Annotated[Path, typer.Argument(help="A trajectories JSONL file.")],
