@@ -152,3 +152,29 @@ def test_plot_draws_runs_side_by_side(cli, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+
+
+def test_training_through_the_openai_engine_with_lora_adapters(
+    model_server, tool_calling_model_dir, tmp_path
+):
+    import urllib.request
+
+    overrides = [
+        f"model={tool_calling_model_dir}", f"run_dir={tmp_path}", "steps=2", "eval.every_steps=10",
+        "engine.kind=openai", f"engine.base_url={model_server}/v1", "engine.served_model=tiny",
+        "lora.enabled=true", "lora.r=4", *SMALL,
+    ]  # fmt: skip
+    metrics = Trainer(load_config(TrainConfig, None, overrides)).run()
+    assert [m["step"] for m in metrics] == [0, 1]
+    # Behaviour logprobs came from the server, recomputed ones from the trainer: same weights.
+    assert metrics[1]["train/ratio_mean"] == pytest.approx(1.0, abs=1e-3)
+    with urllib.request.urlopen(f"{model_server}/v1/models") as response:
+        served = {m["id"] for m in json.loads(response.read())["data"]}
+    assert served == {"tiny", "policy-2"}  # the latest adapter is live, the previous one unloaded
+    assert (tmp_path / "adapters" / "policy-2" / "adapter_config.json").is_file()
+    with pytest.raises(
+        ConfigError, match="engine.kind=openai needs engine.base_url and lora.enabled=true"
+    ):
+        load_config(
+            TrainConfig, None, ["model=x", "engine.kind=openai", "optim.micro_batch_size=1"]
+        )

@@ -76,6 +76,25 @@ class LossSection(ConfigModel):
     aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
 
 
+class EngineSection(ConfigModel):
+    kind: Literal["hf", "openai"] = "hf"
+    """hf: generate in-process with the weights being trained. openai: generate on a server
+    (`toolgym serve model` or vLLM with runtime LoRA) started on the same base model;
+    needs lora.enabled, since weights reach the server as LoRA adapters."""
+    base_url: str | None = None
+    served_model: str | None = None
+    """The base model's name on the server (default: `model`)."""
+
+
+class LoraSection(ConfigModel):
+    enabled: bool = False
+    r: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
+    )
+
+
 class EvalSection(ConfigModel):
     every_steps: int = Field(5, ge=1)
     episodes: int = Field(32, ge=1)
@@ -96,6 +115,8 @@ class TrainConfig(ConfigModel):
     optim: OptimSection = Field(default_factory=OptimSection)
     loss: LossSection = Field(default_factory=LossSection)
     eval: EvalSection = Field(default_factory=EvalSection)
+    engine: EngineSection = Field(default_factory=EngineSection)
+    lora: LoraSection = Field(default_factory=LoraSection)
 
     @model_validator(mode="after")
     def _geometry(self) -> TrainConfig:
@@ -105,6 +126,10 @@ class TrainConfig(ConfigModel):
                 f"optim.micro_batch_size ({self.optim.micro_batch_size}) is larger than one step's "
                 f"{trajectories} trajectories (rollout.tasks_per_step {self.rollout.tasks_per_step} x "
                 f"rollout.rollouts_per_task {self.rollout.rollouts_per_task})"
+            )
+        if self.engine.kind == "openai" and not (self.engine.base_url and self.lora.enabled):
+            raise ConfigError(
+                "engine.kind=openai needs engine.base_url and lora.enabled=true (weights reach the server as LoRA adapters)"
             )
         if self.advantage.estimator != "rloo" and self.rollout.rollouts_per_task < 2:
             raise ConfigError(

@@ -50,11 +50,28 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(config.seed)
         self.tokenizer = AutoTokenizer.from_pretrained(config.model)
-        self.model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
-        self.engine = HFEngine(self.model, self.tokenizer, seed=config.seed)  # shares the weights
+        self.model: Any = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
+        if config.lora.enabled:
+            from peft import LoraConfig, get_peft_model
+
+            lora = LoraConfig(
+                r=config.lora.r,
+                lora_alpha=config.lora.alpha,
+                target_modules=config.lora.target_modules,
+            )
+            self.model = get_peft_model(self.model, lora)
+        self.pad_id = (
+            self.tokenizer.pad_token_id
+            if self.tokenizer.pad_token_id is not None
+            else self.tokenizer.eos_token_id
+        )
+        self.engine: Any = self._build_engine()
+        self.adapter: str | None = None
+        """The adapter name the server generates with (openai engine); None in-process."""
         self.renderer = ChatRenderer(self.tokenizer)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
+            trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay
         )
         self.ppo = PPOConfig(**config.loss.model_dump())
         self.step = 0
@@ -94,7 +111,7 @@ class Trainer:
         t2 = time.perf_counter()
         train_metrics = self.update(trajectories, advantages) if trajectories else {}
         t3 = time.perf_counter()
-        self.engine.policy_version += 1  # sync: the engine serves these very weights
+        self.sync()
         stats = summarize([t for g in groups for t in g.trajectories], t1 - t0)
         flat = np.concatenate(advantages) if advantages else np.zeros(1)
         return {
@@ -116,6 +133,33 @@ class Trainer:
         }
 
     # ----- phases ------------------------------------------------------------------------------
+    def _build_engine(self) -> Any:
+        e = self.config.engine
+        if e.kind == "hf":
+            return HFEngine(self.model, self.tokenizer, seed=self.config.seed)  # shares the weights
+        from toolgym.agents.engines.openai_http import OpenAIEngine
+
+        assert e.base_url is not None  # checked by the config
+        return OpenAIEngine(e.base_url, e.served_model or self.config.model)
+
+    def sync(self) -> None:
+        """Hand the updated weights to the engine. In-process they are the same tensors; a
+        server gets the new LoRA adapter under a fresh name and drops the previous one."""
+        self.engine.policy_version += 1
+        if self.config.engine.kind == "hf":
+            return
+        name = f"policy-{self.engine.policy_version}"
+        path = self.run_dir / "adapters" / name
+        self.model.save_pretrained(path)
+
+        async def swap(previous: str | None) -> None:
+            await self.engine.load_adapter(name, str(path.resolve()))
+            if previous is not None:
+                await self.engine.unload_adapter(previous)
+
+        asyncio.run(swap(self.adapter))
+        self.adapter = name
+
     def task_seeds(self, step: int) -> list[int]:
         """The data position: step k always trains on the same tasks (what resume relies on)."""
         n = self.config.rollout.tasks_per_step
@@ -144,7 +188,7 @@ class Trainer:
             group_size=group_size or r.rollouts_per_task, concurrency=r.concurrency, env_id=env_id,
         )  # fmt: skip
         self.model.eval()
-        return asyncio.run(collector.collect(seeds))
+        return asyncio.run(collector.collect(seeds, adapter=self.adapter))
 
     def advantages(
         self, groups: list[TrajectoryGroup]
@@ -166,7 +210,7 @@ class Trainer:
     def update(
         self, trajectories: list[Trajectory], advantages: list[np.ndarray]
     ) -> dict[str, float]:
-        batch = build_batch(trajectories, advantages, self.engine.pad_id)
+        batch = build_batch(trajectories, advantages, self.pad_id)
         normalizer = normalizer_for(batch.loss_mask, max_tokens=self.config.rollout.max_tokens)
         self.model.train()
         sums: dict[str, float] = {}
@@ -221,6 +265,9 @@ class Trainer:
             raise FileNotFoundError(f"no checkpoint in {self.run_dir} to resume from")
         self.step = int(checkpoint.load(self.run_dir, self.model, self.optimizer)["step"])
         self.engine.policy_version = self.step
+        if self.step > 0 and self.config.engine.kind != "hf":
+            self.engine.policy_version -= 1
+            self.sync()  # the server may have restarted: give it the resumed weights
         kept = [
             r for r in read_metrics(self.run_dir) if r["step"] < self.step
         ]  # drop a step cut short
