@@ -178,3 +178,9 @@ def test_training_through_the_openai_engine_with_lora_adapters(
         load_config(
             TrainConfig, None, ["model=x", "engine.kind=openai", "optim.micro_batch_size=1"]
         )
+
+
+@pytest.mark.parametrize("recipe", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_recipe_loads(recipe):
+    config = load_config(TrainConfig, recipe, ["model=some/model"])
+    assert config.env.id in __import__("toolgym").registered_ids()
