@@ -180,3 +180,25 @@ def test_closing_the_engine_fails_waiting_requests_and_it_restarts_on_demand(tin
         return again
 
     assert len(asyncio.run(main()).token_ids) == 2
+
+
+def test_update_weights_changes_the_policy_and_its_version(tiny_model_dir):
+    engine = HFEngine(tiny_model_dir)
+    ids = prompt(engine, "Keys held: 0.")
+    ask = SamplingParams(max_tokens=4, temperature=0)
+
+    async def before_and_after():
+        first = await engine.generate(ids, ask)
+        state = {k: v.clone() for k, v in engine.model.state_dict().items()}
+        torch.manual_seed(1)
+        state["model.norm.weight"] = (
+            state["model.norm.weight"] * torch.rand_like(state["model.norm.weight"]) * 3
+        )
+        await engine.update_weights(state)
+        second = await engine.generate(ids, ask)
+        await engine.aclose()
+        return first, second
+
+    first, second = asyncio.run(before_and_after())
+    assert engine.policy_version == 1
+    assert first.logprobs != pytest.approx(second.logprobs, abs=1e-3)
