@@ -30,12 +30,17 @@ _LEAD_IN: list[Message] = [{"role": "user", "content": "."}]
 class ChatRenderer:
     """Messages and tool schemas to token ids through a tokenizer's chat template."""
 
-    def __init__(self, tokenizer: Any, chat_template: str | None = None) -> None:
+    def __init__(
+        self, tokenizer: Any, chat_template: str | None = None, tool_schemas: bool = True
+    ) -> None:
+        """`tool_schemas=False` leaves the tools' JSON schemas out of rendered prompts (for
+        small models when the env's own messages already describe its tools)."""
         self.tokenizer = tokenizer
         self.chat_template = chat_template or tokenizer.chat_template
         if not self.chat_template:
             raise ValueError("the tokenizer has no chat template; pass chat_template=")
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
+        self.tool_schemas = tool_schemas
 
     def render_text(
         self,
@@ -45,7 +50,7 @@ class ChatRenderer:
     ) -> str:
         text = self.tokenizer.apply_chat_template(
             list(messages),
-            tools=list(tools) if tools else None,
+            tools=list(tools) if tools and self.tool_schemas else None,
             chat_template=self.chat_template,
             add_generation_prompt=add_generation_prompt,
             tokenize=False,

@@ -107,3 +107,12 @@ def test_a_completion_cut_at_max_tokens_gets_the_closing_from_the_env(tiny_token
     assert renderer.delta_ids(answer, cut, None)[0] == im_end
     assert renderer.delta_ids(answer, closed, None)[0] != im_end
     assert renderer.delta_ids(answer, cut, None)[1:] == renderer.delta_ids(answer, closed, None)
+
+
+def test_tool_schemas_can_be_left_out_of_prompts(tiny_tokenizer):
+    full, short = ChatRenderer(tiny_tokenizer), ChatRenderer(tiny_tokenizer, tool_schemas=False)
+    with_schemas, without = full.prompt_ids(OPENING, TOOLS), short.prompt_ids(OPENING, TOOLS)
+    assert len(without) < len(with_schemas) - 100
+    assert '"parameters"' in tiny_tokenizer.decode(with_schemas) and '"parameters"' not in tiny_tokenizer.decode(without)
+    answer = [{"role": "tool", "tool_call_id": "c", "name": "move", "content": "ok"}]
+    assert short.delta_ids(answer, [], TOOLS) == full.delta_ids(answer, [], TOOLS)

@@ -34,6 +34,9 @@ class RolloutSection(ConfigModel):
     max_context_tokens: int = Field(4096, ge=16)
     concurrency: int = Field(64, ge=1)
     episode_timeout_s: float = 600.0
+    tool_schemas_in_prompt: bool = True
+    """Render the tools' JSON schemas into the prompt (False: shorter prompts for small
+    models; the env's system message still lists its tools). SFT must use the same."""
 
 
 class AdvantageSection(ConfigModel):

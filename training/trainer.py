@@ -68,7 +68,9 @@ class Trainer:
         self.engine: Any = self._build_engine()
         self.adapter: str | None = None
         """The adapter name the server generates with (openai engine); None in-process."""
-        self.renderer = ChatRenderer(self.tokenizer)
+        self.renderer = ChatRenderer(
+            self.tokenizer, tool_schemas=config.rollout.tool_schemas_in_prompt
+        )
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay

@@ -144,6 +144,12 @@ def evaluate(
     env_arg: Annotated[
         list[str] | None, typer.Option(help="Env argument name=value (repeatable).")
     ] = None,
+    tool_schemas: Annotated[
+        bool,
+        typer.Option(
+            "--tool-schemas/--no-tool-schemas", help="Render tool JSON schemas into prompts."
+        ),
+    ] = True,
 ) -> None:
     """Evaluate a policy on an env: success, turns, tool-call validity, tokens."""
     from toolgym.cli.evaluate import eval_command
@@ -164,6 +170,7 @@ def evaluate(
             concurrency,
             out,
             env_arg or [],
+            tool_schemas,
         )
     )
 
@@ -181,12 +188,20 @@ def supervised(
     env_arg: Annotated[
         list[str] | None, typer.Option(help="Env argument name=value (repeatable).")
     ] = None,
+    tool_schemas: Annotated[
+        bool,
+        typer.Option(
+            "--tool-schemas/--no-tool-schemas", help="Render tool JSON schemas into prompts."
+        ),
+    ] = True,
 ) -> None:
     """Supervised warm start on an env's scripted demonstrations (learn the tool-call format)."""
     from toolgym.cli.train import sft_command
 
     raise typer.Exit(
-        sft_command(env_id, model, out, episodes, epochs, lr, batch_size, seed, env_arg or [])
+        sft_command(
+            env_id, model, out, episodes, epochs, lr, batch_size, seed, env_arg or [], tool_schemas
+        )
     )
 
 

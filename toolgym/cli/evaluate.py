@@ -27,6 +27,7 @@ def eval_command(
     concurrency: int,
     out: Path | None,
     env_args: list[str],
+    tool_schemas: bool = True,
 ) -> int:
     from transformers import AutoTokenizer
 
@@ -57,7 +58,7 @@ def eval_command(
     collector = RolloutCollector(
         lambda: make(env_id, **kwargs),
         engine,
-        ChatRenderer(tok),
+        ChatRenderer(tok, tool_schemas=tool_schemas),
         config,
         concurrency=concurrency,
         env_id=env_id,

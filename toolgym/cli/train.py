@@ -33,6 +33,7 @@ def sft_command(
     batch_size: int,
     seed: int,
     env_args: list[str],
+    tool_schemas: bool = True,
 ) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -45,7 +46,7 @@ def sft_command(
     kwargs = env_kwargs(env_args)
     tokenizer = AutoTokenizer.from_pretrained(model)
     policy = AutoModelForCausalLM.from_pretrained(model)
-    renderer = ChatRenderer(tokenizer)
+    renderer = ChatRenderer(tokenizer, tool_schemas=tool_schemas)
     demos = demonstrations(
         lambda: make(env_id, **kwargs), renderer, range(seed, seed + episodes), env_id=env_id
     )
