@@ -12,6 +12,12 @@ import typer
 
 from toolgym.version import __version__
 
+EnvArgs = Annotated[list[str] | None, typer.Option(help="Env argument name=value (repeatable).")]
+ToolSchemas = Annotated[
+    bool,
+    typer.Option("--tool-schemas/--no-tool-schemas", help="Render tool JSON schemas into prompts."),
+]
+
 app = typer.Typer(
     name="toolgym",
     help="Tool environments and step-level RL for tool-using LLM agents.",
@@ -141,15 +147,8 @@ def evaluate(
     out: Annotated[
         Path | None, typer.Option(help="Trajectories JSONL (default runs/eval-ENV.jsonl).")
     ] = None,
-    env_arg: Annotated[
-        list[str] | None, typer.Option(help="Env argument name=value (repeatable).")
-    ] = None,
-    tool_schemas: Annotated[
-        bool,
-        typer.Option(
-            "--tool-schemas/--no-tool-schemas", help="Render tool JSON schemas into prompts."
-        ),
-    ] = True,
+    env_arg: EnvArgs = None,
+    tool_schemas: ToolSchemas = True,
 ) -> None:
     """Evaluate a policy on an env: success, turns, tool-call validity, tokens."""
     from toolgym.cli.evaluate import eval_command
@@ -185,15 +184,8 @@ def supervised(
     lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
     batch_size: Annotated[int, typer.Option(help="Sequences per optimizer step.")] = 16,
     seed: Annotated[int, typer.Option(help="First demonstration seed.")] = 0,
-    env_arg: Annotated[
-        list[str] | None, typer.Option(help="Env argument name=value (repeatable).")
-    ] = None,
-    tool_schemas: Annotated[
-        bool,
-        typer.Option(
-            "--tool-schemas/--no-tool-schemas", help="Render tool JSON schemas into prompts."
-        ),
-    ] = True,
+    env_arg: EnvArgs = None,
+    tool_schemas: ToolSchemas = True,
 ) -> None:
     """Supervised warm start on an env's scripted demonstrations (learn the tool-call format)."""
     from toolgym.cli.train import sft_command
