@@ -48,7 +48,7 @@ class EnvSpec:
 
     @property
     def name_without_version(self) -> str:
-        return self.id.rsplit("-v", 1)[0]
+        return _stem(self.id)
 
     def load(self) -> Any:
         """Import the entry point (`pkg.module:Class`) and return the class or factory."""
@@ -66,9 +66,6 @@ class EnvSpec:
                 )
             target = getattr(target, part)
         return target
-
-    def make(self, **kwargs: Any) -> Any:
-        return make(self.id, **kwargs)
 
 
 _registry: dict[str, EnvSpec] = {}
@@ -118,8 +115,7 @@ def spec(id: str) -> EnvSpec:
         return found
     match = _ID.match(id)
     if match:
-        stem = id.rsplit("-v", 1)[0]
-        versions = sorted(s.id for s in _registry.values() if s.name_without_version == stem)
+        versions = sorted(s.id for s in _registry.values() if s.name_without_version == _stem(id))
         if versions:
             raise UnknownEnvError(
                 f"env '{id}' is not registered; registered versions: {', '.join(versions)}"
@@ -199,6 +195,11 @@ def _accepted_arguments(factory: Any) -> list[str] | None:
         if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
             return accepted
     return None
+
+
+def _stem(env_id: str) -> str:
+    """The id without its version: 'ns/Name-v3' -> 'ns/Name'."""
+    return env_id.rsplit("-v", 1)[0]
 
 
 def load_plugins(force: bool = False) -> None:
