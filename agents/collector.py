@@ -8,6 +8,7 @@ masked and are counted, and the rest of the batch goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -89,13 +90,21 @@ class RolloutCollector:
         limit = asyncio.Semaphore(self.concurrency)
         done: list[Trajectory] = []
         start = time.perf_counter()
-        with self._progress(len(seeds) * self.group_size) as (bar, task):
+        bar = self._progress_bar() if self.progress else None
+        with bar or contextlib.nullcontext():
+            task = (
+                bar.add_task(
+                    "rollouts", total=len(seeds) * self.group_size, tokens_s=0.0, reward=0.0
+                )
+                if bar
+                else None
+            )
 
             async def one(seed: int, member: int) -> Trajectory:
                 async with limit:
                     traj = await self._episode(seed, member, adapter)
                 done.append(traj)
-                if bar is not None:
+                if bar is not None and task is not None:
                     s = summarize(done, time.perf_counter() - start)
                     bar.update(task, advance=1, tokens_s=s.tokens_per_s, reward=s.mean_reward)
                 return traj
@@ -143,20 +152,10 @@ class RolloutCollector:
             except Exception:  # a failing close must not lose the trajectory
                 pass
 
-    def _progress(self, total: int) -> Any:
-        import contextlib
-
-        if not self.progress:
-            return contextlib.nullcontext((None, None))
-        bar = Progress(
+    @staticmethod
+    def _progress_bar() -> Progress:
+        return Progress(
             TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[tokens_s]:,.0f} tok/s"), TextColumn("reward {task.fields[reward]:.2f}"),
             TimeElapsedColumn(), transient=True,
         )  # fmt: skip
-
-        @contextlib.contextmanager
-        def running() -> Any:
-            with bar:
-                yield bar, bar.add_task("rollouts", total=total, tokens_s=0.0, reward=0.0)
-
-        return running()

@@ -11,6 +11,7 @@ the engine. Errors come back as OpenAI error JSON with a 4xx status.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 import uuid
@@ -212,7 +213,7 @@ class ModelServer:
 
     def _completion_logprobs(self, c: Completion, as_ids: bool) -> dict[str, Any]:
         tokens = [self._token_text(t, as_ids) for t in c.token_ids]
-        offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
+        offsets = [0, *itertools.accumulate(len(t) for t in tokens)][: len(tokens)]
         tops = (
             [{self._token_text(t, as_ids): lp for t, lp in top.items()} for top in c.top_logprobs]
             if c.top_logprobs

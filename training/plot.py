@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,7 +29,8 @@ def plot_runs(
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         for name, records in runs.items():
-            points = [(_x(records, i, x), r[metric]) for i, r in enumerate(records) if metric in r]
+            xs_all = _xs(records, x)
+            points = [(xs_all[i], r[metric]) for i, r in enumerate(records) if metric in r]
             if points:
                 xs, ys = zip(*points, strict=True)
                 ax.plot(xs, ys, marker="o" if len(points) < 30 else None, markersize=3, label=name)
@@ -44,7 +46,8 @@ def plot_runs(
     return out
 
 
-def _x(records: list[dict], index: int, x: str) -> float:
+def _xs(records: list[dict], x: str) -> list[float]:
+    """The x value of every record: cumulative env steps, or the named field."""
     if x == "env_steps":
-        return float(sum(r.get("env_steps", 0) for r in records[: index + 1]))
-    return float(records[index].get(x, index))
+        return [float(v) for v in itertools.accumulate(r.get("env_steps", 0) for r in records)]
+    return [float(r.get(x, i)) for i, r in enumerate(records)]

@@ -92,8 +92,7 @@ class RunningBatch:
             r.finish = self._finished(r)
         done = [(r, self._completion(r)) for r in self.rows if r.finish is not None]
         keep = [i for i, r in enumerate(self.rows) if r.finish is None]
-        if len(keep) < len(self.rows):
-            self._keep(keep)
+        self.retain(keep)
         if self.rows:
             step_ids = chosen[keep].unsqueeze(-1)
             self.mask = torch.cat(
@@ -111,11 +110,9 @@ class RunningBatch:
         return done
 
     def retain(self, keep: list[int]) -> None:
-        """Keep only the rows at `keep` (e.g. drop requests nobody waits for any more)."""
-        if len(keep) < len(self.rows):
-            self._keep(keep)
-
-    def _keep(self, keep: list[int]) -> None:
+        """Keep only the rows at `keep` (finished ones, requests nobody waits for any more)."""
+        if len(keep) == len(self.rows):
+            return
         self.rows = [self.rows[i] for i in keep]
         if not self.rows:
             self.cache = None
