@@ -12,13 +12,15 @@ import time
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
 from conftest import FIXTURES, ROOT
 from toolgym.config import load_config
 from toolgym.errors import ConfigError
 from toolgym.training import checkpoint
 from toolgym.training.config import TrainConfig
-from toolgym.training.trainer import Trainer, read_metrics
+from toolgym.training.metrics_log import read_metrics
+from toolgym.training.trainer import Trainer
 
 SMALL = [
     "env.kwargs={size: 2, max_turns: 4}",
@@ -59,30 +61,65 @@ def test_a_short_run_logs_every_phase(tool_calling_model_dir, tmp_path):
         1.0, abs=1e-3
     )
     assert torch.load(tmp_path / checkpoint.FILE, weights_only=False)["step"] == 2
+    assert tensorboard_scalars(tmp_path, "rollout/success") == [
+        (m["step"], m["rollout/success"]) for m in metrics
+    ]
 
 
-def test_config_geometry_is_checked_with_the_numbers():
-    with pytest.raises(
-        ConfigError, match=r"micro_batch_size \(64\) is larger than one step's 8 trajectories"
+def tensorboard_scalars(run_dir, tag):
+    """The scalars TensorBoard itself would show for `tag` (its reader drops purged steps)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    return [(e.step, pytest.approx(e.value)) for e in events.Scalars(tag)]
+
+
+def one_update(model_dir, run_dir, *extra):
+    """A short run whose updates move the weights whatever the rewards (entropy bonus)."""
+    config = load_config(
+        TrainConfig, None,
+        [f"model={model_dir}", f"run_dir={run_dir}", "steps=1", "eval.every_steps=10",
+         "optim.lr=1e-2", "loss.entropy_coef=0.1", "tensorboard=false", *SMALL, *extra],
+    )  # fmt: skip
+    trainer = Trainer(config)
+    return trainer, trainer.run()
+
+
+def checkpointing(model):
+    if hasattr(model, "is_activation_checkpointing"):  # transformers 5
+        return model.is_activation_checkpointing
+    return model.is_gradient_checkpointing
+
+
+def test_gradient_checkpointing_gives_the_same_update(tool_calling_model_dir, tmp_path):
+    plain, _ = one_update(tool_calling_model_dir, tmp_path / "a")
+    recomputed, _ = one_update(
+        tool_calling_model_dir, tmp_path / "b", "optim.gradient_checkpointing=true"
+    )
+    assert checkpointing(recomputed.model) and not checkpointing(plain.model)
+    start = AutoModelForCausalLM.from_pretrained(tool_calling_model_dir)
+    assert not torch.equal(plain.model.lm_head.weight, start.lm_head.weight)
+    for (name, a), b in zip(
+        plain.model.named_parameters(), recomputed.model.parameters(), strict=True
     ):
-        load_config(
-            TrainConfig,
-            None,
-            [
-                "model=x",
-                "optim.micro_batch_size=64",
-                "rollout.tasks_per_step=2",
-                "rollout.rollouts_per_task=4",
-            ],
-        )
-    with pytest.raises(ConfigError, match="rollouts_per_task must be at least 2"):
-        load_config(
-            TrainConfig,
-            None,
-            ["model=x", "rollout.rollouts_per_task=1", "optim.micro_batch_size=1"],
-        )
-    with pytest.raises(ConfigError, match=r"optim.lrr: unknown setting. Did you mean: lr\?"):
-        load_config(TrainConfig, None, ["model=x", "optim.lrr=1"])
+        torch.testing.assert_close(a, b, msg=name)
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_kl_to_the_frozen_start_policy(tool_calling_model_dir, tmp_path, lora):
+    lora_args = ["lora.enabled=true", "lora.r=4"] if lora else []
+    trainer, _ = one_update(
+        tool_calling_model_dir, tmp_path, "steps=2", "loss.kl_coef=0.5", *lora_args
+    )
+    first, second = read_metrics(tmp_path)
+    assert first["train/kl_ref"] == pytest.approx(0.0, abs=1e-6)  # the policy is still the start
+    assert second["train/kl_ref"] > 1e-4  # one update at lr 1e-2 later it is not
+    if not lora:
+        start = AutoModelForCausalLM.from_pretrained(tool_calling_model_dir)
+        for a, b in zip(trainer.reference.parameters(), start.parameters(), strict=True):
+            assert not a.requires_grad
+            torch.testing.assert_close(a, b)
 
 
 def test_a_killed_run_resumes_without_duplicated_or_lost_steps(tool_calling_model_dir, tmp_path):
@@ -125,6 +162,7 @@ def test_a_killed_run_resumes_without_duplicated_or_lost_steps(tool_calling_mode
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert [m["step"] for m in read_metrics(run)] == [0, 1, 2, 3]
+    assert [step for step, _ in tensorboard_scalars(run, "train/loss")] == [0, 1, 2, 3]
     assert torch.load(run / checkpoint.FILE, weights_only=False)["step"] == 4
     assert json.loads((run / "config.json").read_text())["steps"] == 4
 

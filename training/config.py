@@ -69,12 +69,17 @@ class OptimSection(ConfigModel):
     """Sequences per forward/backward pass (gradients accumulate over the step)."""
     ppo_epochs: int = Field(1, ge=1)
     """Passes over each step's trajectories."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory for longer sequences, at about
+    a third more compute."""
 
 
 class LossSection(ConfigModel):
     clip_low: float = Field(0.2, ge=0)
     clip_high: float = Field(0.28, ge=0)
     kl_coef: float = Field(0.0, ge=0)
+    """Weight of the k3 KL to the frozen start policy (> 0 keeps a reference copy: the base
+    model with its adapter switched off under LoRA, else a second copy of the weights)."""
     entropy_coef: float = Field(0.0, ge=0)
     aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
 
@@ -120,6 +125,8 @@ class TrainConfig(ConfigModel):
     eval: EvalSection = Field(default_factory=EvalSection)
     engine: EngineSection = Field(default_factory=EngineSection)
     lora: LoraSection = Field(default_factory=LoraSection)
+    tensorboard: bool = True
+    """Also write the metrics as TensorBoard scalars under RUN_DIR/tensorboard."""
 
     @model_validator(mode="after")
     def _geometry(self) -> TrainConfig:

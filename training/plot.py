@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolgym.training.trainer import read_metrics
+from toolgym.training.metrics_log import read_metrics
 
 DEFAULT_METRICS = ("rollout/success", "rollout/reward", "eval/success", "train/entropy")
 

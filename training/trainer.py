@@ -17,7 +17,7 @@ step (DAPO), not per-sequence as in the GRPO paper (a flag).
 from __future__ import annotations
 
 import asyncio
-import json
+import copy
 import time
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,7 @@ from toolgym.training.advantages import GroupRewards, compute_advantages
 from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.config import TrainConfig
 from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
-
-METRICS = "metrics.jsonl"
+from toolgym.training.metrics_log import MetricsLog, read_metrics
 
 
 class Trainer:
@@ -60,6 +59,12 @@ class Trainer:
                 target_modules=config.lora.target_modules,
             )
             self.model = get_peft_model(self.model, lora)
+        if config.optim.gradient_checkpointing:
+            enable_activation_checkpointing(self.model)
+        self.reference: Any = None
+        """Frozen start policy for the KL term (LoRA needs none: its base is the reference)."""
+        if config.loss.kl_coef > 0 and not config.lora.enabled:
+            self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.pad_id = (
             self.tokenizer.pad_token_id
             if self.tokenizer.pad_token_id is not None
@@ -84,7 +89,7 @@ class Trainer:
             self._resume()
         else:
             (self.run_dir / "config.json").write_text(self.config.model_dump_json(indent=2))
-            (self.run_dir / METRICS).write_text("")
+        self.metrics = MetricsLog(self.run_dir, self.step, self.config.tensorboard)
         try:
             while self.step < self.config.steps:
                 record = self.train_step()
@@ -92,12 +97,13 @@ class Trainer:
                     self.step + 1
                 ) % self.config.eval.every_steps == 0 or self.step + 1 == self.config.steps:
                     record |= self.evaluate()
-                self._log(record)
+                self.metrics.write(record)
                 self.step += 1
                 checkpoint.save(
                     self.run_dir, step=self.step, model=self.model, optimizer=self.optimizer
                 )
         finally:
+            self.metrics.close()
             asyncio.run(self.engine.aclose())
         return read_metrics(self.run_dir)
 
@@ -228,6 +234,7 @@ class Trainer:
                     micro.loss_mask,
                     normalizer,
                     self.ppo,
+                    ref_logprobs=self.reference_logprobs(micro),
                     entropy=entropy,
                 )
                 loss.backward()
@@ -245,6 +252,15 @@ class Trainer:
         out["tokens"] = float(batch.loss_mask.sum())
         return out
 
+    @torch.no_grad()
+    def reference_logprobs(self, micro: Any) -> torch.Tensor | None:
+        if self.config.loss.kl_coef == 0:
+            return None
+        if self.reference is not None:
+            return token_logprobs(self.reference, micro)[0]
+        with self.model.disable_adapter():
+            return token_logprobs(self.model, micro)[0]
+
     def evaluate(self) -> dict[str, Any]:
         e = self.config.eval
         seeds = list(range(e.seed_offset, e.seed_offset + e.episodes))
@@ -258,10 +274,6 @@ class Trainer:
         }
 
     # ----- bookkeeping ------------------------------------------------------------------------
-    def _log(self, record: dict[str, Any]) -> None:
-        with (self.run_dir / METRICS).open("a") as f:
-            f.write(json.dumps(record) + "\n")
-
     def _resume(self) -> None:
         if not checkpoint.exists(self.run_dir):
             raise FileNotFoundError(f"no checkpoint in {self.run_dir} to resume from")
@@ -270,16 +282,12 @@ class Trainer:
         if self.step > 0 and self.config.engine.kind != "hf":
             self.engine.policy_version -= 1
             self.sync()  # the server may have restarted: give it the resumed weights
-        kept = [
-            r for r in read_metrics(self.run_dir) if r["step"] < self.step
-        ]  # drop a step cut short
-        (self.run_dir / METRICS).write_text("".join(json.dumps(r) + "\n" for r in kept))
 
 
-def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / METRICS
-    return (
-        [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        if path.is_file()
-        else []
-    )
+def enable_activation_checkpointing(model: Any) -> None:
+    """Non-reentrant, so LoRA's frozen inputs need no grad hooks. transformers 5 renamed it."""
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

@@ -1,0 +1,49 @@
+"""A run's metrics: metrics.jsonl (what `toolgym plot` reads and resume trims) and, optionally,
+the same scalars as TensorBoard events under RUN_DIR/tensorboard.
+
+A step is logged before its checkpoint is written, so a run killed in between logs that step
+again on resume: opening at `start_step` drops such records from both outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from pathlib import Path
+from typing import Any
+
+METRICS = "metrics.jsonl"
+
+
+class MetricsLog:
+    def __init__(self, run_dir: Path, start_step: int = 0, tensorboard: bool = True) -> None:
+        self.path = run_dir / METRICS
+        kept = [r for r in read_metrics(run_dir) if r["step"] < start_step]
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        self.writer: Any = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=start_step)
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.writer is not None:
+            for key, value in record.items():
+                if key != "step" and isinstance(value, numbers.Real):
+                    self.writer.add_scalar(key, float(value), record["step"])
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / METRICS
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if path.is_file()
+        else []
+    )
