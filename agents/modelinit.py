@@ -46,6 +46,7 @@ class ModelSize:
 
 SIZES = {
     "tiny": ModelSize(1024, 64, 2, 4, 2, 192),
+    "mini": ModelSize(1024, 128, 4, 4, 2, 384),
     "small": ModelSize(4096, 256, 4, 8, 4, 768),
 }
 ARCHS = ("qwen2", "llama")

@@ -43,9 +43,3 @@ def test_unknown_env_is_one_clear_line(cli):
     assert result.returncode != 0
     assert "env 'toolgym/Maz-v0' is not registered. Did you mean: toolgym/Maze-v0?" in result.stderr
     assert "Traceback" not in result.stderr
-
-
-def test_quickstart_runs_the_scripted_solver_through_the_tool_api(cli):
-    result = cli("quickstart", "--episodes", "8")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "8/8" in result.stdout and "You reached the goal!" in result.stdout

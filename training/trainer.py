@@ -102,10 +102,15 @@ class Trainer:
                 checkpoint.save(
                     self.run_dir, step=self.step, model=self.model, optimizer=self.optimizer
                 )
+            self.save_policy()
         finally:
             self.metrics.close()
-            asyncio.run(self.engine.aclose())
+            self.close()
         return read_metrics(self.run_dir)
+
+    def close(self) -> None:
+        """Stop the engine's workers (an in-process engine restarts on its next request)."""
+        asyncio.run(self.engine.aclose())
 
     def train_step(self) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -261,10 +266,12 @@ class Trainer:
         with self.model.disable_adapter():
             return token_logprobs(self.model, micro)[0]
 
-    def evaluate(self) -> dict[str, Any]:
+    def evaluate(self, temperature: float | None = None) -> dict[str, Any]:
+        """The policy on the held-out seeds, at eval.temperature unless told otherwise."""
         e = self.config.eval
         seeds = list(range(e.seed_offset, e.seed_offset + e.episodes))
-        groups = self.collect(seeds, temperature=e.temperature, sampling_seed=0, group_size=1)
+        temperature = e.temperature if temperature is None else temperature
+        groups = self.collect(seeds, temperature=temperature, sampling_seed=0, group_size=1)
         stats = summarize([t for g in groups for t in g.trajectories])
         return {
             "eval/success": stats.success_rate,
@@ -274,6 +281,14 @@ class Trainer:
         }
 
     # ----- bookkeeping ------------------------------------------------------------------------
+    def save_policy(self) -> Path:
+        """The trained policy as a model directory (`toolgym eval --model RUN_DIR/policy`);
+        under LoRA, the adapter, which peft loads onto the base model."""
+        path = self.run_dir / "policy"
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        return path
+
     def _resume(self) -> None:
         if not checkpoint.exists(self.run_dir):
             raise FileNotFoundError(f"no checkpoint in {self.run_dir} to resume from")

@@ -81,13 +81,16 @@ def play(
 
 @app.command("quickstart")
 def quickstart(
-    episodes: Annotated[int, typer.Option(help="Episodes to play through the EnvPool.")] = 32,
-    seed: Annotated[int, typer.Option(help="First episode seed.")] = 0,
+    out: Annotated[
+        Path, typer.Option(help="Folder for the models, the run and the curves.")
+    ] = Path("runs/quickstart"),
+    steps: Annotated[int, typer.Option(help="GiGPO steps.")] = 40,
+    seed: Annotated[int, typer.Option(help="Seeds the model, the data and the sampling.")] = 0,
 ) -> None:
-    """The main job: a scripted solver plays Maze episodes through the tool API and reports."""
+    """The main job: a tiny model learns Maze on CPU (SFT warm start, then GiGPO), before and after."""
     from toolgym.cli.quickstart import quickstart_command
 
-    raise typer.Exit(quickstart_command(episodes, seed))
+    raise typer.Exit(quickstart_command(out, steps, seed))
 
 
 model_app = typer.Typer(help="Make models.", no_args_is_help=True)
