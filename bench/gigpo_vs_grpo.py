@@ -6,7 +6,8 @@ success (a moving average over `--window` steps) first reaches `--threshold`. Th
 GRPO steps / GiGPO steps is the GiGPO paper's central claim at toy scale: above 1 means
 GiGPO needs fewer env steps. Whatever it comes out to is what we report.
 
-    python bench/gigpo_vs_grpo.py --model DIR [--seeds 3] [--steps 30] [--threshold 0.5]
+    python bench/gigpo_vs_grpo.py --model DIR [--config configs/maze_gigpo.yaml] [--seeds 3]
+        [--steps 30] [--threshold 0.5] [section.field=value ...]
 
 Start from a model that already writes tool calls (e.g. after `toolgym sft`), or neither
 estimator gets a reward to learn from.
@@ -38,6 +39,11 @@ def steps_to_threshold(metrics: list[dict], threshold: float, window: int) -> in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
+    parser.add_argument(
+        "--config",
+        default=str(Path(__file__).parent.parent / "configs" / "maze_gigpo.yaml"),
+        help="the recipe both runs share (the quickstart's by default)",
+    )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--threshold", type=float, default=0.5)
@@ -60,7 +66,7 @@ def main() -> None:
                 "eval.every_steps=1000000",
                 *args.overrides,
             ]
-            metrics = Trainer(load_config(TrainConfig, None, overrides)).run()
+            metrics = Trainer(load_config(TrainConfig, Path(args.config), overrides)).run()
             reached[estimator].append(steps_to_threshold(metrics, args.threshold, args.window))
             finals[estimator].append(
                 statistics.mean(m["rollout/success"] for m in metrics[-args.window :])

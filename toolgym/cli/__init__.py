@@ -105,7 +105,9 @@ app.add_typer(rollouts_app, name="rollouts")
 def model_init(
     out: Annotated[Path, typer.Option(help="Directory to write the model to.")],
     arch: Annotated[str, typer.Option(help="qwen2 or llama.")] = "qwen2",
-    size: Annotated[str, typer.Option(help="tiny or small.")] = "tiny",
+    size: Annotated[
+        str, typer.Option(help="tiny (0.16M parameters), mini (0.9M) or small (4.2M).")
+    ] = "tiny",
     seed: Annotated[int, typer.Option(help="Weight initialisation seed.")] = 0,
 ) -> None:
     """Build a small causal LM with a locally trained tokenizer (no downloads)."""
