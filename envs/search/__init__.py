@@ -1,0 +1,1 @@
+"""Search environments and their pieces: answer scoring, a synthetic multi-hop world."""

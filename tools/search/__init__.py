@@ -1,0 +1,1 @@
+"""Search engines behind one interface, their corpus format and their HTTP server."""
