@@ -24,7 +24,6 @@ from toolgym.cli.show import console, show_message
 
 ENV_ID = "toolgym/Maze-v0"
 ENV_ARGS = {"size": 2, "n_doors": 0, "max_turns": 6, "invalid_action_reward": -0.2}
-SFT = {"episodes": 300, "epochs": 6, "lr": 3e-3, "batch_size": 16}
 RECIPE = [
     "rollout.tasks_per_step=16",
     "rollout.rollouts_per_task=4",
@@ -51,7 +50,10 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     base = init_model(out / "base", size="tiny", seed=seed)
     console.rule("2/4 supervised warm start on scripted demonstrations")
     env_args = [f"{k}={v}" for k, v in ENV_ARGS.items()]
-    sft_command(ENV_ID, base, out / "sft", **SFT, seed=seed, env_args=env_args, tool_schemas=False)
+    sft_command(
+        ENV_ID, base, out / "sft", episodes=300, epochs=6, lr=3e-3, batch_size=16, seed=seed,
+        env_args=env_args, tool_schemas=False,
+    )  # fmt: skip
     config = load_config(
         TrainConfig,
         None,
