@@ -222,3 +222,15 @@ def test_training_through_the_openai_engine_with_lora_adapters(
 def test_every_shipped_recipe_loads(recipe):
     config = load_config(TrainConfig, recipe, ["model=some/model"])
     assert config.env.id in __import__("toolgym").registered_ids()
+
+
+def test_the_shipped_recipe_is_the_quickstarts():
+    from toolgym.cli.quickstart import ENV_ARGS, ENV_ID, RECIPE
+
+    shipped = load_config(TrainConfig, ROOT / "configs" / "maze_gigpo.yaml", ["model=m"])
+    quickstart = load_config(
+        TrainConfig,
+        None,
+        ["model=m", "steps=40", f"env.id={ENV_ID}", f"env.kwargs={ENV_ARGS}", *RECIPE],
+    )
+    assert shipped.model_dump(exclude={"run_dir"}) == quickstart.model_dump(exclude={"run_dir"})
