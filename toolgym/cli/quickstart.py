@@ -63,9 +63,14 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     trainer = Trainer(config)
     before = {t: trainer.evaluate(t) for t in EVAL_TEMPERATURES}
     console.rule(f"3/4 GiGPO for {steps} steps (metrics: {config.run_dir}/metrics.jsonl)")
-    trainer.run()
+    last = trainer.run()[-1]  # the run ends with an evaluation at eval.temperature
     console.rule("4/4 the same held-out mazes, before and after RL")
-    after = {t: trainer.evaluate(t) for t in EVAL_TEMPERATURES}
+    after = {
+        t: {k: v for k, v in last.items() if k.startswith("eval/")}
+        if t == config.eval.temperature
+        else trainer.evaluate(t)
+        for t in EVAL_TEMPERATURES
+    }
     show_episode(trainer)
     trainer.close()
     console.print(results_table(before, after, config.eval.episodes))
