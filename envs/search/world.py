@@ -14,6 +14,7 @@ Everything is a pure function of (seed, size): the same call gives the same corp
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -184,7 +185,7 @@ class World:
         if len(out) < n:
             raise ValueError(f"this world has only {len(out)} distinct {hops}-hop questions")
         return [
-            Question(f"{self.seed}-{hops}-{seed}-{i}", q.question, q.answers, q.hops)
+            dataclasses.replace(q, id=f"{self.seed}-{hops}-{seed}-{i}")
             for i, q in enumerate(out.values())
         ]
 
