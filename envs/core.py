@@ -32,6 +32,7 @@ use the async methods.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Coroutine, Hashable
 from typing import Any, TypeVar
 
@@ -103,6 +104,11 @@ class Env(gymnasium.Env[list[Message], str]):
     def scripted_action(self) -> str | None:
         """A scripted solver's next action in the current state, for demonstrations, checks and
         benchmarks; None when the env has no solver."""
+        return None
+
+    def mistake_action(self, rng: random.Random) -> str | None:
+        """A plausible wrong action in the current state (one the scripted solver would not
+        take), so demonstrations can show recovering from mistakes; None when the env has none."""
         return None
 
     def reset(

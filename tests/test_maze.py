@@ -3,6 +3,8 @@ state keys that recur across trajectories (what GiGPO's anchor states need)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 import toolgym
@@ -89,6 +91,18 @@ def test_locked_door_needs_a_key():
     opened, message = game.open_door(layout, game.MazeState(a, held=1), direction)
     assert message == f"You unlocked the door to the {direction}." and opened.held == 0
     assert game.move(layout, opened, direction)[0].pos == b
+    assert f"Closed doors: {direction}." in game.describe(layout, state)
+    assert f"Closed doors: {direction}." not in game.describe(layout, opened)
+
+
+def test_the_view_lists_exactly_the_exits_a_move_can_take():
+    layout = generate(5, 4, 0)
+    for r, c in itertools.product(range(4), repeat=2):
+        state = game.MazeState((r, c))
+        view = game.describe(layout, state)
+        listed = view.split("Exits: ")[1].split(".")[0].split(", ")
+        movable = [d for d in DIRECTIONS if game.move(layout, state, d)[0].pos != (r, c)]
+        assert listed == movable, view
 
 
 def test_state_keys_repeat_across_trajectories_and_within_one():

@@ -1,8 +1,8 @@
 """toolgym/Maze-v0: find the goal of a grid maze, unlocking doors with keys on the way.
 
 Observation: the opening user message shows the whole map (# wall, D door, K key, @ you,
-    G goal) and your surroundings; each tool result describes your new surroundings and,
-    with `hints`, how far the goal is.
+    G goal) and your surroundings (the exits you can move through, closed doors next to you);
+    each tool result describes your new surroundings and, with `hints`, how far the goal is.
 Tools: move(direction), pick_up(), open_door(direction); direction is north/south/east/west.
     Moving into a wall or a closed door leaves you where you are; open_door uses up a key.
 Reward: 1.0 when you reach the goal, else 0 (sparse).
@@ -16,11 +16,12 @@ Versions: v0, first release.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Hashable
 from typing import Any, Literal
 
 from toolgym.envs.maze import game
-from toolgym.envs.maze.layout import MazeLayout, generate
+from toolgym.envs.maze.layout import DIRECTIONS, MazeLayout, generate
 from toolgym.envs.maze.solver import solve
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.tools.records import ToolCall
@@ -94,6 +95,13 @@ class MazeEnv(ToolEnv):
 
     def scripted_action(self) -> str | None:
         return self.parser.render(self.solution()[:1])
+
+    def mistake_action(self, rng: random.Random) -> str | None:
+        """A move in a direction the solver would not take now: into a wall or down a detour."""
+        best = self.solution()[:1]
+        avoid = best[0].arguments.get("direction") if best and best[0].name == "move" else None
+        direction = rng.choice([d for d in DIRECTIONS if d != avoid])
+        return self.parser.render([ToolCall(name="move", arguments={"direction": direction})])
 
     def _layout(self) -> MazeLayout:
         if self.layout is None:

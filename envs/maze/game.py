@@ -70,9 +70,14 @@ def open_door(layout: MazeLayout, state: MazeState, direction: str) -> tuple[Maz
 
 def describe(layout: MazeLayout, state: MazeState, hints: bool = True) -> str:
     """The agent's view: position, the four sides, what lies here, and (with hints) the goal."""
-    sides = ", ".join(f"{d}: {what_is(layout, state, d)}" for d in DIRECTIONS)
+    sides = {d: what_is(layout, state, d) for d in DIRECTIONS}
+    exits = [d for d, what in sides.items() if what == "open"]
+    doors = [d for d, what in sides.items() if what == "closed door"]
+    lines = [f"Position: row {state.pos[0]}, column {state.pos[1]}."]
+    lines.append(f"Exits: {', '.join(exits)}." if exits else "No exits.")
+    if doors:
+        lines.append(f"Closed doors: {', '.join(doors)}.")
     here = layout.keys.get(state.pos)
-    lines = [f"Position: row {state.pos[0]}, column {state.pos[1]}. {sides}."]
     if here is not None and here not in state.taken:
         lines.append("There is a key here.")
     lines.append(f"Keys held: {state.held}.")
