@@ -1,10 +1,18 @@
 """Demonstrations: an env's scripted solver played through the rollout path, recorded as
-trajectories with the same token bookkeeping as the model's own rollouts (for SFT)."""
+trajectories with the same token bookkeeping as the model's own rollouts (for SFT).
+
+With `mistake_rate` > 0 some turns play the env's `mistake_action` instead: the episode then
+shows the solver recovering from a state it would never reach itself (a wall bumped into, a
+detour). Those turns are kept in the context but not imitated, so a model learns what to do
+after its own errors without learning to make them (noise injection into demonstrations).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from toolgym.agents.engines.base import Completion, SamplingParams
@@ -13,22 +21,36 @@ from toolgym.agents.rollout import RolloutConfig, run_episode
 from toolgym.agents.trajectory import Trajectory
 
 
+@dataclass
+class Demonstration:
+    trajectory: Trajectory
+    imitate: list[bool]
+    """Per step: learn from it (the solver's action) or not (an injected mistake)."""
+
+
 class ScriptedEngine:
-    """Answers with `env.scripted_action()`, tokenized and closed like a model's turn."""
+    """Answers with `env.scripted_action()` (or, at `mistake_rate`, `env.mistake_action()`),
+    tokenized and closed like a model's turn."""
 
     policy_version = 0
 
-    def __init__(self, env: Any, renderer: ChatRenderer) -> None:
+    def __init__(
+        self, env: Any, renderer: ChatRenderer, mistake_rate: float = 0.0, seed: int = 0
+    ) -> None:
         self.env, self.renderer = env, renderer
+        self.mistake_rate, self.rng = mistake_rate, random.Random(f"mistakes-{seed}")
+        self.imitate: list[bool] = []
 
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None
     ) -> Completion:
-        action = self.env.unwrapped.scripted_action()
+        env = self.env.unwrapped
+        mistake = self.mistake_rate > 0 and self.rng.random() < self.mistake_rate
+        action = env.mistake_action(self.rng) if mistake else env.scripted_action()
         if action is None:
-            raise RuntimeError(
-                f"{type(self.env.unwrapped).__name__} has no scripted solver to demonstrate"
-            )
+            hook = "mistake_action" if mistake else "scripted solver"
+            raise RuntimeError(f"{type(env).__name__} has no {hook} to demonstrate with")
+        self.imitate.append(not mistake)
         ids = self.renderer.encode(action) + self.renderer.closing_ids()
         return Completion(ids, [0.0] * len(ids), action, "stop", prompt_tokens=len(prompt_ids))
 
@@ -41,30 +63,32 @@ def demonstrations(
     renderer: ChatRenderer,
     seeds: Sequence[int],
     *,
+    mistake_rate: float = 0.0,
     max_context_tokens: int = 4096,
     env_id: str = "",
-) -> list[Trajectory]:
-    """One scripted episode per seed."""
+) -> list[Demonstration]:
+    """One scripted episode per seed; mistakes are drawn from a generator seeded by the seed."""
+    if not 0.0 <= mistake_rate < 1.0:
+        raise ValueError(f"mistake_rate must be in [0, 1), got {mistake_rate}")
     config = RolloutConfig(
         SamplingParams(max_tokens=max_context_tokens), max_context_tokens=max_context_tokens
     )
 
-    async def play(seed: int) -> Trajectory:
+    async def play(seed: int) -> Demonstration:
         env = env_fn()
+        engine = ScriptedEngine(env, renderer, mistake_rate, seed)
         try:
-            return await run_episode(
-                env,
-                ScriptedEngine(env, renderer),
-                renderer,
-                config,
-                seed=seed,
-                trajectory_id=f"demo:{seed}",
+            trajectory = await run_episode(
+                env, engine, renderer, config, seed=seed, trajectory_id=f"demo:{seed}",
                 env_id=env_id,
-            )
+            )  # fmt: skip
         finally:
             await env.aclose()
+        if trajectory.infra_error:  # a demonstration that cannot be played is a bug, not data
+            raise RuntimeError(f"demonstration of seed {seed} failed: {trajectory.infra_error}")
+        return Demonstration(trajectory, engine.imitate[: len(trajectory.steps)])
 
-    async def all_seeds() -> list[Trajectory]:
+    async def all_seeds() -> list[Demonstration]:
         return list(await asyncio.gather(*(play(s) for s in seeds)))
 
     return asyncio.run(all_seeds())

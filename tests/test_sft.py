@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 import toolgym
 from toolgym.agents.demonstrations import demonstrations
 from toolgym.agents.render import ChatRenderer
-from toolgym.training.sft import SFTConfig, demonstration_nll, sft
+from toolgym.training.sft import SFTConfig, demonstration_nll, imitation_batch, sft
 
 
 def small_maze():
@@ -14,12 +16,50 @@ def small_maze():
 
 def test_demonstrations_solve_and_have_exact_bookkeeping(tiny_tokenizer):
     renderer = ChatRenderer(tiny_tokenizer)
-    demos = demonstrations(small_maze, renderer, range(5))
+    demos = [d.trajectory for d in demonstrations(small_maze, renderer, range(5))]
     assert all(d.terminated and d.total_reward == 1.0 for d in demos)
     for d in demos:
         for s in d.steps:
             response = d.token_ids[s.response_start : s.response_end]
             assert response == renderer.encode(s.action) + renderer.closing_ids()
+
+
+def test_injected_mistakes_stay_in_context_but_are_not_imitated(tiny_tokenizer):
+    renderer = ChatRenderer(tiny_tokenizer)
+    demos = demonstrations(small_maze, renderer, range(40), mistake_rate=0.3)
+    again = demonstrations(small_maze, renderer, range(40), mistake_rate=0.3)
+    assert [d.imitate for d in demos] == [d.imitate for d in again]  # seeded per episode
+    flags = [f for d in demos for f in d.imitate]
+    assert 0.15 < flags.count(False) / len(flags) < 0.45, flags
+    for d in demos:
+        env = small_maze()
+        env.reset(seed=d.trajectory.seed)
+        for step, imitated in zip(d.trajectory.steps, d.imitate, strict=True):
+            if imitated:
+                assert step.action == env.unwrapped.scripted_action()
+            else:  # a move the solver would not make: into a wall or away from the goal
+                assert step.action != env.unwrapped.scripted_action()
+                assert '"name": "move"' in step.action
+            env.step(step.action)
+    # the solver recovers: most episodes (with a door on the way) still end at the goal in 8 turns
+    assert sum(d.trajectory.terminated for d in demos) >= 24
+    batch = imitation_batch(demos, tiny_tokenizer.pad_token_id)
+    imitated_tokens = sum(
+        s.response_end - s.response_start
+        for d in demos
+        for s, imitated in zip(d.trajectory.steps, d.imitate, strict=True)
+        if imitated
+    )
+    assert batch.loss_mask.sum() == imitated_tokens
+
+
+def test_mistakes_need_an_env_that_can_make_them(tiny_tokenizer):
+    renderer = ChatRenderer(tiny_tokenizer)
+    with pytest.raises(RuntimeError, match="ArithmeticEnv has no mistake_action"):
+        demonstrations(lambda: toolgym.make("toolgym/Arithmetic-v0"), renderer, range(8),
+                       mistake_rate=0.9)  # fmt: skip
+    with pytest.raises(ValueError, match="mistake_rate"):
+        demonstrations(small_maze, renderer, range(2), mistake_rate=1.0)
 
 
 def test_sft_makes_the_model_imitate_held_out_demonstrations(tiny_model_dir, tiny_tokenizer):

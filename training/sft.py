@@ -1,5 +1,6 @@
 """Supervised warm start on demonstration trajectories: next-token cross-entropy on the
-demonstrator's own tokens only (the same loss mask as RL), token-mean over each step."""
+demonstrator's own tokens only (the same loss mask as RL, less the steps marked not to be
+imitated), token-mean over each step."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolgym.training.batch import build_batch, token_logprobs
+from toolgym.agents.demonstrations import Demonstration
+from toolgym.training.batch import TokenBatch, build_batch, token_logprobs
 from toolgym.training.losses import aggregate, normalizer_for
 
 
@@ -27,11 +29,11 @@ class SFTConfig:
 
 
 def sft(
-    model: Any, trajectories: Sequence[Any], pad_id: int, config: SFTConfig | None = None
+    model: Any, demos: Sequence[Demonstration], pad_id: int, config: SFTConfig | None = None
 ) -> list[float]:
     """Train `model` in place; returns the mean loss of each epoch."""
     config = config or SFTConfig()
-    kept = [t for t in trajectories if not t.masked and t.steps]
+    kept = [d for d in demos if not d.trajectory.masked and any(d.imitate)]
     if not kept:
         raise ValueError("no demonstration to learn from")
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
@@ -43,8 +45,7 @@ def sft(
         rng.shuffle(order)
         epoch = []
         for start in range(0, len(order), config.batch_size):
-            chunk = order[start : start + config.batch_size]
-            batch = build_batch(chunk, [np.ones(len(t.steps)) for t in chunk], pad_id)
+            batch = imitation_batch(order[start : start + config.batch_size], pad_id)
             normalizer = normalizer_for(batch.loss_mask)
             optimizer.zero_grad()
             total = 0.0
@@ -61,9 +62,17 @@ def sft(
     return losses
 
 
-def demonstration_nll(model: Any, trajectories: Sequence[Any], pad_id: int) -> float:
+def imitation_batch(demos: Sequence[Demonstration], pad_id: int) -> TokenBatch:
+    """The demonstrations' tokens, with the loss mask on the imitated steps' responses only."""
+    weights = [np.asarray(d.imitate, dtype=float) for d in demos]
+    batch = build_batch([d.trajectory for d in demos], weights, pad_id)
+    batch.loss_mask = batch.loss_mask * (batch.advantages > 0)
+    return batch
+
+
+def demonstration_nll(model: Any, demos: Sequence[Demonstration], pad_id: int) -> float:
     """Mean negative log-likelihood per demonstrated token (lower: the model imitates better)."""
-    batch = build_batch(trajectories, [np.ones(len(t.steps)) for t in trajectories], pad_id)
+    batch = imitation_batch(demos, pad_id)
     with torch.no_grad():
         logprobs, _ = token_logprobs(model, batch)
     return float(-(logprobs * batch.loss_mask).sum() / batch.loss_mask.sum())

@@ -193,15 +193,22 @@ def supervised(
     seed: Annotated[int, typer.Option(help="First demonstration seed.")] = 0,
     env_arg: EnvArgs = None,
     tool_schemas: ToolSchemas = True,
+    mistakes: Annotated[
+        float,
+        typer.Option(
+            help="Share of turns that play the env's mistake_action instead of the solver's "
+            "(kept in context, not imitated), so the model learns to recover from errors."
+        ),
+    ] = 0.0,
 ) -> None:
     """Supervised warm start on an env's scripted demonstrations (learn the tool-call format)."""
     from toolgym.cli.train import sft_command
 
-    raise typer.Exit(
-        sft_command(
-            env_id, model, out, episodes, epochs, lr, batch_size, seed, env_arg or [], tool_schemas
-        )
-    )
+    code = sft_command(
+        env_id, model, out, episodes, epochs, lr, batch_size, seed, env_arg or [], tool_schemas,
+        mistakes,
+    )  # fmt: skip
+    raise typer.Exit(code)
 
 
 @app.command("train")

@@ -34,21 +34,29 @@ def sft_command(
     seed: int,
     env_args: list[str],
     tool_schemas: bool = True,
+    mistake_rate: float = 0.0,
 ) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from toolgym.agents.demonstrations import demonstrations
     from toolgym.agents.render import ChatRenderer
     from toolgym.envs import make, spec
+    from toolgym.errors import ConfigError
     from toolgym.training.sft import SFTConfig, demonstration_nll, sft
 
     spec(env_id)
     kwargs = env_kwargs(env_args)
+    if not 0.0 <= mistake_rate < 1.0:
+        raise ConfigError(f"--mistakes must be in [0, 1), got {mistake_rate}")
     tokenizer = AutoTokenizer.from_pretrained(model)
     policy = AutoModelForCausalLM.from_pretrained(model)
     renderer = ChatRenderer(tokenizer, tool_schemas=tool_schemas)
     demos = demonstrations(
-        lambda: make(env_id, **kwargs), renderer, range(seed, seed + episodes), env_id=env_id
+        lambda: make(env_id, **kwargs),
+        renderer,
+        range(seed, seed + episodes),
+        mistake_rate=mistake_rate,
+        env_id=env_id,
     )
     held_out = demonstrations(
         lambda: make(env_id, **kwargs),
@@ -56,9 +64,12 @@ def sft_command(
         range(seed + 10**6, seed + 10**6 + 16),
         env_id=env_id,
     )
-    solved = sum(d.total_reward > 0 for d in demos)
+    solved = sum(d.trajectory.total_reward > 0 for d in demos)
+    imitated = sum(sum(d.imitate) for d in demos)
+    mistakes = sum(len(d.imitate) for d in demos) - imitated
     console.print(
-        f"{len(demos)} demonstrations of {env_id} ({solved} solved), {sum(d.generated_tokens for d in demos)} demonstrated tokens"
+        f"{len(demos)} demonstrations of {env_id} ({solved} solved): {imitated} turns to imitate"
+        + (f", {mistakes} injected mistakes to recover from" if mistake_rate else "")
     )
     before = demonstration_nll(policy, held_out, tokenizer.pad_token_id)
     losses = sft(
