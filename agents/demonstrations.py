@@ -19,6 +19,7 @@ from toolgym.agents.engines.base import Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig, run_episode
 from toolgym.agents.trajectory import Trajectory
+from toolgym.errors import ConfigError
 
 
 @dataclass
@@ -69,7 +70,7 @@ def demonstrations(
 ) -> list[Demonstration]:
     """One scripted episode per seed; mistakes are drawn from a generator seeded by the seed."""
     if not 0.0 <= mistake_rate < 1.0:
-        raise ValueError(f"mistake_rate must be in [0, 1), got {mistake_rate}")
+        raise ConfigError(f"mistake_rate (--mistakes) must be in [0, 1), got {mistake_rate}")
     config = RolloutConfig(
         SamplingParams(max_tokens=max_context_tokens), max_context_tokens=max_context_tokens
     )

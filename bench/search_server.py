@@ -100,19 +100,21 @@ def split_cores() -> tuple[set[int], set[int]]:
     return {cores[0]}, set(cores[1:]) or {cores[0]}
 
 
-def pin_to_engine_core() -> None:
+def pin_to(engine_cores: set[int]) -> None:
     """Before any thread pool starts: pool threads keep the affinity they were born with, so
     pinning later would leave torch's and faiss's workers on every core."""
     import faiss
     import torch
 
-    engine_cores, _ = split_cores()
     os.sched_setaffinity(0, engine_cores)
     torch.set_num_threads(len(engine_cores))
     faiss.omp_set_num_threads(len(engine_cores))
 
 
-def run(kind: str, corpus: Path, work: Path, queries: list[str], args: argparse.Namespace) -> None:
+def run(
+    kind: str, corpus: Path, work: Path, queries: list[str], args: argparse.Namespace,
+    cores: tuple[set[int], set[int]],
+) -> None:  # fmt: skip
     start = time.perf_counter()
     index = build_index(corpus, kind, work / kind, show_progress=False)
     sizes = {
@@ -126,7 +128,7 @@ def run(kind: str, corpus: Path, work: Path, queries: list[str], args: argparse.
         f"{documents / 2**20:.1f} MiB, "
         + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items())
     )
-    engine_cores, client_cores = split_cores()
+    engine_cores, client_cores = cores
     engine = load_engine(index)
     direct(engine, queries[:64], 64, args.topk)  # warm the page cache and the encoder
     one = direct(engine, queries, 1, args.topk)
@@ -168,7 +170,7 @@ def main() -> None:
     parser.add_argument("--dense-docs", type=int, default=10_000)
     args = parser.parse_args()
     engine_cores, client_cores = split_cores()
-    pin_to_engine_core()
+    pin_to(engine_cores)
     world = World(0, args.size)
     documents = world.documents()
     queries = queries_for(world, args.queries)
@@ -181,7 +183,7 @@ def main() -> None:
                 f"{kind}: {len(docs)} documents, {len(queries)} queries, top {args.topk}; "
                 f"engine on core {sorted(engine_cores)}, clients on {sorted(client_cores)}"
             )
-            run(kind, corpus, work, queries, args)
+            run(kind, corpus, work, queries, args, (engine_cores, client_cores))
 
 
 if __name__ == "__main__":

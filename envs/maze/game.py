@@ -69,7 +69,8 @@ def open_door(layout: MazeLayout, state: MazeState, direction: str) -> tuple[Maz
 
 
 def describe(layout: MazeLayout, state: MazeState, hints: bool = True) -> str:
-    """The agent's view: position, the four sides, what lies here, and (with hints) the goal."""
+    """The agent's view: position, exits and closed doors, what lies here, and (with hints) the
+    goal."""
     sides = {d: what_is(layout, state, d) for d in DIRECTIONS}
     exits = [d for d, what in sides.items() if what == "open"]
     doors = [d for d, what in sides.items() if what == "closed door"]

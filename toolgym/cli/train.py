@@ -41,13 +41,10 @@ def sft_command(
     from toolgym.agents.demonstrations import demonstrations
     from toolgym.agents.render import ChatRenderer
     from toolgym.envs import make, spec
-    from toolgym.errors import ConfigError
     from toolgym.training.sft import SFTConfig, demonstration_nll, sft
 
     spec(env_id)
     kwargs = env_kwargs(env_args)
-    if not 0.0 <= mistake_rate < 1.0:
-        raise ConfigError(f"--mistakes must be in [0, 1), got {mistake_rate}")
     tokenizer = AutoTokenizer.from_pretrained(model)
     policy = AutoModelForCausalLM.from_pretrained(model)
     renderer = ChatRenderer(tokenizer, tool_schemas=tool_schemas)
