@@ -14,6 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+import toolgym
 from conftest import FIXTURES, ROOT
 from toolgym.config import load_config
 from toolgym.errors import ConfigError
@@ -221,7 +222,10 @@ def test_training_through_the_openai_engine_with_lora_adapters(
 @pytest.mark.parametrize("recipe", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_recipe_loads(recipe):
     config = load_config(TrainConfig, recipe, ["model=some/model"])
-    assert config.env.id in __import__("toolgym").registered_ids()
+    env = toolgym.make(config.env.id, **config.env.kwargs)  # the env takes the recipe's arguments
+    obs, info = env.reset(seed=0)
+    assert obs and info["state_key"] is not None
+    env.close()
 
 
 def test_the_shipped_recipe_is_the_quickstarts():
