@@ -116,7 +116,7 @@ def pin_to(engine_cores: set[int]) -> None:
 
 def run(
     kind: str, corpus: Path, work: Path, queries: list[str], args: argparse.Namespace,
-    cores: tuple[set[int], set[int]],
+    client_cores: set[int],
 ) -> None:  # fmt: skip
     start = time.perf_counter()
     index = build_index(corpus, kind, work / kind, show_progress=False)
@@ -131,7 +131,6 @@ def run(
         f"{documents / 2**20:.1f} MiB, "
         + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items())
     )
-    engine_cores, client_cores = cores
     engine = load_engine(index)
     direct(engine, queries[:64], 64, args.topk)  # warm the page cache and the encoder
     port = 18000 + len(kind)
@@ -155,8 +154,8 @@ def run(
     cuts = statistics.quantiles(latencies, n=100)
     # against the faster direct path of the same round (batching does not always win)
     ratios = [s / max(o, b) for s, o, b in zip(served, one, batched, strict=True)]
-    ratio = statistics.median(ratios)
     median = statistics.median
+    ratio = median(ratios)
     print(f"  direct, one query a call    {median(one):8.0f} queries/s")
     print(f"  direct, 64 queries a call   {median(batched):8.0f} queries/s")
     print(
@@ -206,7 +205,7 @@ def main() -> None:
                 f"{kind}: {len(docs)} documents, {len(queries)} queries, top {args.topk}; "
                 f"engine on core {sorted(engine_cores)}, clients on {sorted(client_cores)}"
             )
-            run(kind, corpus, work, queries, args, (engine_cores, client_cores))
+            run(kind, corpus, work, queries, args, client_cores)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Which search engine a search env talks to: a `/retrieve` server, an index directory loaded
-in-process, a model that writes the results (simulated), or (the default) a bm25 index over the built-in synthetic world, built once per
-process in a temporary directory (under a second for the small world)."""
+in-process, a model that writes the results (simulated), or (the default) a bm25 index over
+the built-in synthetic world, built once per process in a temporary directory (under a second
+for the small world)."""
 
 from __future__ import annotations
 

@@ -21,8 +21,7 @@ Arguments: tasks (JSONL path or list of {"question", "answers"}; Search-R1's "go
     noise = (p_start, p_end, base) over training; the trainer passes its step in
     `reset(options={"training_step": (i, m)})`), engine (any SearchEngine instance, e.g.
     `SimulatedEngine.self_search(policy, renderer)` for SSRL), or none of them (in-process
-    bm25 over the world); topk,
-    doc_chars, reward, format_reward, max_turns, plus ToolEnv's.
+    bm25 over the world); topk, doc_chars, reward, format_reward, max_turns, plus ToolEnv's.
 Versions: v0, first release.
 """
 

@@ -115,13 +115,10 @@ class SimulatedEngine(SearchEngine):
         ]
 
     def _kind(self) -> str:
-        kind = (
-            "self"
-            if self.schedule is None
-            else "noisy"
-            if self.rng.random() < self.noise
-            else "useful"
-        )
+        if self.schedule is None:
+            kind = "self"
+        else:
+            kind = "noisy" if self.rng.random() < self.noise else "useful"
         self.written[kind] += 1
         return kind
 
