@@ -9,8 +9,9 @@ questions drawn from it. Paths:
                               clients each sending one-query requests over keep-alive HTTP
 
 bm25 calls bm25s (tokenize + retrieve + document lookup); dense calls the encoder and faiss
-(flat) over the first `--dense-docs` documents, because encoding 100k passages on a small CPU
-takes many minutes. The figure of merit is the server's throughput against the faster of the
+(flat) over the same corpus (or its first `--dense-docs` documents). Indexes are built first, by
+`toolgym index build` in a child process on every core (encoding 100k passages takes minutes);
+`--index-dir DIR` keeps them there for the next run. The figure of merit is the server's throughput against the faster of the
 two direct paths (its overhead: JSON, HTTP, batching) and against one-query calls (what
 batching buys); p50 and p99 are per request, seen by the clients. On a machine with two or
 more cores the engine side (index building, direct calls, the server) runs on one core with
@@ -19,7 +20,7 @@ not counted against the server; on one core they share it. The three paths alter
 `--rounds` rounds; the overhead is the median of the rounds' ratios (neighbours are noisy).
 
     python bench/search_server.py [--kinds bm25,dense] [--queries 2048] [--rounds 3]
-                                  [--dense-docs 10000]
+                                  [--dense-docs N] [--index-dir DIR]
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ from typing import Any
 import aiohttp
 
 from toolgym.envs.search.world import World
-from toolgym.tools.search.corpus import write_corpus
+from toolgym.tools.search.corpus import Document, write_corpus
 from toolgym.tools.search.engines.base import SearchEngine
-from toolgym.tools.search.index import build_index, load_engine
+from toolgym.tools.search.index import load_engine
 
 
 def queries_for(world: World, n: int) -> list[str]:
@@ -114,12 +115,21 @@ def pin_to(engine_cores: set[int]) -> None:
     faiss.omp_set_num_threads(len(engine_cores))
 
 
-def run(
-    kind: str, corpus: Path, work: Path, queries: list[str], args: argparse.Namespace,
-    client_cores: set[int],
-) -> None:  # fmt: skip
-    start = time.perf_counter()
-    index = build_index(corpus, kind, work / kind, show_progress=False)
+def build(kind: str, docs: list[Document], work: Path) -> Path:
+    """The index for `docs`, built by the CLI in a child process that may use every core (this
+    process must not start thread pools before it pins itself); reused when `work` has it."""
+    index = work / f"{kind}-{len(docs)}"
+    if not (index / "meta.json").is_file():
+        corpus = write_corpus(work / f"corpus-{len(docs)}.jsonl", docs)
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "toolgym", "index", "build", "--corpus", str(corpus),
+             "--kind", kind, "--out", str(index), "--force"],
+            check=True,
+        )  # fmt: skip
+        print(
+            f"{kind}: index over {len(docs)} documents built in {time.perf_counter() - start:.0f} s"
+        )
     sizes = {
         p.name: sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
         for p in index.iterdir()
@@ -127,10 +137,15 @@ def run(
     }
     documents = (index / "documents.jsonl").stat().st_size + (index / "offsets.npy").stat().st_size
     print(
-        f"\n{kind}: index built in {time.perf_counter() - start:.1f} s; on disk: documents "
-        f"{documents / 2**20:.1f} MiB, "
+        f"{kind}: on disk: documents {documents / 2**20:.1f} MiB, "
         + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items())
     )
+    return index
+
+
+def run(
+    kind: str, index: Path, queries: list[str], args: argparse.Namespace, client_cores: set[int]
+) -> None:
     engine = load_engine(index)
     direct(engine, queries[:64], 64, args.topk)  # warm the page cache and the encoder
     port = 18000 + len(kind)
@@ -189,23 +204,30 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--topk", type=int, default=3)
     parser.add_argument("--size", default="large")
-    parser.add_argument("--dense-docs", type=int, default=10_000)
+    parser.add_argument("--dense-docs", type=int, default=None, help="default: every document")
+    parser.add_argument(
+        "--index-dir", help="build indexes here and reuse them (default: a temp dir)"
+    )
     args = parser.parse_args()
-    engine_cores, client_cores = split_cores()
-    pin_to(engine_cores)
     world = World(0, args.size)
     documents = world.documents()
     queries = queries_for(world, args.queries)
+    kinds = args.kinds.split(",")
     with tempfile.TemporaryDirectory(prefix="toolgym-bench-search-") as tmp:
-        work = Path(tmp)
-        for kind in args.kinds.split(","):
-            docs = documents if kind == "bm25" else documents[: args.dense_docs]
-            corpus = write_corpus(work / f"{kind}.jsonl", docs)
+        work = Path(args.index_dir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        indexes = {
+            kind: build(kind, documents if kind == "bm25" else documents[: args.dense_docs], work)
+            for kind in kinds
+        }
+        engine_cores, client_cores = split_cores()
+        pin_to(engine_cores)
+        for kind in kinds:
             print(
-                f"{kind}: {len(docs)} documents, {len(queries)} queries, top {args.topk}; "
+                f"\n{kind}: {len(queries)} queries, top {args.topk}; "
                 f"engine on core {sorted(engine_cores)}, clients on {sorted(client_cores)}"
             )
-            run(kind, corpus, work, queries, args, client_cores)
+            run(kind, indexes[kind], queries, args, client_cores)
 
 
 if __name__ == "__main__":
