@@ -69,11 +69,20 @@ def build_batch(
 def token_logprobs(
     model: Any, batch: TokenBatch, with_entropy: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probabilities of each target token under `model` (B, T-1), and their entropy."""
-    logits = (
-        model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
-    )
-    log_probs = torch.log_softmax(logits, dim=-1)
-    chosen = log_probs.gather(-1, batch.input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    """Log-probabilities of each target token under `model` (B, T-1), and their entropy, at
+    the loss positions; 0 elsewhere. Prompt and environment tokens are most of a multi-turn
+    sequence, so the softmax over the vocabulary (and its backward) runs on loss tokens only."""
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    where = batch.loss_mask > 0
+    log_probs = torch.log_softmax(logits[where].float(), dim=-1)
+    targets = batch.input_ids[:, 1:][where]
+    chosen = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     entropy = -(log_probs.exp() * log_probs).sum(-1) if with_entropy else None
-    return chosen, entropy
+    return _spread(chosen, where), None if entropy is None else _spread(entropy, where)
+
+
+def _spread(values: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    """Values of the selected positions back into a (B, T-1) tensor, zeros elsewhere."""
+    return torch.zeros(where.shape, dtype=values.dtype, device=values.device).masked_scatter(
+        where, values
+    )
