@@ -107,6 +107,16 @@ def test_gradient_checkpointing_gives_the_same_update(tool_calling_model_dir, tm
         torch.testing.assert_close(a, b, msg=name)
 
 
+def test_each_minibatch_is_one_optimizer_step(tool_calling_model_dir, tmp_path):
+    trainer, metrics = one_update(
+        tool_calling_model_dir, tmp_path, "optim.minibatches=2", "optim.ppo_epochs=2"
+    )
+    assert {int(state["step"]) for state in trainer.optimizer.state.values()} == {4}
+    assert metrics[0]["train/approx_kl"] > 1e-6  # the later updates meet a policy that moved
+    with pytest.raises(ConfigError, match="larger than one mini-batch's 1 trajectories"):
+        load_config(TrainConfig, None, ["model=x", *SMALL, "optim.minibatches=4"])
+
+
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_kl_to_the_frozen_start_policy(tool_calling_model_dir, tmp_path, lora):
     lora_args = ["lora.enabled=true", "lora.r=4"] if lora else []

@@ -69,6 +69,11 @@ class OptimSection(ConfigModel):
     """Sequences per forward/backward pass (gradients accumulate over the step)."""
     ppo_epochs: int = Field(1, ge=1)
     """Passes over each step's trajectories."""
+    minibatches: int = Field(1, ge=1)
+    """Optimizer steps per pass: the step's trajectories are split, in collection order,
+    into this many mini-batches (PPO's minibatches), each with its own loss normalization.
+    More steps per collected batch learn more from it; clipping keeps the later ones near
+    the behaviour policy."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory for longer sequences, at about
     a third more compute."""
@@ -131,11 +136,13 @@ class TrainConfig(ConfigModel):
     @model_validator(mode="after")
     def _geometry(self) -> TrainConfig:
         trajectories = self.rollout.tasks_per_step * self.rollout.rollouts_per_task
-        if self.optim.micro_batch_size > trajectories:
+        per_minibatch = trajectories // self.optim.minibatches
+        if self.optim.micro_batch_size > per_minibatch:
             raise ConfigError(
-                f"optim.micro_batch_size ({self.optim.micro_batch_size}) is larger than one step's "
-                f"{trajectories} trajectories (rollout.tasks_per_step {self.rollout.tasks_per_step} x "
-                f"rollout.rollouts_per_task {self.rollout.rollouts_per_task})"
+                f"optim.micro_batch_size ({self.optim.micro_batch_size}) is larger than one "
+                f"mini-batch's {per_minibatch} trajectories (rollout.tasks_per_step "
+                f"{self.rollout.tasks_per_step} x rollout.rollouts_per_task "
+                f"{self.rollout.rollouts_per_task} / optim.minibatches {self.optim.minibatches})"
             )
         if self.engine.kind == "openai" and not (self.engine.base_url and self.lora.enabled):
             raise ConfigError(

@@ -2,16 +2,17 @@
 
     collect   tasks_per_step tasks x rollouts_per_task rollouts with the current policy
     advantage per group (GRPO / RLOO / GiGPO), each step's value onto its response tokens
-    update    PPO-clip over micro-batches with gradient accumulation, ppo_epochs passes
+    update    PPO-clip, ppo_epochs passes; each pass takes one optimizer step per mini-batch
+              (optim.minibatches), accumulating gradients over its micro-batches
     sync      the in-process engine shares the trained weights; bump the policy version
     log       metrics (rollout/, adv/, train/, time/, eval/) to metrics.jsonl
     evaluate  every eval.every_steps on held-out seeds
     checkpoint atomically, with metrics trimmed to match on resume
 
-Departures from the papers: one policy update per batch by default (ppo_epochs = 1, so the
-clipping only acts if ppo_epochs > 1 or the engine lags); masked rollouts (infrastructure
-failures) are dropped rather than scored; loss aggregation is token-mean over the whole
-step (DAPO), not per-sequence as in the GRPO paper (a flag).
+Departures from the papers: one policy update per batch by default (ppo_epochs = 1 and
+minibatches = 1, so the clipping only acts if there are more or the engine lags); masked
+rollouts (infrastructure failures) are dropped rather than scored; loss aggregation is
+token-mean over each optimizer step (DAPO), not per-sequence as in the GRPO paper (a flag).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.envs import make
 from toolgym.training import checkpoint
 from toolgym.training.advantages import GroupRewards, compute_advantages
-from toolgym.training.batch import build_batch, token_logprobs
+from toolgym.training.batch import TokenBatch, build_batch, token_logprobs
 from toolgym.training.config import TrainConfig
 from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
 from toolgym.training.metrics_log import MetricsLog, read_metrics
@@ -226,37 +227,49 @@ class Trainer:
         self, trajectories: list[Trajectory], advantages: list[np.ndarray]
     ) -> dict[str, float]:
         batch = build_batch(trajectories, advantages, self.pad_id)
-        normalizer = normalizer_for(batch.loss_mask, max_tokens=self.config.rollout.max_tokens)
+        optim = self.config.optim
+        minibatch_size = -(-len(batch) // optim.minibatches)
         self.model.train()
-        sums: dict[str, float] = {}
-        count = 0
-        for _ in range(self.config.optim.ppo_epochs):
-            self.optimizer.zero_grad()
-            for micro in batch.split(self.config.optim.micro_batch_size):
-                logprobs, entropy = token_logprobs(self.model, micro, with_entropy=True)
-                loss, metrics = ppo_clip_loss(
-                    logprobs,
-                    micro.old_logprobs,
-                    micro.advantages,
-                    micro.loss_mask,
-                    normalizer,
-                    self.ppo,
-                    ref_logprobs=self.reference_logprobs(micro),
-                    entropy=entropy,
-                )
-                loss.backward()
-                for k, v in {"loss": loss.item(), **metrics}.items():
-                    sums[k] = sums.get(k, 0.0) + v
-                count += 1
-            sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
-            )
-            self.optimizer.step()
+        steps = [
+            self.optimizer_step(minibatch)
+            for _ in range(optim.ppo_epochs)
+            for minibatch in batch.split(minibatch_size)
+        ]
         self.model.eval()
-        out = {k: v / count for k, v in sums.items() if k not in ("loss", "grad_norm")}
-        out["loss"] = sums["loss"] / self.config.optim.ppo_epochs
-        out["grad_norm"] = sums["grad_norm"] / self.config.optim.ppo_epochs
+        out = {k: float(np.mean([s[k] for s in steps])) for k in steps[0]}
         out["tokens"] = float(batch.loss_mask.sum())
+        return out
+
+    def optimizer_step(self, minibatch: TokenBatch) -> dict[str, float]:
+        """One optimizer step on `minibatch`, its gradient accumulated over micro-batches.
+        Returns its loss, gradient norm and the micro-batches' mean loss metrics."""
+        normalizer = normalizer_for(minibatch.loss_mask, max_tokens=self.config.rollout.max_tokens)
+        self.optimizer.zero_grad()
+        sums: dict[str, float] = {}
+        loss_sum, count = 0.0, 0
+        for micro in minibatch.split(self.config.optim.micro_batch_size):
+            logprobs, entropy = token_logprobs(self.model, micro, with_entropy=True)
+            loss, metrics = ppo_clip_loss(
+                logprobs,
+                micro.old_logprobs,
+                micro.advantages,
+                micro.loss_mask,
+                normalizer,
+                self.ppo,
+                ref_logprobs=self.reference_logprobs(micro),
+                entropy=entropy,
+            )
+            loss.backward()
+            loss_sum += loss.item()
+            for k, v in metrics.items():
+                sums[k] = sums.get(k, 0.0) + v
+            count += 1
+        out = {k: v / count for k, v in sums.items()}
+        out["loss"] = loss_sum
+        out["grad_norm"] = float(
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
+        )
+        self.optimizer.step()
         return out
 
     @torch.no_grad()
