@@ -1,10 +1,11 @@
 """`toolgym quickstart`, the README's main job: a tiny model learns Maze on CPU, end to end.
 
     init  a tiny model with a tokenizer trained here (nothing is downloaded)
-    sft   imitate the scripted solver on 300 mazes: the tool-call format and first moves
-    rl    GiGPO from the SFT policy, 16 mazes x 4 rollouts per step, a format term of -0.2
-          per malformed turn (the SFT policy writes many once sampled: it never saw its own
-          mistakes)
+    sft   imitate the scripted solver on 300 mazes for 8 epochs: the tool-call format, and
+          moves that are right when decoded greedily but often wrong or malformed when sampled
+          (the SFT policy never saw its own mistakes)
+    rl    GiGPO from the SFT policy, 16 mazes x 4 rollouts per step in 4 mini-batches (four
+          clipped updates per batch), a format term of -0.2 per malformed turn
     eval  the SFT and RL policies on the same 128 held-out mazes, sampled at the training
           temperature and greedy
 
@@ -31,6 +32,7 @@ RECIPE = [
     "rollout.tool_schemas_in_prompt=false",
     "optim.lr=5e-4",
     "optim.micro_batch_size=16",
+    "optim.minibatches=4",
     "eval.every_steps=10",
     "eval.episodes=128",
     "eval.temperature=1.0",
@@ -51,7 +53,7 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     console.rule("2/4 supervised warm start on scripted demonstrations")
     env_args = [f"{k}={v}" for k, v in ENV_ARGS.items()]
     sft_command(
-        ENV_ID, base, out / "sft", episodes=300, epochs=6, lr=3e-3, batch_size=16, seed=seed,
+        ENV_ID, base, out / "sft", episodes=300, epochs=8, lr=3e-3, batch_size=16, seed=seed,
         env_args=env_args, tool_schemas=False,
     )  # fmt: skip
     config = load_config(
