@@ -7,8 +7,8 @@ pads rows differently from run to run, which can flip a sample and then the run)
 margins sit well under what was measured. The recipe (8 SFT epochs, 4 mini-batches a step)
 measured, on 128 held-out mazes:
 - success at temperature 1 (the policy RL trains): 34.4% -> 71.1%, 66.4%, 71.1% in three
-  runs (+36.7, +32.0, +36.7 points); from the 7- and 8-epoch SFT policies trained on one core, +29 and +40
-  points; asserted: +20 points (128 episodes give a standard error of about 4 points);
+  runs (+36.7, +32.0, +36.7 points); from the 7- and 8-epoch SFT policies trained on one
+  core, +29 and +40 points; asserted: +20 points (128 episodes give a standard error of about 4 points);
 - valid tool calls at temperature 1: +0.36, +0.36, +0.18 in three runs; asserted: +0.1;
 - mean reward at temperature 1: -0.12 -> 0.62 and 0.57; asserted: +0.4;
 - greedy success: 70.3% -> 100% and 82.8% (and +39, +13 points in the other two); asserted:
