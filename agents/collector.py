@@ -1,8 +1,9 @@
 """Collect groups of N rollouts per task, many episodes at once under a concurrency limit.
 
 Every member of a group starts from the same task and seed (what group-relative advantages
-compare); each episode runs on its own timeline. Failed or timed-out episodes come back
-masked and are counted, and the rest of the batch goes on.
+compare); each episode runs on its own timeline, on an env instance taken from its env's
+pool. Failed or timed-out episodes come back masked and are counted, and the rest of the
+batch goes on.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +19,31 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from toolgym.agents.engines.base import Engine
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.rollout import RolloutConfig, run_episode
-from toolgym.agents.trajectory import EpisodeEnd, Trajectory, TrajectoryGroup
+from toolgym.agents.rollout import RolloutConfig, run_pooled
+from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
+from toolgym.envs.pool import EnvPool
+from toolgym.envs.tasks import TaskDraw
+
+
+@dataclass(frozen=True)
+class GroupRequest:
+    """`size` episodes of one drawn task on the env of `pool`."""
+
+    pool: EnvPool
+    draw: TaskDraw
+    size: int = 1
+    role: str = "policy"
+
+    @property
+    def group_id(self) -> str:
+        """Unique per env, split and draw index (a train index is never drawn twice)."""
+        return f"{self.pool.name}:{self.draw.split}:{self.draw.index}"
+
+
+def requests_for(
+    pool: EnvPool, draws: Iterable[TaskDraw], size: int = 1, role: str = "policy"
+) -> list[GroupRequest]:
+    return [GroupRequest(pool, d, size, role) for d in draws]
 
 
 @dataclass
@@ -55,109 +79,63 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float = 0.0) -> Rollo
 
 
 class RolloutCollector:
-    """Runs `group_size` episodes per seed with at most `concurrency` at once.
+    """Runs the requested groups with at most `concurrency` episodes at once.
 
     Args:
-        env_fn: builds a fresh env for each episode (a registered id works via a lambda).
-        env_id: recorded in the trajectories.
         progress: show a live bar (episodes, tokens/s, mean reward).
     """
 
     def __init__(
         self,
-        env_fn: Callable[[], Any],
         engine: Engine,
         renderer: ChatRenderer,
         config: RolloutConfig,
         *,
-        group_size: int = 1,
         concurrency: int = 64,
-        env_id: str = "",
         progress: bool = False,
     ) -> None:
-        self.env_fn, self.engine, self.renderer, self.config = env_fn, engine, renderer, config
-        self.group_size, self.concurrency, self.env_id, self.progress = (
-            group_size,
-            concurrency,
-            env_id,
-            progress,
-        )
+        self.engine, self.renderer, self.config = engine, renderer, config
+        self.concurrency, self.progress = concurrency, progress
         self.masked_total = 0
 
     async def collect(
         self,
-        seeds: Sequence[int],
+        requests: Sequence[GroupRequest],
         adapter: str | None = None,
         options: dict[str, Any] | None = None,
     ) -> list[TrajectoryGroup]:
-        """One group per seed; `options` go to every `reset` (e.g. the trainer's step)."""
+        """One group per request, in order; `options` go to every reset (e.g. the trainer's
+        step), besides each draw's task."""
         limit = asyncio.Semaphore(self.concurrency)
         done: list[Trajectory] = []
         start = time.perf_counter()
+        total = sum(r.size for r in requests)
         bar = self._progress_bar() if self.progress else None
         with bar or contextlib.nullcontext():
-            task = (
-                bar.add_task(
-                    "rollouts", total=len(seeds) * self.group_size, tokens_s=0.0, reward=0.0
-                )
-                if bar
-                else None
-            )
+            task = bar.add_task("rollouts", total=total, tokens_s=0.0, reward=0.0) if bar else None
 
-            async def one(seed: int, member: int) -> Trajectory:
+            async def one(request: GroupRequest, member: int) -> Trajectory:
                 async with limit:
-                    traj = await self._episode(seed, member, adapter, options)
+                    traj = await run_pooled(
+                        request.pool, self.engine, self.renderer, self.config,
+                        seed=request.draw.seed, task=request.draw.task, options=options,
+                        trajectory_id=f"{request.group_id}:{member}", group_id=request.group_id,
+                        adapter=adapter, role=request.role,
+                    )  # fmt: skip
                 done.append(traj)
                 if bar is not None and task is not None:
                     s = summarize(done, time.perf_counter() - start)
                     bar.update(task, advance=1, tokens_s=s.tokens_per_s, reward=s.mean_reward)
                 return traj
 
-            results = await asyncio.gather(
-                *(one(seed, m) for seed in seeds for m in range(self.group_size))
-            )
+            results = await asyncio.gather(*(one(r, m) for r in requests for m in range(r.size)))
         self.masked_total += sum(t.masked for t in results)
-        groups = [results[i : i + self.group_size] for i in range(0, len(results), self.group_size)]
-        return [
-            TrajectoryGroup(g[0].group_id, seed, list(g))
-            for seed, g in zip(seeds, groups, strict=True)
-        ]
-
-    async def _episode(
-        self, seed: int, member: int, adapter: str | None, options: dict[str, Any] | None
-    ) -> Trajectory:
-        group_id = f"{self.env_id}:{seed}"
-        traj_id = f"{group_id}:{member}"
-        try:
-            env = self.env_fn()
-        except Exception as exc:
-            return Trajectory(
-                traj_id,
-                group_id,
-                self.env_id,
-                seed,
-                end=EpisodeEnd.INFRA_ERROR,
-                infra_error=f"building the env: {type(exc).__name__}: {exc}",
-            )
-        try:
-            return await run_episode(
-                env,
-                self.engine,
-                self.renderer,
-                self.config,
-                seed=seed,
-                options=options,
-                trajectory_id=traj_id,
-                group_id=group_id,
-                env_id=self.env_id,
-                adapter=adapter,
-            )
-        finally:
-            try:
-                async with asyncio.timeout(10):
-                    await env.aclose()
-            except Exception:  # a failing close must not lose the trajectory
-                pass
+        groups, at = [], 0
+        for r in requests:
+            members = list(results[at : at + r.size])
+            at += r.size
+            groups.append(TrajectoryGroup(r.group_id, r.draw.seed, members, r.pool.name))
+        return groups
 
     @staticmethod
     def _progress_bar() -> Progress:

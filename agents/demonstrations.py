@@ -19,6 +19,7 @@ from toolgym.agents.engines.base import Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig, run_episode
 from toolgym.agents.trajectory import Trajectory
+from toolgym.envs.tasks import TaskDraw
 from toolgym.errors import ConfigError
 
 
@@ -62,34 +63,37 @@ class ScriptedEngine:
 def demonstrations(
     env_fn: Callable[[], Any],
     renderer: ChatRenderer,
-    seeds: Sequence[int],
+    draws: Sequence[TaskDraw],
     *,
     mistake_rate: float = 0.0,
     max_context_tokens: int = 4096,
     env_id: str = "",
 ) -> list[Demonstration]:
-    """One scripted episode per seed; mistakes are drawn from a generator seeded by the seed."""
+    """One scripted episode per drawn task (e.g. `source.head("train", 300)`); mistakes are
+    drawn from a generator seeded by the draw's seed."""
     if not 0.0 <= mistake_rate < 1.0:
         raise ConfigError(f"mistake_rate (--mistakes) must be in [0, 1), got {mistake_rate}")
     config = RolloutConfig(
         SamplingParams(max_tokens=max_context_tokens), max_context_tokens=max_context_tokens
     )
 
-    async def play(seed: int) -> Demonstration:
+    async def play(draw: TaskDraw) -> Demonstration:
         env = env_fn()
-        engine = ScriptedEngine(env, renderer, mistake_rate, seed)
+        engine = ScriptedEngine(env, renderer, mistake_rate, draw.seed)
         try:
             trajectory = await run_episode(
-                env, engine, renderer, config, seed=seed, trajectory_id=f"demo:{seed}",
-                env_id=env_id,
+                env, engine, renderer, config, seed=draw.seed, task=draw.task,
+                trajectory_id=f"demo:{draw.split}:{draw.index}", env_id=env_id,
             )  # fmt: skip
         finally:
             await env.aclose()
         if trajectory.infra_error:  # a demonstration that cannot be played is a bug, not data
-            raise RuntimeError(f"demonstration of seed {seed} failed: {trajectory.infra_error}")
+            raise RuntimeError(
+                f"demonstration of {draw.split} task {draw.index} failed: {trajectory.infra_error}"
+            )
         return Demonstration(trajectory, engine.imitate[: len(trajectory.steps)])
 
-    async def all_seeds() -> list[Demonstration]:
-        return list(await asyncio.gather(*(play(s) for s in seeds)))
+    async def all_draws() -> list[Demonstration]:
+        return list(await asyncio.gather(*(play(d) for d in draws)))
 
-    return asyncio.run(all_seeds())
+    return asyncio.run(all_draws())

@@ -55,8 +55,8 @@ ARCHS = ("qwen2", "llama")
 def corpus(n_episodes: int = 300) -> list[str]:
     """Text like what the model will read and write: our envs' prompts, maps, tool calls and
     results, played by their scripted solvers."""
-    import toolgym
     from toolgym.envs import make
+    from toolgym.version import __version__
 
     texts = []
     for env_id, seed in itertools.product(
@@ -74,7 +74,7 @@ def corpus(n_episodes: int = 300) -> list[str]:
                 break
         texts.append(str(env.tool_schemas()))
         env.close()
-    texts.append(f"toolgym {toolgym.__version__} " + " ".join(str(i) for i in range(1000)))
+    texts.append(f"toolgym {__version__} " + " ".join(str(i) for i in range(1000)))
     return texts
 
 

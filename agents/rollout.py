@@ -1,10 +1,17 @@
-"""Run one episode of an env with a policy engine and record it as a Trajectory.
+"""Run one episode of an env with a policy engine and record it as a Trajectory: the one
+episode runner, for training, evaluation, demonstrations and benchmarks.
 
 The loop: render the opening messages -> generate -> step the env with the decoded text ->
 append the env's answer as a token delta -> generate ... Each episode runs on its own
 timeline: its tool calls start as soon as its own turn ends. Anything that fails outside the
-policy (the env raising, a server error, the episode timeout) ends the episode as masked,
-never as a zero reward.
+policy (the env raising or hanging, a server error, the episode timeout) ends the episode as
+masked, never as a zero reward. Every reset and step is bounded by `call_timeout_s`; an env
+that raised, hung or answered in the wrong shape ends `ENV_FAILED`, and `run_pooled` retires
+that instance instead of reusing it.
+
+What it cannot protect against: an env that blocks the event loop with synchronous work
+stalls every episode (asyncio cannot pre-empt it), and one that swallows `CancelledError`
+outlives its timeout. Envs await their slow work or hand it to a thread or process.
 """
 
 from __future__ import annotations
@@ -12,12 +19,14 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
+from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolgym.agents.engines.base import Engine, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.trajectory import EpisodeEnd, Step, Trajectory
+from toolgym.envs.pool import EnvPool
 
 
 @dataclass
@@ -30,6 +39,8 @@ class RolloutConfig:
     """Total tokens per episode (prompt, model and env); past it the episode is truncated."""
     episode_timeout_s: float | None = 600.0
     """Wall-clock limit per episode; a timed-out episode is masked."""
+    call_timeout_s: float | None = 120.0
+    """Limit for each env reset and step; past it the episode ends ENV_FAILED (masked)."""
 
 
 async def run_episode(
@@ -44,9 +55,17 @@ async def run_episode(
     group_id: str = "",
     env_id: str = "",
     adapter: str | None = None,
+    task: dict[str, Any] | None = None,
+    env_name: str = "",
+    role: str = "policy",
 ) -> Trajectory:
-    """Play one episode; never raises for env, engine or timeout failures (they are masked)."""
-    traj = Trajectory(trajectory_id, group_id, env_id, seed)
+    """Play one episode; never raises for env, engine or timeout failures (they are masked).
+    `task` goes to reset as `options["task"]`."""
+    traj = Trajectory(
+        trajectory_id, group_id, env_id, seed, env_name=env_name, role=role, task=task
+    )
+    if task is not None:
+        options = {**(options or {}), "task": task}
     start = time.perf_counter()
     try:
         async with asyncio.timeout(config.episode_timeout_s):
@@ -56,10 +75,51 @@ async def run_episode(
             EpisodeEnd.TIMEOUT,
             f"episode timed out after {config.episode_timeout_s:g} s",
         )
+    except EnvFailed as exc:
+        traj.end, traj.infra_error = EpisodeEnd.ENV_FAILED, str(exc)
     except Exception as exc:
         traj.end, traj.infra_error = EpisodeEnd.INFRA_ERROR, f"{type(exc).__name__}: {exc}"
     traj.elapsed_s = time.perf_counter() - start
     return traj
+
+
+async def run_pooled(pool: EnvPool, engine: Engine, renderer: ChatRenderer, config: RolloutConfig,
+                     **episode: Any) -> Trajectory:  # fmt: skip
+    """`run_episode` on an instance from `pool`: given back after the episode, or retired
+    (closed, not reused) when it failed or the episode timed out."""
+    labels = {"env_id": pool.env_id, "env_name": pool.name, **episode}
+    try:
+        env = await pool.acquire()
+    except Exception as exc:
+        return Trajectory(
+            episode.get("trajectory_id", "0"), episode.get("group_id", ""), pool.env_id,
+            episode.get("seed"), end=EpisodeEnd.INFRA_ERROR, infra_error=str(exc),
+            env_name=pool.name, role=episode.get("role", "policy"), task=episode.get("task"),
+        )  # fmt: skip
+    traj = await run_episode(env, engine, renderer, config, **labels)
+    if traj.end in (EpisodeEnd.ENV_FAILED, EpisodeEnd.TIMEOUT):
+        await pool.retire(env)
+    else:
+        pool.release(env)
+    return traj
+
+
+class EnvFailed(Exception):
+    """The env's reset or step raised, timed out or returned the wrong shape."""
+
+
+async def _env_call(call: Awaitable[Any], what: str, size: int, limit: float | None) -> Any:
+    try:
+        async with asyncio.timeout(limit):
+            returned = await call
+    except TimeoutError:
+        raise EnvFailed(f"{what} timed out after {limit:g} s") from None
+    except Exception as exc:
+        raise EnvFailed(f"{what} raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(returned, tuple) or len(returned) != size:
+        got = f"{len(returned)} values" if isinstance(returned, tuple) else type(returned).__name__
+        raise EnvFailed(f"{what} returned {got}, expected a {size}-tuple (run `toolgym check`)")
+    return returned
 
 
 async def _play(
@@ -71,7 +131,8 @@ async def _play(
     options: dict[str, Any] | None,
     adapter: str | None,
 ) -> None:
-    obs, info = await env.areset(seed=traj.seed, options=options)
+    limit = config.call_timeout_s
+    obs, info = await _env_call(env.areset(seed=traj.seed, options=options), "reset", 2, limit)
     traj.messages, traj.tools = obs, info.get("tools") or []
     traj.token_ids = renderer.prompt_ids(obs, traj.tools)
     traj.prompt_length = len(traj.token_ids)
@@ -91,7 +152,8 @@ async def _play(
         t1 = time.perf_counter()
         begin = len(traj.token_ids)
         traj.token_ids += completion.token_ids
-        obs, reward, terminated, truncated, info = await env.astep(completion.text)
+        returned = await _env_call(env.astep(completion.text), "step", 5, limit)
+        obs, reward, terminated, truncated, info = returned
         traj.steps.append(
             Step(
                 begin, len(traj.token_ids), list(completion.logprobs), completion.text, obs, float(reward),

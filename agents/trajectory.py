@@ -24,7 +24,8 @@ class EpisodeEnd(enum.StrEnum):
     MAX_TURNS = "max_turns"  # the rollout's turn limit
     CONTEXT = "context"  # the context budget ran out
     TIMEOUT = "timeout"  # the episode ran past its time limit (masked)
-    INFRA_ERROR = "infra_error"  # a server, sandbox or env failed (masked)
+    INFRA_ERROR = "infra_error"  # a server, sandbox or tool reported a failure (masked)
+    ENV_FAILED = "env_failed"  # the env raised, hung or answered in the wrong shape (masked)
 
 
 @dataclass
@@ -47,6 +48,9 @@ class Step:
     generate_s: float = 0.0
     env_s: float = 0.0
     policy_version: int = 0
+    rewards: dict[str, float] = field(default_factory=dict)
+    """Named reward components (the env's and any added by the reward stage), weighted
+    into what the advantages read; `reward` stays the env's own."""
 
 
 @dataclass
@@ -64,6 +68,12 @@ class Trajectory:
     end: EpisodeEnd | None = None
     infra_error: str | None = None
     elapsed_s: float = 0.0
+    env_name: str = ""
+    """The name the run gives this env (a mixture's entry); metrics are kept per name."""
+    role: str = "policy"
+    """Which part the policy played (e.g. solver or proposer in self-play)."""
+    task: dict[str, Any] | None = None
+    """The task given to reset, if any."""
 
     @property
     def total_reward(self) -> float:
@@ -117,6 +127,7 @@ class TrajectoryGroup:
     group_id: str
     seed: int | None
     trajectories: list[Trajectory]
+    env_name: str = ""
 
 
 def write_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> Path:

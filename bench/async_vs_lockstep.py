@@ -25,11 +25,12 @@ import time
 
 from common import QuestionEnv, tiny_model
 
-from toolgym.agents.collector import RolloutCollector
+from toolgym.agents.collector import RolloutCollector, requests_for
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig, turn_seed
+from toolgym.envs import EnvPool, SeedTasks
 
 TURNS = 3
 
@@ -53,7 +54,10 @@ async def lock_step(
         for turn in range(TURNS):
             seeded = [
                 SamplingParams(
-                    **{**vars(sampling), "seed": turn_seed(sampling.seed, f":{s}:0", turn)}
+                    **{
+                        **vars(sampling),
+                        "seed": turn_seed(sampling.seed, f"question:train:{s}:0", turn),
+                    }
                 )
                 for s in seeds
             ]
@@ -77,14 +81,9 @@ async def per_episode(
     sampling: SamplingParams,
     tool_s: float,
 ) -> int:
-    collector = RolloutCollector(
-        lambda: QuestionEnv(TURNS, tool_s),
-        engine,
-        renderer,
-        RolloutConfig(sampling),
-        concurrency=slots,
-    )
-    groups = await collector.collect(list(range(episodes)))
+    collector = RolloutCollector(engine, renderer, RolloutConfig(sampling), concurrency=slots)
+    async with EnvPool(lambda: QuestionEnv(TURNS, tool_s), name="question") as pool:
+        groups = await collector.collect(requests_for(pool, SeedTasks().head("train", episodes)))
     assert all(len(t.steps) == TURNS and not t.masked for g in groups for t in g.trajectories)
     return sum(t.generated_tokens for g in groups for t in g.trajectories)
 

@@ -6,12 +6,14 @@ same game work; what differs is what toolgym adds around it:
 - bare:    `generate` + the rule functions + the observation text, called directly
 - env:     one MazeEnv through the sync API (parse the tool call, validate the arguments,
            run the tool, build messages and info)
-- EnvPool: the same env, many episodes at once on asyncio with per-call timeouts
+- runner:  the same env through the episode runner, many episodes at once on reused
+           instances from an EnvPool, with per-call timeouts and token bookkeeping (a
+           replaying policy stands in for the model, so the rendering is counted too)
 
 The ratio bare / toolkit is the toolkit's overhead factor per step (1.0 = free). Each path
 runs `--repeats` times and the median is shown, because these machines are shared and noisy.
 
-    python bench/env_step.py [--episodes 200] [--size 4] [--repeats 5]
+    python bench/env_step.py [--episodes 200] [--size 4] [--repeats 5] [--model DIR]
 """
 
 from __future__ import annotations
@@ -22,8 +24,14 @@ import statistics
 import time
 from collections.abc import Callable
 
+from common import tiny_model
+from transformers import AutoTokenizer
+
 import toolgym
-from toolgym.envs import EnvPool, EpisodeView
+from toolgym.agents.engines.base import Completion, SamplingParams
+from toolgym.agents.render import ChatRenderer
+from toolgym.agents.rollout import RolloutConfig, run_pooled
+from toolgym.envs import EnvPool
 from toolgym.envs.maze import game
 from toolgym.envs.maze.layout import generate
 from toolgym.envs.maze.solver import solve
@@ -71,15 +79,42 @@ def single_env(seeds: range, size: int, texts: dict[int, list[str]]) -> int:
     return steps
 
 
-def pool(seeds: range, size: int, texts: dict[int, list[str]], slots: int) -> int:
-    async def replay(view: EpisodeView) -> str:
-        return texts[view.seed][view.step]  # type: ignore[index]
+class Replay:
+    """A policy that replays one episode's precomputed turns."""
+
+    policy_version = 0
+
+    def __init__(self, texts: list[str], renderer: ChatRenderer) -> None:
+        self.turns = iter([(t, renderer.encode(t) + renderer.closing_ids()) for t in texts])
+
+    async def generate(
+        self, prompt_ids: list[int], sampling: SamplingParams, adapter: object = None
+    ) -> Completion:
+        text, ids = next(self.turns)
+        return Completion(ids, [0.0] * len(ids), text, "stop")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def runner(
+    seeds: range, size: int, texts: dict[int, list[str]], slots: int, renderer: ChatRenderer
+) -> int:
+    config = RolloutConfig(SamplingParams(max_tokens=64), max_context_tokens=1 << 20)
 
     async def run() -> int:
-        async with EnvPool.from_id("toolgym/Maze-v0", slots, size=size) as p:
-            results = await p.run(replay, seeds)
-        assert all(r.stop is not None and r.stop.value == "terminated" for r in results)
-        return sum(len(r.steps) for r in results)
+        limit = asyncio.Semaphore(slots)
+        async with EnvPool(lambda: toolgym.make("toolgym/Maze-v0", size=size)) as pool:
+
+            async def one(seed: int) -> int:
+                async with limit:
+                    traj = await run_pooled(
+                        pool, Replay(texts[seed], renderer), renderer, config, seed=seed
+                    )
+                assert traj.terminated, traj.infra_error
+                return len(traj.steps)
+
+            return sum(await asyncio.gather(*(one(s) for s in seeds)))
 
     return asyncio.run(run())
 
@@ -99,9 +134,13 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=4)
     parser.add_argument("--slots", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--model", help="model directory whose tokenizer renders (default: a fresh tiny one)"
+    )
     args = parser.parse_args()
     seeds = range(args.episodes)
     calls = plans(seeds, args.size)
+    renderer = ChatRenderer(AutoTokenizer.from_pretrained(tiny_model(args.model)))
     render = HermesParser().render
     texts = {seed: [render([c]) for c in cs] for seed, cs in calls.items()}
 
@@ -112,8 +151,8 @@ def main() -> None:
             timed(lambda: single_env(seeds, args.size, texts), args.repeats),
         ),
         (
-            f"EnvPool, {args.slots} slots",
-            timed(lambda: pool(seeds, args.size, texts, args.slots), args.repeats),
+            f"runner, {args.slots} at once",
+            timed(lambda: runner(seeds, args.size, texts, args.slots, renderer), args.repeats),
         ),
     ]
     base_rate = rows[0][1][0] / rows[0][1][1]

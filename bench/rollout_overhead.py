@@ -17,11 +17,12 @@ import time
 
 from common import QuestionEnv, tiny_model
 
-from toolgym.agents.collector import RolloutCollector
+from toolgym.agents.collector import RolloutCollector, requests_for
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig
+from toolgym.envs import EnvPool, SeedTasks
 
 
 async def raw(engine: HFEngine, prompts: list[list[int]], sampling: SamplingParams) -> int:
@@ -32,10 +33,9 @@ async def raw(engine: HFEngine, prompts: list[list[int]], sampling: SamplingPara
 async def rollout(
     engine: HFEngine, renderer: ChatRenderer, episodes: int, sampling: SamplingParams
 ) -> int:
-    collector = RolloutCollector(
-        QuestionEnv, engine, renderer, RolloutConfig(sampling), concurrency=episodes
-    )
-    groups = await collector.collect(list(range(episodes)))
+    collector = RolloutCollector(engine, renderer, RolloutConfig(sampling), concurrency=episodes)
+    async with EnvPool(QuestionEnv, name="question") as pool:
+        groups = await collector.collect(requests_for(pool, SeedTasks().head("train", episodes)))
     return sum(t.generated_tokens for g in groups for t in g.trajectories)
 
 
@@ -52,7 +52,8 @@ def main() -> None:
 
     async def prompts() -> list[list[int]]:
         env = QuestionEnv()
-        return [renderer.prompt_ids((await env.areset(seed=s))[0]) for s in range(args.episodes)]
+        draws = SeedTasks().head("train", args.episodes)
+        return [renderer.prompt_ids((await env.areset(seed=d.seed))[0]) for d in draws]
 
     prompt_ids = asyncio.run(prompts())
     asyncio.run(raw(engine, prompt_ids[:4], sampling))  # warm-up

@@ -1,14 +1,16 @@
-"""Environments: the Env contract, the registry, the EnvPool, and toolgym's own envs.
+"""Environments: the Env contract, the registry, task sources, env pools, shared resources,
+and toolgym's own envs.
 
 Importing this package registers the built-in envs with toolgym and with Gymnasium.
 """
 
 from toolgym.envs.builtin import register_builtin_envs
 from toolgym.envs.core import INFO_KEYS, Env, Message, make_info
-from toolgym.envs.pool import EnvPool, EpisodeResult, EpisodeView, StopReason, scripted_policy
+from toolgym.envs.pool import EnvBuildError, EnvPool
 from toolgym.envs.registration import EnvSpec, make, register, registered_ids, spec
+from toolgym.envs.resources import Resources
 from toolgym.envs.spaces import MessagesSpace, TextSpace
-from toolgym.envs.tasks import TaskList
+from toolgym.envs.tasks import ListTasks, SeedTasks, TaskDraw, TaskSource
 from toolgym.envs.tool_env import EpisodeOverError, Outcome, ToolEnv
 
 register_builtin_envs()
@@ -16,22 +18,23 @@ register_builtin_envs()
 __all__ = [
     "INFO_KEYS",
     "Env",
+    "EnvBuildError",
     "EnvPool",
     "EnvSpec",
     "EpisodeOverError",
-    "EpisodeResult",
-    "EpisodeView",
+    "ListTasks",
     "Message",
     "MessagesSpace",
     "Outcome",
-    "StopReason",
-    "TaskList",
+    "Resources",
+    "SeedTasks",
+    "TaskDraw",
+    "TaskSource",
     "TextSpace",
     "ToolEnv",
     "make",
     "make_info",
     "register",
     "registered_ids",
-    "scripted_policy",
     "spec",
 ]

@@ -2,6 +2,8 @@
 
 Checks, in order: the env builds; it is a toolgym Env with spaces; reset and step return the
 right shapes with every info key and a hashable state_key; a seeded reset is deterministic;
+its task source has training tasks and keeps eval tasks apart from them, and a reset with a
+task (on an instance that already played) starts exactly as the first reset did;
 malformed turns become observations instead of exceptions; tool schemas are valid; scripted
 (or random) episodes end properly; Gymnasium's own `check_env` passes; close is idempotent.
 Later checks are skipped once the env cannot even reset or step.
@@ -22,6 +24,7 @@ from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from toolgym.envs.core import INFO_KEYS, Env
 from toolgym.envs.spaces import message_problem
+from toolgym.envs.tasks import TaskSource, content_key
 
 MALFORMED_TURNS = {
     "plain text without a tool call": "I think I should look around first.",
@@ -105,6 +108,7 @@ class _Checks:
         later = (
             "contract",
             "determinism",
+            "tasks",
             "malformed turns",
             "tool schemas",
             "episodes",
@@ -120,6 +124,7 @@ class _Checks:
             self.skip(*later[1:])
             return
         self.record("determinism", lambda: _run(_determinism(self.factory, self.seed)))
+        self.record("tasks", lambda: _run(_tasks(self.factory)))
         self.record("malformed turns", lambda: _run(_malformed(self.factory, self.seed)))
         self.record("tool schemas", lambda: _tool_schemas(env))
         self.record("episodes", lambda: _run(_episodes(self.factory, self.seed, self.episodes)))
@@ -233,6 +238,41 @@ async def _determinism(factory: Callable[[], Any], seed: int) -> str | None:
     if first_info["state_key"] != second_info["state_key"]:
         raise CheckFailed(f"reset(seed={seed}) gave different state_keys twice")
     return None
+
+
+async def _tasks(factory: Callable[[], Any]) -> str | None:
+    env = factory()
+    try:
+        source = env.task_source()
+        if not isinstance(source, TaskSource):
+            raise CheckFailed(
+                f"task_source() returned a {type(source).__name__}, not a TaskSource (SeedTasks, "
+                "ListTasks or a subclass, envs/tasks.py)"
+            )
+        train, held = source.head("train", 8), source.head("eval", 8)
+        if not train:
+            raise CheckFailed("the task source has no training tasks")
+        shared = {content_key(d.task) for d in train} & {content_key(d.task) for d in held}
+        if shared:
+            raise CheckFailed(
+                "a task is in both the train and the eval split: evaluation would measure training tasks"
+            )
+        draw = train[0]
+        first = await env.areset(seed=draw.seed, options={"task": draw.task})
+        for _ in range(3):  # play a little, so the instance carries an episode's state
+            step = await env.astep(env.scripted_action() or "I am not sure yet.")
+            if step[2] or step[3]:
+                break
+        again = await env.areset(seed=draw.seed, options={"task": draw.task})
+    finally:
+        await env.aclose()
+    if first[0] != again[0] or first[1]["state_key"] != again[1]["state_key"]:
+        raise CheckFailed(
+            "reset with the same task and seed on an instance that already played started "
+            "differently from its first reset; instances are reused, so reset must not carry "
+            "anything over from the episode before"
+        )
+    return None if held else "no eval tasks: evaluation will have nothing to play"
 
 
 async def _malformed(factory: Callable[[], Any], seed: int) -> str | None:

@@ -21,8 +21,14 @@ Field by field:
     error        text of what went wrong with the action, or None.
     infra_error  text of an infrastructure failure (not the policy's fault: masked from
                  training, never scored 0), or None.
-- reset(seed) is deterministic: the same task and seed give the same initial state, so a
-  group of N rollouts starts identically.
+- reset(seed, options={"task": task}) is deterministic: the same task and seed give the same
+  initial state, so a group of N rollouts starts identically. Tasks come from the env's
+  `task_source()` (envs/tasks.py) in named splits; the default, `SeedTasks`, makes each
+  task a seed ({"seed": s}, reset with seed=s), for envs that generate their tasks.
+- Instances are reused: `areset` on a live instance starts a new episode that must not
+  depend on earlier ones. What is expensive to make and can be shared between instances (an
+  engine, a pool, a browser) is asked for with `await self.shared(key, open)` and lives as
+  long as its owner (the runtime's, or the env's own when used alone; envs/resources.py).
 
 Sync `reset`/`step`/`close` run the coroutines on a private event loop (one per env, so
 loop-bound resources such as HTTP sessions survive between steps); inside a running loop
@@ -33,15 +39,18 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Coroutine, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import Any, TypeVar
 
 import gymnasium
 
+from toolgym.envs.resources import Resources
 from toolgym.envs.spaces import MessagesSpace, TextSpace
+from toolgym.envs.tasks import SeedTasks, TaskSource
 
 Message = dict[str, Any]
 R = TypeVar("R")
+T = TypeVar("T")
 
 INFO_KEYS = ("state_key", "valid_action", "tool_calls", "error", "infra_error")
 
@@ -85,6 +94,8 @@ class Env(gymnasium.Env[list[Message], str]):
     action_space = TextSpace()
 
     _loop: asyncio.AbstractEventLoop | None = None
+    _resources: Resources | None = None
+    _owns_resources = False
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -99,7 +110,32 @@ class Env(gymnasium.Env[list[Message], str]):
         )
 
     async def aclose(self) -> None:
-        """Release resources (sandboxes, connections). Must be safe to call twice."""
+        """Release what this instance holds. Must be safe to call twice; an override calls
+        `await super().aclose()`, which closes the shared resources the env owns itself."""
+        resources, owned = self._resources, self._owns_resources
+        self._resources, self._owns_resources = None, False
+        if resources is not None and owned:
+            await resources.aclose()
+
+    def task_source(self) -> TaskSource:
+        """This env's tasks in splits (train, eval, test); the default generates them from
+        seeds. Envs over a task list return a `ListTasks`."""
+        return SeedTasks()
+
+    def use_resources(self, resources: Resources) -> None:
+        """Share `resources` (the runtime's) instead of making a private set."""
+        self._resources, self._owns_resources = resources, False
+
+    @property
+    def resources(self) -> Resources:
+        """The shared resources this instance uses (a private set when used on its own)."""
+        if self._resources is None:
+            self._resources, self._owns_resources = Resources(), True
+        return self._resources
+
+    async def shared(self, key: Hashable, open: Callable[[], T | Awaitable[T]]) -> T:
+        """The shared resource under `key`, made by `open()` if nobody has made it yet."""
+        return await self.resources.get(key, open)
 
     def scripted_action(self) -> str | None:
         """A scripted solver's next action in the current state, for demonstrations, checks and

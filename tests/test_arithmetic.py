@@ -48,10 +48,17 @@ def test_tasks_from_jsonl_and_options(tmp_path):
         + "\n\n"
         + json.dumps({"question": "3*3?", "answer": 9})
         + "\n"
+        + json.dumps({"question": "5-1?", "answer": 4, "split": "eval"})
+        + "\n"
     )
     env = toolgym.make("toolgym/Arithmetic-v0", tasks=str(path))
-    assert env.reset(seed=1)[0][-1]["content"] == "3*3?"
-    assert env.reset(seed=2)[0][-1]["content"] == "2+2?"
+    tasks = env.task_source()
+    assert (tasks.size("train"), tasks.size("eval")) == (2, 1)
+    # Without a task, the seed picks a training task, never the held-out one.
+    seen = {env.reset(seed=s)[0][-1]["content"] for s in range(20)}
+    assert seen == {"2+2?", "3*3?"}
+    draw = tasks.draw("eval", 0)
+    assert env.reset(seed=draw.seed, options={"task": draw.task})[0][-1]["content"] == "5-1?"
     assert call(env, "answer", value=4)[1] == 1.0
     env.reset(options={"task": {"question": "1+1?", "answer": 2}})
     assert call(env, "answer", value=2)[1] == 1.0

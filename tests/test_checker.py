@@ -17,6 +17,7 @@ def test_every_shipped_env_passes_the_contract_checks(env_id):
     assert report.ok, [f"{f.check}: {f.message}" for f in report.failures()]
     assert {f.check for f in report.findings if f.status == "pass"} >= {
         "contract",
+        "tasks",
         "gymnasium check_env",
         "episodes",
     }
@@ -73,3 +74,9 @@ def test_cli_check_prints_plain_words_and_fails(cli):
     assert bad.returncode == 1
     assert "✗ contract: reset()'s info['state_key'] is a list, which is not hashable" in bad.stdout
     assert "Traceback" not in bad.stdout + bad.stderr
+
+
+def test_an_env_that_carries_state_into_the_next_episode_is_refused():
+    failed = {f.check: f.message for f in check_env("fixture/Leaky-v0").failures()}
+    assert {"determinism", "tasks"} <= set(failed)
+    assert "instances are reused" in failed["tasks"]

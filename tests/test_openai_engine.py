@@ -14,6 +14,7 @@ from conftest import free_port
 from toolgym.agents.engines import EngineError, SamplingParams
 from toolgym.agents.engines.openai_http import OpenAIEngine
 from toolgym.agents.trajectory import read_jsonl
+from toolgym.envs import SeedTasks
 
 
 def test_token_ids_and_logprobs_over_http_match_a_local_forward_pass(
@@ -144,11 +145,12 @@ def test_eval_over_http_then_show_the_trajectories(
     )
     trajectories = read_jsonl(out)
     assert len(trajectories) == 6 and all(not t.masked and len(t.steps) >= 1 for t in trajectories)
-    assert {t.seed for t in trajectories} == set(range(6))
+    # The eval split's first six tasks: generated mazes whose seeds training never draws.
+    assert {t.seed for t in trajectories} == {SeedTasks.SPAN + i for i in range(6)}
     shown = cli("rollouts", "show", str(out), "--index", "2")
     assert shown.returncode == 0
     assert (
-        "toolgym/Maze-v0:2:0" in shown.stdout
+        "toolgym/Maze-v0:eval:2:0" in shown.stdout
         and "assistant" in shown.stdout
         and "tokens in all" in shown.stdout
     )

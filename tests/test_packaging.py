@@ -44,10 +44,8 @@ def test_wheel_installs_into_a_fresh_venv_and_imports_every_subpackage(tmp_path)
     )
     wheel = next((tmp_path / "dist").glob("toolgym-*.whl"))
     venv = tmp_path / "venv"
-    # System site-packages supply the dependencies; toolgym itself must come from the wheel.
-    sh(sys.executable, "-m", "venv", "--system-site-packages", venv)
-    python = venv / "bin" / "python"
-    sh(python, "-m", "pip", "install", "--no-deps", "--no-index", wheel)
+    python = venv_seeing_our_dependencies(venv)
+    sh(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", wheel)
     script = (
         "import importlib, pkgutil, toolgym\n"
         "names = [m.name for m in pkgutil.walk_packages(toolgym.__path__, 'toolgym.') if m.name != 'toolgym.__main__']\n"
@@ -60,6 +58,23 @@ def test_wheel_installs_into_a_fresh_venv_and_imports_every_subpackage(tmp_path)
     assert count > 20
     assert sh(venv / "bin" / "toolgym", "--version", cwd=tmp_path).startswith("toolgym ")
     assert (venv / "lib").glob("python*/site-packages/toolgym/envs/py.typed")
+
+
+def venv_seeing_our_dependencies(venv: Path) -> Path:
+    """A fresh venv whose sys.path ends with this interpreter's site directories, so the
+    dependencies come from wherever the tests run (the system Python or an activated
+    virtualenv; `--system-site-packages` would see the base interpreter instead) while
+    toolgym itself must come from what is installed into the venv. Plain path lines in a
+    .pth file do not run the .pth files of those directories, so an editable install of
+    toolgym there stays invisible."""
+    sh(sys.executable, "-m", "venv", "--without-pip", venv)
+    python = venv / "bin" / "python"
+    purelib = sh(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
+    ours = [
+        p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()
+    ]
+    (Path(purelib) / "toolgym-test-dependencies.pth").write_text("\n".join(ours) + "\n")
+    return python
 
 
 def test_a_separately_installed_package_registers_its_env_through_the_entry_point(tmp_path):

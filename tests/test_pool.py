@@ -1,5 +1,7 @@
-"""EnvPool: hundreds of concurrent episodes; an env that raises or hangs is an infra error
-within its timeout while the others finish; nothing is leaked."""
+"""The one episode runner over env pools: hundreds of concurrent episodes on reused
+instances; an env that raises, hangs or answers in the wrong shape ends only its own episode
+(masked, within its timeout) and is retired for a fresh one; shared resources are made once
+and closed with their owner; nothing is leaked."""
 
 from __future__ import annotations
 
@@ -7,9 +9,39 @@ import asyncio
 import os
 import threading
 
+import pytest
+
 import fixture_envs
-import toolgym
-from toolgym.envs import EnvPool, StopReason, scripted_policy
+from toolgym.agents.collector import RolloutCollector, requests_for
+from toolgym.agents.engines.base import Completion, SamplingParams
+from toolgym.agents.render import ChatRenderer
+from toolgym.agents.rollout import RolloutConfig
+from toolgym.agents.trajectory import EpisodeEnd
+from toolgym.envs import EnvPool, SeedTasks
+
+GUESS_HEADS = '<tool_call>{"name": "guess", "arguments": {"side": "heads"}}</tool_call>'
+
+
+class SayEngine:
+    """A policy that always says `text` (the runner, not the model, is under test here)."""
+
+    policy_version = 0
+
+    def __init__(self, renderer: ChatRenderer, text: str = GUESS_HEADS) -> None:
+        self.ids = renderer.encode(text) + renderer.closing_ids()
+        self.text = text
+
+    async def generate(self, prompt_ids, sampling, adapter=None):
+        await asyncio.sleep(0)
+        return Completion(list(self.ids), [0.0] * len(self.ids), self.text, "stop")
+
+    async def aclose(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def renderer(tiny_tokenizer):
+    return ChatRenderer(tiny_tokenizer)
 
 
 def child_processes() -> list[str]:
@@ -20,42 +52,49 @@ def child_processes() -> list[str]:
     return out
 
 
-def maze():
-    return toolgym.make("toolgym/Maze-v0", size=3)
+def collect(renderer, requests, concurrency=64, call_timeout_s=2.0):
+    config = RolloutConfig(SamplingParams(max_tokens=64), call_timeout_s=call_timeout_s)
+    collector = RolloutCollector(SayEngine(renderer), renderer, config, concurrency=concurrency)
+    return collector.collect(requests)
 
 
-def test_256_mazes_finish_while_a_raising_and_a_hanging_env_are_reported():
+def draws(n, start=0):
+    return [SeedTasks().draw("train", i) for i in range(start, start + n)]
+
+
+def test_256_episodes_finish_while_a_raising_and_a_hanging_env_are_masked(renderer):
     threads, children = threading.active_count(), child_processes()
-    step_timeout, close_timeout = 1.0, 0.5
 
     async def main():
-        pool = EnvPool(
-            [maze] * 256 + [fixture_envs.RaisingEnv, fixture_envs.HangingEnv],
-            step_timeout_s=step_timeout,
-            close_timeout_s=close_timeout,
-        )
-        async with pool:
-            results = await pool.run(scripted_policy, range(258))
+        pools = [
+            EnvPool(fixture_envs.CoinEnv, name="coin"),
+            EnvPool(fixture_envs.RaisingEnv, name="raising"),
+            EnvPool(fixture_envs.HangingEnv, name="hanging"),
+        ]
+        requests = requests_for(pools[0], draws(256))
+        requests += requests_for(pools[1], draws(1)) + requests_for(pools[2], draws(1))
+        groups = await collect(renderer, requests, call_timeout_s=1.0)
+        for pool in pools:
+            await pool.aclose()
         leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        return pool, results, leftover
+        return pools, [g.trajectories[0] for g in groups], leftover
 
-    pool, results, leftover = asyncio.run(main())
-    assert [r.seed for r in results] == list(range(258))
-    good, raising, hanging = results[:256], results[256], results[257]
-    assert all(
-        r.stop is StopReason.TERMINATED and r.total_reward == 1.0 and not r.masked for r in good
+    pools, trajectories, leftover = asyncio.run(main())
+    good, raising, hanging = trajectories[:256], trajectories[256], trajectories[257]
+    assert all(t.end is EpisodeEnd.TERMINATED and not t.masked for t in good)
+    assert 0 < sum(t.total_reward for t in good) < 256  # heads is right only sometimes
+    assert raising.end is EpisodeEnd.ENV_FAILED
+    assert raising.infra_error == "step raised RuntimeError: sandbox died"
+    assert (
+        hanging.end is EpisodeEnd.ENV_FAILED and hanging.infra_error == "step timed out after 1 s"
     )
-    assert raising.masked and raising.infra_error == "step raised RuntimeError: sandbox died"
-    assert hanging.masked and hanging.infra_error == "step timed out after 1 s"
-    assert hanging.stop is StopReason.INFRA_ERROR
-    assert hanging.elapsed_s < step_timeout + close_timeout + 1.0
-    assert raising.elapsed_s < step_timeout
+    assert hanging.elapsed_s < 2.5
+    assert pools[0].built <= 64  # at most one instance per concurrent episode, then reused
     assert leftover == []
-    assert all(e is None for e in pool.envs)  # closed on exit
     assert threading.active_count() == threads and child_processes() == children
 
 
-def test_a_failed_env_is_rebuilt_and_its_slot_goes_on():
+def test_instances_are_reused_and_a_failed_one_is_retired(renderer):
     built = []
 
     def flaky():
@@ -64,66 +103,77 @@ def test_a_failed_env_is_rebuilt_and_its_slot_goes_on():
         return env
 
     async def main():
-        async with EnvPool([flaky], step_timeout_s=2) as pool:
-            return await pool.run(scripted_policy, [0, 1, 2])
+        async with EnvPool(flaky, name="flaky") as pool:
+            out = []
+            for draw in draws(4):  # one at a time: each episode may reuse the last instance
+                out += await collect(renderer, requests_for(pool, [draw]), concurrency=1)
+            return pool, list(pool.idle), out
 
-    results = asyncio.run(main())
-    assert [r.masked for r in results] == [True, False, False]
-    assert [r.total_reward for r in results[1:]] == [1.0, 1.0]
-    assert len(built) == 2
+    pool, idle, groups = asyncio.run(main())
+    assert [g.trajectories[0].masked for g in groups] == [True, False, False, False]
+    assert len(built) == pool.built == 2  # the raising one retired, the next one reused
+    assert idle == [built[1]]
+    # A reused instance starts each episode from its own task: the same seed, the same coin.
+    again = asyncio.run(collect(renderer, requests_for(EnvPool(fixture_envs.CoinEnv), draws(3, 1))))
+    assert [g.trajectories[0].total_reward for g in groups[1:]] == [
+        g.trajectories[0].total_reward for g in again
+    ]
 
 
-def test_broken_factories_and_wrong_shapes_are_reported_with_their_phase():
+def test_broken_factories_and_wrong_shapes_are_reported_with_their_phase(renderer):
     def no_env():
         raise OSError("no sandbox slots left")
 
-    async def say_hi(view):
-        return "hi"
-
     async def main():
-        async with EnvPool([no_env, fixture_envs.WrongArityEnv], step_timeout_s=2) as pool:
-            return await pool.run(say_hi, [0, 1]), await pool.run(scripted_policy, [2, 3])
+        broken = EnvPool(no_env, name="broken")
+        wrong = EnvPool(fixture_envs.WrongArityEnv, name="wrong")
+        groups = await collect(
+            renderer, requests_for(broken, draws(1)) + requests_for(wrong, draws(1))
+        )
+        await wrong.aclose()
+        return [g.trajectories[0] for g in groups], wrong
 
-    (failed_build, wrong_shape), (_, no_solver) = asyncio.run(main())
+    (failed_build, wrong_shape), wrong = asyncio.run(main())
     assert failed_build.infra_error == "building the env raised OSError: no sandbox slots left"
     expected = "step returned 4 values, expected a 5-tuple (run `toolgym check`)"
-    assert wrong_shape.infra_error == expected
-    assert (
-        no_solver.infra_error == "policy raised RuntimeError: WrongArityEnv has no scripted solver"
-    )
+    assert wrong_shape.infra_error == expected and wrong_shape.end is EpisodeEnd.ENV_FAILED
+    assert wrong.built == 1 and wrong.idle == []  # retired, not kept
 
 
-def test_a_hanging_policy_is_an_infra_error_and_max_steps_stops_episodes():
-    async def stuck(view):
-        await asyncio.sleep(60)
-        return ""
+class Counter:
+    """A shared resource that counts how often it is made and closed."""
 
-    async def wander(view):
-        return view.env.parser.render([toolgym.tools.ToolCall("pick_up", {})])
+    made = closed = 0
 
-    async def main():
-        async with EnvPool([maze], step_timeout_s=0.2) as pool:
-            hung = await pool.run(stuck, [0])
-        async with EnvPool([maze], max_steps=3) as pool:
-            capped = await pool.run(wander, [0])
-        return hung[0], capped[0]
+    def __init__(self):
+        Counter.made += 1
 
-    hung, capped = asyncio.run(main())
-    assert hung.infra_error == "policy timed out after 0.2 s"
-    assert capped.stop is StopReason.MAX_STEPS and len(capped.steps) == 3 and not capped.masked
+    async def aclose(self):
+        Counter.closed += 1
 
 
-def test_policies_see_the_whole_conversation():
-    seen = []
+class SharingCoinEnv(fixture_envs.CoinEnv):
+    async def start(self, seed, options):
+        self.counter = await self.shared(("counter",), Counter)
+        return await super().start(seed, options)
 
-    async def policy(view):
-        seen.append([m["role"] for m in view.messages])
-        return view.env.scripted_action()
+
+def test_shared_resources_are_made_once_and_closed_with_their_owner(renderer):
+    Counter.made = Counter.closed = 0
 
     async def main():
-        async with EnvPool([fixture_envs.CoinEnv]) as pool:
-            return await pool.run(policy, [3])
+        async with EnvPool(SharingCoinEnv, name="sharing") as pool:
+            groups = await collect(renderer, requests_for(pool, draws(64), size=2), concurrency=16)
+            assert Counter.closed == 0 and pool.resources.opened == 1
+            return pool, groups
 
-    result = asyncio.run(main())[0]
-    assert seen == [["system", "user"]]
-    assert result.steps[0].observation[0]["role"] == "tool"
+    pool, groups = asyncio.run(main())
+    assert sum(len(g.trajectories) for g in groups) == 128
+    assert not any(t.masked for g in groups for t in g.trajectories)
+    assert Counter.made == 1 and Counter.closed == 1 and 1 < pool.built <= 16
+    # Used on its own, an env owns a private set, closed with the env.
+    env = SharingCoinEnv()
+    env.reset(seed=0)
+    assert Counter.made == 2
+    env.close()
+    assert Counter.closed == 2

@@ -10,12 +10,13 @@ import torch
 
 import fixture_envs
 import toolgym
-from toolgym.agents.collector import RolloutCollector, summarize
+from toolgym.agents.collector import RolloutCollector, requests_for, summarize
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig, run_episode
 from toolgym.agents.trajectory import EpisodeEnd, read_jsonl, write_jsonl
+from toolgym.envs import EnvPool, SeedTasks
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +43,10 @@ def play_maze(engine, renderer, seed, max_tokens, **kwargs):
 
 def test_64_concurrent_mazes_finish_and_a_stuck_episode_is_masked(engine, renderer):
     config = RolloutConfig(SamplingParams(max_tokens=24, seed=3), episode_timeout_s=20)
-    collector = RolloutCollector(
-        lambda: fixture_envs.StuckOnSeedMaze(size=3, max_turns=3),
-        engine,
-        renderer,
-        config,
-        concurrency=64,
-        env_id="stuck-maze",
-    )
-    groups = asyncio.run(collector.collect(list(range(64))))
+    collector = RolloutCollector(engine, renderer, config, concurrency=64)
+    pool = EnvPool(lambda: fixture_envs.StuckOnSeedMaze(size=3, max_turns=3), name="stuck-maze")
+    draws = SeedTasks().head("train", 64)
+    groups = asyncio.run(collector.collect(requests_for(pool, draws)))
     trajectories = [t for g in groups for t in g.trajectories]
     assert len(trajectories) == 64
     (stuck,) = [t for t in trajectories if t.masked]
@@ -69,15 +65,13 @@ def test_64_concurrent_mazes_finish_and_a_stuck_episode_is_masked(engine, render
 
 def test_group_members_start_identically_and_sample_differently(engine, renderer):
     collector = RolloutCollector(
-        maze,
-        engine,
-        renderer,
-        RolloutConfig(SamplingParams(max_tokens=12, seed=0), max_turns=1),
-        group_size=3,
-        env_id="maze",
+        engine, renderer, RolloutConfig(SamplingParams(max_tokens=12, seed=0), max_turns=1)
     )
-    groups = asyncio.run(collector.collect([4, 9]))
-    assert [g.group_id for g in groups] == ["maze:4", "maze:9"]
+    pool = EnvPool(maze, name="maze")
+    draws = [SeedTasks().draw("eval", k) for k in (4, 9)]
+    groups = asyncio.run(collector.collect(requests_for(pool, draws, size=3)))
+    assert [g.group_id for g in groups] == ["maze:eval:4", "maze:eval:9"]
+    assert [g.seed for g in groups] == [SeedTasks.SPAN + 4, SeedTasks.SPAN + 9]
     for g in groups:
         members = g.trajectories
         assert [t.id for t in members] == [f"{g.group_id}:{k}" for k in range(3)]
@@ -153,8 +147,8 @@ def test_env_failures_and_infra_errors_are_masked(engine, renderer):
     raised = asyncio.run(run_episode(fixture_envs.RaisingEnv(), engine, renderer, config, seed=0))
     assert (
         raised.masked
-        and raised.end is EpisodeEnd.INFRA_ERROR
-        and raised.infra_error == "RuntimeError: sandbox died"
+        and raised.end is EpisodeEnd.ENV_FAILED
+        and raised.infra_error == "step raised RuntimeError: sandbox died"
     )
 
 

@@ -162,8 +162,8 @@ def test_tasks_from_a_file_and_bad_tasks(tmp_path):
 
 def test_a_dead_server_is_an_infra_error_not_a_zero():
     env = toolgym.make("toolgym/Search-v0", server_url=f"http://127.0.0.1:{free_port()}")
-    env.engine.backoff_s = 0.01
     env.reset(seed=0)
+    env.engine.backoff_s = 0.01
     obs, reward, terminated, truncated, info = env.step(
         env.parser.render([ToolCall("search", {"query": "Trelix"})])
     )

@@ -7,10 +7,18 @@ import asyncio
 import math
 
 import pytest
+from test_pool import SayEngine
+from transformers import AutoTokenizer
 
 import toolgym
-from toolgym.agents.engines.hf import HFEngine
+from toolgym.agents.collector import RolloutCollector, requests_for
+from toolgym.agents.engines import SamplingParams
 from toolgym.agents.render import ChatRenderer
+from toolgym.agents.rollout import RolloutConfig
+from toolgym.agents.runtime import Runtime
+from toolgym.agents.writer import EngineWriter
+from toolgym.envs import ListTasks, Resources
+from toolgym.envs.search.engine import WRITER
 from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
 from toolgym.tools.search.engines.simulated import (
@@ -36,34 +44,33 @@ def test_the_schedule_by_hand():
 
 
 class Recording:
-    """The real engine, remembering which instruction each prompt carried."""
+    """The real writer (the tiny model on the hf engine), remembering which instruction each
+    request carried."""
 
-    def __init__(self, engine: HFEngine, renderer: ChatRenderer) -> None:
-        self.engine, self.renderer, self.policy_version = engine, renderer, 0
+    def __init__(self, writer: EngineWriter) -> None:
+        self.writer = writer
         self.instructions: list[str] = []
 
-    async def generate(self, prompt_ids, sampling, adapter=None):
-        text = self.renderer.tokenizer.decode(prompt_ids)
+    async def write(self, messages, max_tokens, temperature, seed):
+        text = messages[0]["content"]
         self.instructions += [
-            name for name, i in (("useful", USEFUL), ("noisy", NOISY), ("self", SELF)) if i in text
+            name for name, i in (("useful", USEFUL), ("noisy", NOISY), ("self", SELF)) if i == text
         ]
-        return await self.engine.generate(prompt_ids, sampling, adapter)
+        return await self.writer.write(messages, max_tokens, temperature, seed)
 
     async def aclose(self) -> None:
-        await self.engine.aclose()
+        await self.writer.aclose()
 
 
 @pytest.fixture(scope="module")
 def writer(tiny_model_dir):
-    engine = HFEngine(tiny_model_dir)
-    renderer = ChatRenderer(engine.tokenizer)
-    return Recording(engine, renderer), renderer
+    return Recording(EngineWriter.load(tiny_model_dir))
 
 
 def test_noise_follows_the_schedule_over_many_calls(writer):
-    recording, renderer = writer
+    recording = writer
     schedule = NoiseSchedule(start=0.1, end=0.9, base=4)
-    engine = SimulatedEngine(recording, renderer, schedule, max_tokens=8, seed=1)
+    engine = SimulatedEngine(recording, schedule, max_tokens=8, seed=1)
     queries = [f"who founded company {i}" for i in range(25)]
     for step in (0, 5, 10):
         engine.set_training_step(step, 10)
@@ -80,12 +87,11 @@ def test_noise_follows_the_schedule_over_many_calls(writer):
         assert all(
             h.document.id.startswith("sim-") and h.document.contents for r in rows for h in r
         )
-    asyncio.run(recording.aclose())
 
 
 def test_self_search_has_no_noise_and_ids_are_stable(writer):
-    recording, renderer = writer
-    engine = SimulatedEngine.self_search(recording, renderer, max_tokens=8)
+    recording = writer
+    engine = SimulatedEngine.self_search(recording, max_tokens=8)
     recording.instructions.clear()
     first = asyncio.run(engine.search(["capital of Zoumar"], 3))[0]
     second = asyncio.run(engine.search(["capital of Zoumar"], 3))[0]
@@ -97,12 +103,17 @@ def test_self_search_has_no_noise_and_ids_are_stable(writer):
 
 def test_the_env_passes_the_trainer_step_and_shows_written_documents(tiny_model_dir):
     env = toolgym.make("toolgym/Search-v0", simulator=str(tiny_model_dir), noise=[0.0, 1.0, 4.0])
+    with pytest.raises(ConfigError, match="no 'writer' provider here"):
+        env.reset(seed=0)  # the model reaches the env only by injection
+    resources = Resources({WRITER: EngineWriter.load})
+    env.use_resources(resources)
     env.reset(seed=0, options={"training_step": (10, 10)})
     assert env.engine.noise == 1.0
     obs, _, _, _, info = env.step(env.parser.render([ToolCall("search", {"query": "Trelix"})]))
     assert obs[0]["content"].startswith("Doc 1 [id sim-") and info["infra_error"] is None
     assert env.engine.written["noisy"] == 3 and len(info["state_key"]) == 3
     env.close()
+    asyncio.run(resources.aclose())
     with pytest.raises(ConfigError, match="is not a model directory"):
         toolgym.make("toolgym/Search-v0", simulator="/nonexistent")
     with pytest.raises(ConfigError, match="noise is \\(p_start, p_end, base\\)"):
@@ -111,3 +122,32 @@ def test_the_env_passes_the_trainer_step_and_shows_written_documents(tiny_model_
         toolgym.make(
             "toolgym/Search-v0", simulator=str(tiny_model_dir), server_url="http://127.0.0.1:1"
         )
+
+
+def test_one_simulator_load_per_process_and_a_fresh_pattern_per_episode(tiny_model_dir):
+    """64 episodes through the runtime: the simulator model loads once (a shared resource),
+    and the episodes, all searching the same query, do not all get the same useful/noisy
+    documents (the engine's generator runs on across episodes)."""
+    loads = []
+
+    def counting_load(model_dir):
+        loads.append(model_dir)
+        return EngineWriter.load(model_dir)
+
+    search = ToolCall("search", {"query": "Trelix"})
+    with Runtime(providers={WRITER: counting_load}) as runtime:
+        kwargs = {"simulator": str(tiny_model_dir), "noise": [0.5, 0.5, 1.0], "max_turns": 1}
+        pool = runtime.pool("simulated", "toolgym/Search-v0", kwargs)
+        text = pool.factory().parser.render([search])
+        renderer = ChatRenderer(AutoTokenizer.from_pretrained(tiny_model_dir))
+        collector = RolloutCollector(
+            SayEngine(renderer, text), renderer, RolloutConfig(SamplingParams(max_tokens=64))
+        )
+        draw = ListTasks.load([{"question": "Who founded Trelix?", "answers": ["x"]}] * 2)
+        groups = runtime.run(collector.collect(requests_for(pool, [draw.draw("train", 0)], 64)))
+        assert runtime.resources.opened == 2  # the writer and the engine over it
+    episodes = groups[0].trajectories
+    assert len(episodes) == 64 and not any(t.masked for t in episodes)
+    assert loads == [str(tiny_model_dir)]
+    patterns = {t.steps[0].next_state_key for t in episodes}
+    assert len(patterns) > 1, patterns

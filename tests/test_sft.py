@@ -7,7 +7,13 @@ import pytest
 import toolgym
 from toolgym.agents.demonstrations import demonstrations
 from toolgym.agents.render import ChatRenderer
-from toolgym.training.sft import SFTConfig, demonstration_nll, imitation_batch, sft
+from toolgym.envs import SeedTasks
+from toolgym.envs.tasks import content_key
+from toolgym.training.sft import SFTConfig, demonstration_nll, imitation_batch, sft, sft_draws
+
+
+def train(n):
+    return SeedTasks().head("train", n)
 
 
 def small_maze():
@@ -16,7 +22,7 @@ def small_maze():
 
 def test_demonstrations_solve_and_have_exact_bookkeeping(tiny_tokenizer):
     renderer = ChatRenderer(tiny_tokenizer)
-    demos = [d.trajectory for d in demonstrations(small_maze, renderer, range(5))]
+    demos = [d.trajectory for d in demonstrations(small_maze, renderer, train(5))]
     assert all(d.terminated and d.total_reward == 1.0 for d in demos)
     for d in demos:
         for s in d.steps:
@@ -26,8 +32,8 @@ def test_demonstrations_solve_and_have_exact_bookkeeping(tiny_tokenizer):
 
 def test_injected_mistakes_stay_in_context_but_are_not_imitated(tiny_tokenizer):
     renderer = ChatRenderer(tiny_tokenizer)
-    demos = demonstrations(small_maze, renderer, range(40), mistake_rate=0.3)
-    again = demonstrations(small_maze, renderer, range(40), mistake_rate=0.3)
+    demos = demonstrations(small_maze, renderer, train(40), mistake_rate=0.3)
+    again = demonstrations(small_maze, renderer, train(40), mistake_rate=0.3)
     assert [d.imitate for d in demos] == [d.imitate for d in again]  # seeded per episode
     flags = [f for d in demos for f in d.imitate]
     assert 0.15 < flags.count(False) / len(flags) < 0.45, flags
@@ -56,25 +62,25 @@ def test_injected_mistakes_stay_in_context_but_are_not_imitated(tiny_tokenizer):
 def test_mistakes_need_an_env_that_can_make_them(tiny_tokenizer):
     renderer = ChatRenderer(tiny_tokenizer)
     with pytest.raises(RuntimeError, match="ArithmeticEnv has no mistake_action"):
-        demonstrations(lambda: toolgym.make("toolgym/Arithmetic-v0"), renderer, range(8),
+        demonstrations(lambda: toolgym.make("toolgym/Arithmetic-v0"), renderer, train(8),
                        mistake_rate=0.9)  # fmt: skip
     with pytest.raises(ValueError, match="mistake_rate"):
-        demonstrations(small_maze, renderer, range(2), mistake_rate=1.0)
+        demonstrations(small_maze, renderer, train(2), mistake_rate=1.0)
 
 
 def test_sft_makes_the_model_imitate_held_out_demonstrations(tiny_model_dir, tiny_tokenizer):
     from transformers import AutoModelForCausalLM
 
     renderer = ChatRenderer(tiny_tokenizer)
-    train, held_out = (
-        demonstrations(small_maze, renderer, range(48)),
-        demonstrations(small_maze, renderer, range(1000, 1008)),
+    demos, held_out = (
+        demonstrations(small_maze, renderer, train(48)),
+        demonstrations(small_maze, renderer, SeedTasks().head("eval", 8)),
     )
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     before = demonstration_nll(model, held_out, tiny_tokenizer.pad_token_id)
     losses = sft(
         model,
-        train,
+        demos,
         tiny_tokenizer.pad_token_id,
         SFTConfig(epochs=4, lr=3e-3, batch_size=8, micro_batch_size=8),
     )
@@ -103,3 +109,15 @@ def test_sft_command_end_to_end(cli, tiny_model_dir, tmp_path):
         "sise=2",
     )
     assert bad.returncode == 2 and "has no argument 'sise'. Did you mean: size?" in bad.stderr
+
+
+@pytest.mark.parametrize("env_id", ["toolgym/Search-v0", "toolgym/Maze-v0"])
+def test_sft_demonstrates_training_tasks_and_measures_on_held_out_ones(env_id):
+    """Whatever the first task and the number of episodes (past the end of a task list too),
+    no held-out task is ever a demonstration, by content for a list and by seed for seeds."""
+    source = toolgym.make(env_id).task_source()
+    for first, episodes in ((0, 50), (170, 400)):
+        demos, held_out = sft_draws(source, first, episodes)
+        assert len(demos) == episodes and len(held_out) == min(16, source.size("eval") or 16)
+        assert {d.split for d in demos} == {"train"} and {d.split for d in held_out} == {"eval"}
+        assert not {content_key(d.task) for d in demos} & {content_key(d.task) for d in held_out}

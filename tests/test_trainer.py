@@ -3,6 +3,7 @@ killed mid-training that resumes with no duplicated or lost steps."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -221,12 +222,16 @@ def test_training_through_the_openai_engine_with_lora_adapters(
         served = {m["id"] for m in json.loads(response.read())["data"]}
     assert served == {"tiny", "policy-2"}  # the latest adapter is live, the previous one unloaded
     assert (tmp_path / "adapters" / "policy-2" / "adapter_config.json").is_file()
-    with pytest.raises(
-        ConfigError, match="engine.kind=openai needs engine.base_url and lora.enabled=true"
+    for missing, message in (
+        ([f"engine.base_url={model_server}/v1"], "engine.kind=openai takes new weights as LoRA"),
+        (["lora.enabled=true"], "engine.kind=openai needs engine.base_url"),
     ):
-        load_config(
-            TrainConfig, None, ["model=x", "engine.kind=openai", "optim.micro_batch_size=1"]
-        )
+        config = load_config(
+            TrainConfig, None,
+            ["model=x", "engine.kind=openai", "optim.micro_batch_size=1", *missing],
+        )  # fmt: skip
+        with pytest.raises(ConfigError, match=message):
+            Trainer(config)  # refused before any model loads (there is no model x)
 
 
 @pytest.mark.parametrize("recipe", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
@@ -248,3 +253,131 @@ def test_the_shipped_recipe_is_the_quickstarts():
         ["model=m", "steps=40", f"env.id={ENV_ID}", f"env.kwargs={ENV_ARGS}", *RECIPE],
     )
     assert shipped.model_dump(exclude={"run_dir"}) == quickstart.model_dump(exclude={"run_dir"})
+
+
+def test_a_mixture_trains_both_envs_with_unique_groups_and_per_env_metrics(
+    tool_calling_model_dir, tmp_path
+):
+    config = load_config(
+        TrainConfig, None,
+        [f"model={tool_calling_model_dir}", f"run_dir={tmp_path}", "steps=2", "eval.every_steps=2",
+         "envs=[{id: toolgym/Maze-v0, kwargs: {size: 2, max_turns: 3}, weight: 3},"
+         " {id: toolgym/Arithmetic-v0, kwargs: {max_turns: 2}, weight: 1, role: solver}]",
+         "rollout.tasks_per_step=8", "rollout.rollouts_per_task=2", "rollout.max_tokens=16",
+         "optim.micro_batch_size=4", "eval.episodes=3", "tensorboard=false"],
+    )  # fmt: skip
+    trainer = Trainer(config)
+    groups = trainer.collect(trainer.train_requests(0), temperature=1.0, sampling_seed=0)
+    by_env = {
+        name: [g for g in groups if g.env_name == name] for name in ("Maze-v0", "Arithmetic-v0")
+    }
+    assert [len(v) for v in by_env.values()] == [6, 2]  # 3:1 of 8 tasks
+    assert len({g.group_id for g in groups}) == 8
+    ids = [t.id for g in groups for t in g.trajectories]
+    assert len(set(ids)) == 16
+    assert {t.env_id for t in by_env["Arithmetic-v0"][0].trajectories} == {"toolgym/Arithmetic-v0"}
+    assert {t.role for g in by_env["Arithmetic-v0"] for t in g.trajectories} == {"solver"}
+    trajectories, advantages = trainer.advantages(groups)
+    assert {t.env_name for t in trajectories} == {"Maze-v0", "Arithmetic-v0"}  # one batch
+    metrics = trainer.run()
+    for name in ("Maze-v0", "Arithmetic-v0"):
+        assert f"rollout/{name}/success" in metrics[0] and f"eval/{name}/success" in metrics[1]
+    seen = sum(1 for m in metrics for k in m if k.startswith("rollout/Arithmetic-v0/"))
+    assert seen > 0
+    with pytest.raises(ConfigError, match="both called 'Maze-v0'"):
+        load_config(
+            TrainConfig, None, ["model=x", "envs=[{id: toolgym/Maze-v0}, {id: toolgym/Maze-v0}]"]
+        )
+
+
+def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_model_dir, tmp_path):
+    base = [
+        f"model={tool_calling_model_dir}",
+        "steps=1",
+        "tensorboard=false",
+        "advantage.estimator=grpo",
+        *SMALL,
+    ]
+
+    def first_step(run, *extra):
+        trainer = Trainer(
+            load_config(TrainConfig, None, [*base, f"run_dir={tmp_path / run}", *extra])
+        )
+        groups = trainer.collect(trainer.train_requests(0), temperature=1.0, sampling_seed=0)
+        trajectories, advantages = trainer.advantages(groups)
+        trainer.close()
+        return trajectories, advantages, trainer
+
+    trajectories, plain, _ = first_step("plain")
+    assert all(t.total_reward == 0 for t in trajectories)  # the env pays nothing here
+    assert all((a == 0).all() for a in plain)
+    bonus = "rewards=[{source: env}, {source: function, name: bonus, weight: 2, kwargs: {path: 'fixture_rewards:first_member_bonus'}}]"
+    trajectories, shaped, trainer = first_step("bonus", bonus)
+    for t, a in zip(trajectories, shaped, strict=True):
+        first = t.id.endswith(":0")
+        assert (a > 0).all() if first else (a < 0).all(), (t.id, a)
+        assert t.steps[-1].rewards == {"env": 0.0, "bonus": 1.0 if first else 0.0}
+    assert trainer.rewards.metrics(trajectories)["reward/bonus"] == pytest.approx(1 / 3)
+    with pytest.raises(ConfigError, match="unknown reward source 'judge'"):
+        Trainer(
+            load_config(
+                TrainConfig, None, [*base, f"run_dir={tmp_path / 'x'}", "rewards=[{source: judge}]"]
+            )
+        )
+    broken = "rewards=[{source: function, kwargs: {path: 'fixture_rewards:too_short'}}]"
+    trainer = Trainer(load_config(TrainConfig, None, [*base, f"run_dir={tmp_path / 'y'}", broken]))
+    groups = trainer.collect(trainer.train_requests(0), temperature=1.0, sampling_seed=0)
+    steps = len(groups[0].trajectories[0].steps)
+    with pytest.raises(
+        ValueError,
+        match=f"reward 'function' gave {steps + 1} values for a trajectory of {steps} steps",
+    ):
+        trainer.advantages(groups)
+    trainer.close()
+
+
+def test_device_and_dtype_selection_on_cpu():
+    from toolgym.agents.device import resolve_precision
+
+    if not torch.cuda.is_available():
+        assert resolve_precision() == resolve_precision("auto", "auto")
+        assert resolve_precision().describe() == "cpu float32"
+        with pytest.raises(ConfigError, match="torch sees no CUDA GPU here"):
+            resolve_precision("cuda")
+    assert resolve_precision("cpu", "bfloat16").dtype == torch.bfloat16
+    with pytest.raises(ConfigError, match="float16 needs a GPU"):
+        resolve_precision("cpu", "float16")
+    with pytest.raises(ConfigError, match="use auto, cpu, cuda or cuda:N"):
+        resolve_precision("tpu")
+
+
+def test_bfloat16_compute_keeps_float32_weights_and_matching_logprobs(
+    tool_calling_model_dir, tmp_path
+):
+    """Generation and the update both run under bf16 autocast: the behaviour log-probabilities
+    and the trainer's recomputation agree, the master weights and AdamW states stay float32."""
+    trainer, metrics = one_update(tool_calling_model_dir, tmp_path, "device=cpu", "dtype=bfloat16")
+    assert trainer.precision.describe() == "cpu bfloat16"
+    assert metrics[0]["train/ratio_mean"] == pytest.approx(1.0, abs=0.02)
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
+    assert {s["exp_avg"].dtype for s in trainer.optimizer.state.values()} == {torch.float32}
+    assert metrics[0]["perf/peak_memory_gb"] > 0 and metrics[0]["perf/update_tokens_per_s"] > 0
+
+
+def test_the_learning_rate_warms_up_then_decays():
+    from toolgym.training.schedule import lr_factor
+
+    assert [lr_factor(s, 10, "constant", 3, 0.0) for s in range(5)] == [0.25, 0.5, 0.75, 1.0, 1.0]
+    cosine = [lr_factor(s, 10, "cosine", 2, 0.1) for s in range(10)]
+    assert cosine[2] == pytest.approx(1.0) and cosine[-1] == pytest.approx(0.1)
+    assert all(a >= b for a, b in itertools.pairwise(cosine[2:]))
+    assert lr_factor(5, 11, "linear", 0, 0.0) == pytest.approx(0.5)
+
+
+def test_each_step_shares_its_tasks_by_weight():
+    from toolgym.training.mixture import allot
+
+    assert all(sorted(allot([3, 1], k, 8)) == [0] * 6 + [1] * 2 for k in range(50))
+    counts = [allot([0.3, 0.7], k, 8).count(0) for k in range(1000)]
+    assert set(counts) == {2, 3} and sum(counts) / 8000 == pytest.approx(0.3, abs=0.002)
+    assert allot([1], 7, 4) == [0, 0, 0, 0]

@@ -26,6 +26,9 @@ class TokenBatch:
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 
+    def to(self, device: torch.device) -> TokenBatch:
+        return TokenBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
     def split(self, size: int) -> Iterator[TokenBatch]:
         """Micro-batches of `size` sequences (trimmed of padding they no longer need)."""
         for start in range(0, len(self), size):

@@ -19,6 +19,33 @@ class EnvSection(ConfigModel):
     """Registered env id to train on."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """Arguments for the env (e.g. size, max_turns)."""
+    name: str | None = None
+    """What metrics (rollout/NAME/...) and group ids call this env; default: the id's last
+    part (Maze-v0). Two entries of one mixture need different names."""
+    weight: float = Field(1.0, gt=0)
+    """Share of each step's tasks in a mixture (weights are normalized)."""
+    role: str = "policy"
+    """The part the policy plays on this env, recorded in every trajectory."""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.id.rpartition(":")[2].rpartition("/")[2]
+
+
+class RewardSection(ConfigModel):
+    source: str
+    """A reward source from training/rewards (env, format, length, function)."""
+    name: str | None = None
+    """The component's name in Step.rewards and in reward/NAME metrics (default: source)."""
+    weight: float = 1.0
+    """Its weight in the per-step reward the advantages read."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """The source's arguments (format: invalid, cut_off; length: per_token, budget;
+    function: path="package.module:function")."""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.source
 
 
 class RolloutSection(ConfigModel):
@@ -74,6 +101,12 @@ class OptimSection(ConfigModel):
     into this many mini-batches (PPO's minibatches), each with its own loss normalization.
     More steps per collected batch learn more from it; clipping keeps the later ones near
     the behaviour policy."""
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    """How the learning rate moves after warm-up, over the run's steps (to lr x min_lr_ratio)."""
+    warmup_steps: int = Field(0, ge=0)
+    """Training steps of linear warm-up from 0 to lr."""
+    min_lr_ratio: float = Field(0.0, ge=0, le=1)
+    """Where linear and cosine decay end, as a share of lr."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory for longer sequences, at about
     a third more compute."""
@@ -90,10 +123,11 @@ class LossSection(ConfigModel):
 
 
 class EngineSection(ConfigModel):
-    kind: Literal["hf", "openai"] = "hf"
-    """hf: generate in-process with the weights being trained. openai: generate on a server
-    (`toolgym serve model` or vLLM with runtime LoRA) started on the same base model;
-    needs lora.enabled, since weights reach the server as LoRA adapters."""
+    kind: str = "hf"
+    """An engine from the engine registry. hf: generate in-process with the weights being
+    trained. openai: generate on a server (`toolgym serve model` or vLLM with runtime LoRA)
+    started on the same base model; needs lora.enabled, since weights reach the server as
+    LoRA adapters. vllm: vLLM's engine in this process (GPU), updated with full weights."""
     base_url: str | None = None
     served_model: str | None = None
     """The base model's name on the server (default: `model`)."""
@@ -111,8 +145,8 @@ class LoraSection(ConfigModel):
 class EvalSection(ConfigModel):
     every_steps: int = Field(5, ge=1)
     episodes: int = Field(32, ge=1)
-    seed_offset: int = 1_000_000
-    """Held-out task seeds start here (training seeds stay below it)."""
+    """Episodes per env, on the first tasks of its eval split (all of them if it has fewer);
+    eval tasks never occur in training."""
     temperature: float = 0.0
 
 
@@ -122,7 +156,17 @@ class TrainConfig(ConfigModel):
     run_dir: str = "runs/train"
     seed: int = 0
     steps: int = Field(20, ge=1)
+    device: str = "auto"
+    """auto (cuda if a GPU is visible, else cpu), cpu, cuda or cuda:N."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Compute precision (auto: bfloat16 on GPUs that support it, float32 on cpu); weights
+    and optimizer states stay float32."""
     env: EnvSection = Field(default_factory=EnvSection)
+    """The env to train on, when `envs` is not given."""
+    envs: list[EnvSection] = Field(default_factory=list)
+    """A weighted mixture of envs (or of one env's task sets under different names)."""
+    rewards: list[RewardSection] = Field(default_factory=lambda: [RewardSection(source="env")])
+    """The reward sources whose weighted sum the advantages read (default: the env's)."""
     rollout: RolloutSection = Field(default_factory=RolloutSection)
     advantage: AdvantageSection = Field(default_factory=AdvantageSection)
     optim: OptimSection = Field(default_factory=OptimSection)
@@ -144,12 +188,22 @@ class TrainConfig(ConfigModel):
                 f"{self.rollout.tasks_per_step} x rollout.rollouts_per_task "
                 f"{self.rollout.rollouts_per_task} / optim.minibatches {self.optim.minibatches})"
             )
-        if self.engine.kind == "openai" and not (self.engine.base_url and self.lora.enabled):
+        labels = [e.label for e in self.mixture]
+        if len(set(labels)) != len(labels):
             raise ConfigError(
-                "engine.kind=openai needs engine.base_url and lora.enabled=true (weights reach the server as LoRA adapters)"
+                f"envs: two entries are both called {sorted(n for n in labels if labels.count(n) > 1)[0]!r}; "
+                "give each a distinct `name`"
             )
+        components = [r.label for r in self.rewards]
+        if len(set(components)) != len(components):
+            raise ConfigError(f"rewards: give each source a distinct `name` (got {components})")
         if self.advantage.estimator != "rloo" and self.rollout.rollouts_per_task < 2:
             raise ConfigError(
                 f"{self.advantage.estimator} compares rollouts of a task: rollout.rollouts_per_task must be at least 2"
             )
         return self
+
+    @property
+    def mixture(self) -> list[EnvSection]:
+        """The envs this run trains on."""
+        return self.envs or [self.env]

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from toolgym.agents.demonstrations import Demonstration
+from toolgym.envs.tasks import TaskDraw, TaskSource
 from toolgym.training.batch import TokenBatch, build_batch, token_logprobs
 from toolgym.training.losses import aggregate, normalizer_for
 
@@ -26,6 +27,14 @@ class SFTConfig:
     micro_batch_size: int = 8
     grad_clip: float = 1.0
     seed: int = 0
+
+
+def sft_draws(
+    source: TaskSource, first: int, episodes: int, held_out: int = 16
+) -> tuple[list[TaskDraw], list[TaskDraw]]:
+    """Which tasks to demonstrate (train split, from task `first` on) and which to measure
+    the held-out NLL on (the eval split's first `held_out`): never the same task."""
+    return [source.draw("train", first + i) for i in range(episodes)], source.head("eval", held_out)
 
 
 def sft(

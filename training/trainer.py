@@ -1,24 +1,27 @@
 """The trainer loop, in named phases:
 
-    collect   tasks_per_step tasks x rollouts_per_task rollouts with the current policy
+    collect   tasks_per_step tasks x rollouts_per_task rollouts with the current policy, the
+              tasks drawn from each env's train split and shared among a mixture's envs by
+              weight (mixture.py), on env instances the runtime keeps across episodes
+    score     the reward stage: each step's named components, weighted into its reward
     advantage per group (GRPO / RLOO / GiGPO), each step's value onto its response tokens
     update    PPO-clip, ppo_epochs passes; each pass takes one optimizer step per mini-batch
               (optim.minibatches), accumulating gradients over its micro-batches
-    sync      the in-process engine shares the trained weights; bump the policy version
-    log       metrics (rollout/, adv/, train/, time/, eval/) to metrics.jsonl
-    evaluate  every eval.every_steps on held-out seeds
+    sync      hand the new weights to the engine, its way (weight_sync.py)
+    log       metrics (rollout/, reward/, adv/, train/, perf/, time/, eval/) to metrics.jsonl
+    evaluate  every eval.every_steps on each env's eval split (never trained on)
     checkpoint atomically, with metrics trimmed to match on resume
 
-Departures from the papers: one policy update per batch by default (ppo_epochs = 1 and
-minibatches = 1, so the clipping only acts if there are more or the engine lags); masked
-rollouts (infrastructure failures) are dropped rather than scored; loss aggregation is
-token-mean over each optimizer step (DAPO), not per-sequence as in the GRPO paper (a flag).
+The parts come from builders.py; the runtime (one event loop, env pools, shared resources)
+lives as long as the run. Departures from the papers: one policy update per batch by default
+(ppo_epochs = 1 and minibatches = 1, so the clipping only acts if there are more or the engine
+lags); masked rollouts (infrastructure failures) are dropped rather than scored; loss
+aggregation is token-mean over each optimizer step (DAPO), not per-sequence as in the GRPO
+paper (a flag).
 """
 
 from __future__ import annotations
 
-import asyncio
-import copy
 import time
 from pathlib import Path
 from typing import Any
@@ -26,62 +29,64 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolgym.agents.collector import RolloutCollector, summarize
+from toolgym.agents.collector import GroupRequest, RolloutCollector, summarize
+from toolgym.agents.device import peak_memory_gb, resolve_precision
 from toolgym.agents.engines import SamplingParams
-from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig
+from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
-from toolgym.envs import make
+from toolgym.envs.pool import EnvPool
+from toolgym.envs.tasks import TaskSource
 from toolgym.training import checkpoint
 from toolgym.training.advantages import GroupRewards, compute_advantages
 from toolgym.training.batch import TokenBatch, build_batch, token_logprobs
-from toolgym.training.config import TrainConfig
+from toolgym.training.builders import (
+    build_engine,
+    build_model,
+    build_optimizer,
+    build_reference,
+    build_reward_stage,
+    check_engine,
+)
+from toolgym.training.config import EnvSection, TrainConfig
 from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
 from toolgym.training.metrics_log import MetricsLog, read_metrics
+from toolgym.training.mixture import allot, step_slots
+from toolgym.training.schedule import lr_factor
+from toolgym.training.weight_sync import weight_sync
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    def __init__(self, config: TrainConfig, runtime: Runtime | None = None) -> None:
+        from transformers import AutoTokenizer
 
+        check_engine(config)
         self.config = config
         self.run_dir = Path(config.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(config.seed)
+        self.precision = resolve_precision(config.device, config.dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(config.model)
-        self.model: Any = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
-        if config.lora.enabled:
-            from peft import LoraConfig, get_peft_model
-
-            lora = LoraConfig(
-                r=config.lora.r,
-                lora_alpha=config.lora.alpha,
-                target_modules=config.lora.target_modules,
-            )
-            self.model = get_peft_model(self.model, lora)
-        if config.optim.gradient_checkpointing:
-            enable_activation_checkpointing(self.model)
-        self.reference: Any = None
-        """Frozen start policy for the KL term (LoRA needs none: its base is the reference)."""
-        if config.loss.kl_coef > 0 and not config.lora.enabled:
-            self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.model = build_model(config, self.precision)
+        self.reference = build_reference(config, self.model, self.precision)
         self.pad_id = (
             self.tokenizer.pad_token_id
             if self.tokenizer.pad_token_id is not None
             else self.tokenizer.eos_token_id
         )
-        self.engine: Any = self._build_engine()
+        self.engine: Any = build_engine(config, self.model, self.tokenizer, self.precision)
+        self.sync_weights = weight_sync(self.engine, config.lora.enabled)
         self.adapter: str | None = None
-        """The adapter name the server generates with (openai engine); None in-process."""
+        """The adapter name the engine generates with (LoRA sync); None otherwise."""
         self.renderer = ChatRenderer(
             self.tokenizer, tool_schemas=config.rollout.tool_schemas_in_prompt
         )
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay
-        )
+        self.optimizer = build_optimizer(config, self.model)
+        self.rewards = build_reward_stage(config)
         self.ppo = PPOConfig(**config.loss.model_dump())
+        self.runtime = runtime or Runtime()
+        self.tasks = {e.label: self._task_source(e) for e in config.mixture}
         self.step = 0
 
     # ----- the loop -----------------------------------------------------------------------
@@ -94,9 +99,8 @@ class Trainer:
         try:
             while self.step < self.config.steps:
                 record = self.train_step()
-                if (
-                    self.step + 1
-                ) % self.config.eval.every_steps == 0 or self.step + 1 == self.config.steps:
+                last = self.step + 1 == self.config.steps
+                if (self.step + 1) % self.config.eval.every_steps == 0 or last:
                     record |= self.evaluate()
                 self.metrics.write(record)
                 self.step += 1
@@ -110,13 +114,15 @@ class Trainer:
         return read_metrics(self.run_dir)
 
     def close(self) -> None:
-        """Stop the engine's workers (an in-process engine restarts on its next request)."""
-        asyncio.run(self.engine.aclose())
+        """Stop the engine's workers, close the env pools and shared resources, and the loop
+        (a later call such as `evaluate` opens a fresh runtime)."""
+        self.runtime.run(self.engine.aclose())
+        self.runtime.close()
 
     def train_step(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         groups = self.collect(
-            self.task_seeds(self.step),
+            self.train_requests(self.step),
             temperature=self.config.rollout.temperature,
             sampling_seed=self.config.seed * 100_003 + self.step,
             options={"training_step": (self.step, self.config.steps)},
@@ -127,65 +133,54 @@ class Trainer:
         train_metrics = self.update(trajectories, advantages) if trajectories else {}
         t3 = time.perf_counter()
         self.sync()
-        stats = summarize([t for g in groups for t in g.trajectories], t1 - t0)
+        everything = [t for g in groups for t in g.trajectories]
         flat = np.concatenate(advantages) if advantages else np.zeros(1)
         return {
             "step": self.step,
-            "env_steps": sum(len(t.steps) for g in groups for t in g.trajectories),
-            "rollout/success": stats.success_rate,
-            "rollout/reward": stats.mean_reward,
-            "rollout/turns": stats.mean_turns,
-            "rollout/valid_actions": stats.valid_action_rate,
-            "rollout/masked": stats.masked,
-            "rollout/tokens_per_s": stats.tokens_per_s,
+            "env_steps": sum(len(t.steps) for t in everything),
+            **rollout_metrics("rollout", everything, t1 - t0, self.per_env),
+            **self.rewards.metrics(everything),
             "adv/mean": float(flat.mean()),
             "adv/std": float(flat.std()),
             "adv/nonzero": float((np.abs(flat) > 1e-8).mean()),
             **{f"train/{k}": v for k, v in train_metrics.items()},
+            "perf/update_tokens_per_s": train_metrics.get("tokens", 0.0) / max(t3 - t2, 1e-9),
+            "perf/peak_memory_gb": peak_memory_gb(self.precision.device),
             "time/rollout_s": t1 - t0,
             "time/advantage_s": t2 - t1,
             "time/update_s": t3 - t2,
         }
 
     # ----- phases ------------------------------------------------------------------------------
-    def _build_engine(self) -> Any:
-        e = self.config.engine
-        if e.kind == "hf":
-            return HFEngine(self.model, self.tokenizer, seed=self.config.seed)  # shares the weights
-        from toolgym.agents.engines.openai_http import OpenAIEngine
+    def train_requests(self, step: int) -> list[GroupRequest]:
+        """The step's groups: slot g draws task g of its env's train split (what resume
+        relies on: step k always trains on the same tasks)."""
+        entries = self.config.mixture
+        slots = step_slots(self.config.seed, step, self.config.rollout.tasks_per_step)
+        which = allot([e.weight for e in entries], step, len(slots))
+        size = self.config.rollout.rollouts_per_task
+        return [
+            GroupRequest(self.pool(entries[i]), self.tasks[entries[i].label].draw("train", g),
+                         size, entries[i].role)
+            for g, i in zip(slots, which, strict=True)
+        ]  # fmt: skip
 
-        assert e.base_url is not None  # checked by the config
-        return OpenAIEngine(e.base_url, e.served_model or self.config.model)
+    def eval_requests(self) -> list[GroupRequest]:
+        """The first eval.episodes tasks of each env's eval split, one rollout each."""
+        return [
+            GroupRequest(self.pool(e), draw, 1, e.role)
+            for e in self.config.mixture
+            for draw in self.tasks[e.label].head("eval", self.config.eval.episodes)
+        ]
 
-    def sync(self) -> None:
-        """Hand the updated weights to the engine. In-process they are the same tensors; a
-        server gets the new LoRA adapter under a fresh name and drops the previous one."""
-        self.engine.policy_version += 1
-        if self.config.engine.kind == "hf":
-            return
-        name = f"policy-{self.engine.policy_version}"
-        path = self.run_dir / "adapters" / name
-        self.model.save_pretrained(path)
-
-        async def swap(previous: str | None) -> None:
-            await self.engine.load_adapter(name, str(path.resolve()))
-            if previous is not None:
-                await self.engine.unload_adapter(previous)
-
-        asyncio.run(swap(self.adapter))
-        self.adapter = name
-
-    def task_seeds(self, step: int) -> list[int]:
-        """The data position: step k always trains on the same tasks (what resume relies on)."""
-        n = self.config.rollout.tasks_per_step
-        return [self.config.seed * 10_007 + step * n + k for k in range(n)]
+    def pool(self, entry: EnvSection) -> EnvPool:
+        return self.runtime.pool(entry.label, entry.id, entry.kwargs)
 
     def collect(
         self,
-        seeds: list[int],
+        requests: list[GroupRequest],
         temperature: float,
         sampling_seed: int | None,
-        group_size: int | None = None,
         options: dict[str, Any] | None = None,
     ) -> list[TrajectoryGroup]:
         r = self.config.rollout
@@ -198,23 +193,21 @@ class Trainer:
             max_context_tokens=r.max_context_tokens,
             episode_timeout_s=r.episode_timeout_s,
         )
-        env_id, kwargs = self.config.env.id, self.config.env.kwargs
-        collector = RolloutCollector(
-            lambda: make(env_id, **kwargs), self.engine, self.renderer, rollout,
-            group_size=group_size or r.rollouts_per_task, concurrency=r.concurrency, env_id=env_id,
-        )  # fmt: skip
+        collector = RolloutCollector(self.engine, self.renderer, rollout, concurrency=r.concurrency)
         self.model.eval()
-        return asyncio.run(collector.collect(seeds, adapter=self.adapter, options=options))
+        return self.runtime.run(collector.collect(requests, adapter=self.adapter, options=options))
 
     def advantages(
         self, groups: list[TrajectoryGroup]
     ) -> tuple[list[Trajectory], list[np.ndarray]]:
+        """Score every trajectory (the reward stage), then advantages per group."""
         trajectories, advantages = [], []
         options = self.config.advantage.options()
         for g in groups:
+            rewards = [self.rewards.score(t) for t in g.trajectories]
             values = compute_advantages(
                 self.config.advantage.estimator,
-                GroupRewards.from_trajectories(g.trajectories),
+                GroupRewards.from_trajectories(g.trajectories, rewards),
                 **options,
             )
             for t, a in zip(g.trajectories, values, strict=True):
@@ -226,8 +219,13 @@ class Trainer:
     def update(
         self, trajectories: list[Trajectory], advantages: list[np.ndarray]
     ) -> dict[str, float]:
-        batch = build_batch(trajectories, advantages, self.pad_id)
+        batch = build_batch(trajectories, advantages, self.pad_id).to(self.precision.device)
         optim = self.config.optim
+        lr = optim.lr * lr_factor(
+            self.step, self.config.steps, optim.schedule, optim.warmup_steps, optim.min_lr_ratio
+        )
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
         minibatch_size = -(-len(batch) // optim.minibatches)
         self.model.train()
         steps = [
@@ -238,6 +236,7 @@ class Trainer:
         self.model.eval()
         out = {k: float(np.mean([s[k] for s in steps])) for k in steps[0]}
         out["tokens"] = float(batch.loss_mask.sum())
+        out["lr"] = lr
         return out
 
     def optimizer_step(self, minibatch: TokenBatch) -> dict[str, float]:
@@ -248,7 +247,9 @@ class Trainer:
         sums: dict[str, float] = {}
         loss_sum, count = 0.0, 0
         for micro in minibatch.split(self.config.optim.micro_batch_size):
-            logprobs, entropy = token_logprobs(self.model, micro, with_entropy=True)
+            with self.precision.autocast():
+                logprobs, entropy = token_logprobs(self.model, micro, with_entropy=True)
+                reference = self.reference_logprobs(micro)
             loss, metrics = ppo_clip_loss(
                 logprobs,
                 micro.old_logprobs,
@@ -256,7 +257,7 @@ class Trainer:
                 micro.loss_mask,
                 normalizer,
                 self.ppo,
-                ref_logprobs=self.reference_logprobs(micro),
+                ref_logprobs=reference,
                 entropy=entropy,
             )
             loss.backward()
@@ -281,21 +282,34 @@ class Trainer:
         with self.model.disable_adapter():
             return token_logprobs(self.model, micro)[0]
 
+    def sync(self) -> None:
+        """Hand the updated weights to the engine (see weight_sync.py)."""
+        adapters = self.run_dir / "adapters"
+        self.adapter = self.runtime.run(
+            self.sync_weights(self.engine, self.model, adapters, self.adapter)
+        )
+
     def evaluate(self, temperature: float | None = None) -> dict[str, Any]:
-        """The policy on the held-out seeds, at eval.temperature unless told otherwise."""
-        e = self.config.eval
-        seeds = list(range(e.seed_offset, e.seed_offset + e.episodes))
-        temperature = e.temperature if temperature is None else temperature
-        groups = self.collect(seeds, temperature=temperature, sampling_seed=0, group_size=1)
-        stats = summarize([t for g in groups for t in g.trajectories])
-        return {
-            "eval/success": stats.success_rate,
-            "eval/reward": stats.mean_reward,
-            "eval/turns": stats.mean_turns,
-            "eval/valid_actions": stats.valid_action_rate,
-        }
+        """The policy on each env's eval tasks, at eval.temperature unless told otherwise."""
+        temperature = self.config.eval.temperature if temperature is None else temperature
+        groups = self.collect(self.eval_requests(), temperature=temperature, sampling_seed=0)
+        everything = [t for g in groups for t in g.trajectories]
+        return rollout_metrics("eval", everything, 0.0, self.per_env, full=False)
 
     # ----- bookkeeping ------------------------------------------------------------------------
+    @property
+    def per_env(self) -> list[str]:
+        """Env names that get metrics of their own (a mixture's)."""
+        return [e.label for e in self.config.mixture] if len(self.config.mixture) > 1 else []
+
+    def _task_source(self, entry: EnvSection) -> TaskSource:
+        """The env's task source, from one instance (which stays in the pool): an env that
+        cannot be built stops the run here, before any training."""
+        pool = self.pool(entry)
+        env = self.runtime.run(pool.acquire())
+        pool.release(env)
+        return env.unwrapped.task_source()  # type: ignore[attr-defined]
+
     def save_policy(self) -> Path:
         """The trained policy as a model directory (`toolgym eval --model RUN_DIR/policy`);
         under LoRA, the adapter, which peft loads onto the base model."""
@@ -309,15 +323,28 @@ class Trainer:
             raise FileNotFoundError(f"no checkpoint in {self.run_dir} to resume from")
         self.step = int(checkpoint.load(self.run_dir, self.model, self.optimizer)["step"])
         self.engine.policy_version = self.step
-        if self.step > 0 and self.config.engine.kind != "hf":
+        if self.step > 0 and self.engine.weight_sync != "shared":
             self.engine.policy_version -= 1
             self.sync()  # the server may have restarted: give it the resumed weights
 
 
-def enable_activation_checkpointing(model: Any) -> None:
-    """Non-reentrant, so LoRA's frozen inputs need no grad hooks. transformers 5 renamed it."""
-    enable = getattr(model, "activation_checkpointing_enable", None)
-    if enable is not None:
-        enable(activation_checkpointing_kwargs={"use_reentrant": False})
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+def rollout_metrics(
+    prefix: str, trajectories: list[Trajectory], seconds: float, per_env: list[str],
+    full: bool = True,
+) -> dict[str, float]:  # fmt: skip
+    """`prefix/success`, reward, turns and valid_actions, overall and for each env named in
+    `per_env`; with `full`, the overall masked count and tokens_per_s too."""
+    out: dict[str, float] = {}
+    for name in ["", *per_env]:
+        chosen = [t for t in trajectories if not name or t.env_name == name]
+        stats = summarize(chosen, seconds)
+        key = f"{prefix}/{name}/" if name else f"{prefix}/"
+        out |= {
+            f"{key}success": stats.success_rate,
+            f"{key}reward": stats.mean_reward,
+            f"{key}turns": stats.mean_turns,
+            f"{key}valid_actions": stats.valid_action_rate,
+        }
+        if full and not name:
+            out |= {f"{key}masked": stats.masked, f"{key}tokens_per_s": stats.tokens_per_s}
+    return out

@@ -15,14 +15,28 @@ ENGINES = {
 }
 
 
-def make_engine(name: str, **kwargs: Any) -> Any:
-    """Build the engine registered as `name` ("hf", "openai" or "vllm")."""
+def engine_class(name: str) -> Any:
+    """The engine class registered as `name` ("hf", "openai" or "vllm")."""
     if name not in ENGINES:
         raise ConfigError(
             f"unknown engine '{name}'.{did_you_mean(name, ENGINES)} Known: {', '.join(ENGINES)}"
         )
     module, _, attr = ENGINES[name].partition(":")
-    return getattr(importlib.import_module(module), attr)(**kwargs)
+    return getattr(importlib.import_module(module), attr)
 
 
-__all__ = ["ENGINES", "Completion", "Engine", "EngineError", "SamplingParams", "make_engine"]
+def make_engine(name: str, **kwargs: Any) -> Any:
+    """Build the engine registered as `name` from its own arguments."""
+    return engine_class(name)(**kwargs)
+
+
+def policy_engine(name: str, **context: Any) -> Any:
+    """The engine `name` as a trainer's: built by its `for_policy` from the trainer's context
+    (see the Engine protocol), each engine taking what it needs."""
+    return engine_class(name).for_policy(**context)
+
+
+__all__ = [
+    "ENGINES", "Completion", "Engine", "EngineError", "SamplingParams", "engine_class",
+    "make_engine", "policy_engine",
+]  # fmt: skip

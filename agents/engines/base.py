@@ -46,7 +46,17 @@ class Completion:
 
 @runtime_checkable
 class Engine(Protocol):
-    """Anything that can complete token ids; `policy_version` counts weight updates."""
+    """Anything that can complete token ids; `policy_version` counts weight updates.
+
+    Weight sync is part of the protocol: an engine a trainer generates with says how it
+    takes new weights in `weight_sync` (a class attribute) and has the matching methods:
+        shared  it holds the trained model itself (nothing to send)
+        full    `async update_weights(state_dict)` (vLLM in-process)
+        lora    `async load_adapter(name, path)` and `async unload_adapter(name)` (servers)
+    and a classmethod `for_policy(**context)` that builds it for a trainer (context: model,
+    tokenizer, model_path, base_url, served_model, seed, precision; each takes what it needs;
+    a class attribute `requires` names the ones it cannot do without).
+    """
 
     policy_version: int
 

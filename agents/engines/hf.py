@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from toolgym.agents.device import Precision, resolve_precision
 from toolgym.agents.engines.base import Completion, EngineError, SamplingParams
 from toolgym.agents.engines.hf_batch import Row, RunningBatch
 from toolgym.errors import ToolgymError
@@ -56,6 +57,17 @@ class _Request:
 class HFEngine:
     """Generate with a transformers causal LM. `model` is a directory or a loaded model."""
 
+    weight_sync = "shared"
+    """A trainer's engine holds the trained model itself: its updates are the engine's."""
+
+    @classmethod
+    def for_policy(
+        cls, *, model: Any, tokenizer: Any, seed: int = 0, precision: Precision | None = None,
+        **_: Any,
+    ) -> HFEngine:  # fmt: skip
+        """The engine a trainer generates with: the same model object, so no copy, no sync."""
+        return cls(model, tokenizer, seed=seed, precision=precision)
+
     def __init__(
         self,
         model: str | Path | Any,
@@ -63,13 +75,18 @@ class HFEngine:
         *,
         max_batch_size: int = 64,
         seed: int = 0,
-        dtype: torch.dtype = torch.float32,
+        precision: Precision | None = None,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if isinstance(model, (str, Path)):
+            precision = precision or resolve_precision()
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
-            model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype)
+            loaded: Any = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+            model = loaded.to(precision.device)
+        self.precision = precision or Precision(next(model.parameters()).device, torch.float32)
+        """Compute precision: autocast around every forward pass (the trainer's own, when
+        the engine shares the trained model)."""
         if tokenizer is None:
             raise ValueError("pass the tokenizer along with a loaded model")
         self.model, self.tokenizer = model.eval(), tokenizer
@@ -161,7 +178,7 @@ class HFEngine:
                     adapter = waiting[0].adapter if waiting else None
                 batch.retain([i for i, r in enumerate(batch.rows) if not r.owner.future.done()])
                 joining = self._take(waiting, adapter, self.max_batch_size - len(batch))
-                with self._model_lock, self._adapter(adapter):
+                with self._model_lock, self._adapter(adapter), self.precision.autocast():
                     if joining:
                         batch.admit([r.row for r in joining])
                     self.peak_batch_size = max(self.peak_batch_size, len(batch))

@@ -36,10 +36,13 @@ class Row:
 class RunningBatch:
     def __init__(self, model: Any, tokenizer: Any, pad_id: int) -> None:
         self.model, self.tokenizer, self.pad_id = model, tokenizer, pad_id
+        self.device = next(model.parameters()).device
+        """Where the model, its cache, mask and positions live; sampling runs on the cpu
+        (the last position's logits come back as float32), with each row's own generator."""
         self.rows: list[Row] = []
         self.cache: Any = None
-        self.mask = torch.zeros((0, 0), dtype=torch.long)
-        self.positions = torch.zeros((0, 1), dtype=torch.long)
+        self.mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
+        self.positions = torch.zeros((0, 1), dtype=torch.long, device=self.device)
         self.logits = torch.zeros((0, 0))
 
     def __len__(self) -> int:
@@ -54,9 +57,10 @@ class RunningBatch:
         for i, r in enumerate(rows):
             ids[i, longest - len(r.prompt) :] = torch.tensor(r.prompt)
             mask[i, longest - len(r.prompt) :] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        logits = out.logits[:, -1, :].float()
+        logits = out.logits[:, -1, :].float().cpu()
         if not self.rows:
             self.cache, self.mask, self.logits = out.past_key_values, mask, logits
             self.positions = positions[:, -1:] + 1
@@ -94,10 +98,9 @@ class RunningBatch:
         keep = [i for i, r in enumerate(self.rows) if r.finish is None]
         self.retain(keep)
         if self.rows:
-            step_ids = chosen[keep].unsqueeze(-1)
-            self.mask = torch.cat(
-                [self.mask, torch.ones((len(self.rows), 1), dtype=torch.long)], dim=-1
-            )
+            step_ids = chosen[keep].unsqueeze(-1).to(self.device)
+            ones = torch.ones((len(self.rows), 1), dtype=torch.long, device=self.device)
+            self.mask = torch.cat([self.mask, ones], dim=-1)
             out = self.model(
                 input_ids=step_ids,
                 attention_mask=self.mask,
@@ -105,7 +108,7 @@ class RunningBatch:
                 past_key_values=self.cache,
                 use_cache=True,
             )
-            self.cache, self.logits = out.past_key_values, out.logits[:, -1, :].float()
+            self.cache, self.logits = out.past_key_values, out.logits[:, -1, :].float().cpu()
             self.positions = self.positions + 1
         return done
 
@@ -118,12 +121,10 @@ class RunningBatch:
             self.cache = None
             return
         index = torch.tensor(keep)
-        self.cache.batch_select_indices(index)
-        self.mask, self.positions, self.logits = (
-            self.mask[index],
-            self.positions[index],
-            self.logits[index],
-        )
+        on_device = index.to(self.device)
+        self.cache.batch_select_indices(on_device)
+        self.mask, self.positions = self.mask[on_device], self.positions[on_device]
+        self.logits = self.logits[index]
 
     def _finished(self, r: Row) -> str | None:
         if r.tokens[-1] in r.stop_ids:

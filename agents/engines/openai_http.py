@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 
 from toolgym.agents.engines.base import Completion, EngineError, SamplingParams
+from toolgym.errors import ConfigError
 from toolgym.log import get_logger
 
 log = get_logger(__name__)
@@ -33,6 +34,22 @@ RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
 
 
 class OpenAIEngine:
+    weight_sync = "lora"
+    """A server gets trained weights as LoRA adapters it loads by path."""
+    requires = ("base_url",)
+    """The trainer settings (engine.*) it cannot do without."""
+
+    @classmethod
+    def for_policy(
+        cls, *, base_url: str | None, served_model: str | None, model_path: str, **_: Any
+    ) -> OpenAIEngine:
+        """The engine a trainer generates with: the server's copy of the base model."""
+        if not base_url:
+            raise ConfigError(
+                "engine.kind=openai needs engine.base_url (e.g. http://127.0.0.1:8000/v1)"
+            )
+        return cls(base_url, served_model or model_path)
+
     def __init__(
         self,
         base_url: str,

@@ -6,8 +6,10 @@ vLLM, building this engine raises an ImportError that says so. Prompts go in as 
 and the completion's ids and sampled-token logprobs come back as vLLM produced them (vLLM
 reports raw logprobs, before temperature and top-p, by default since its V1 engine).
 
-Weight sync is by LoRA adapter: `load_adapter(name, path)` registers a trained adapter and
-requests naming it use it, which is how the trainer hands new weights to vLLM.
+Weight sync is full weights (`weight_sync = "full"`): `update_weights(state_dict)` sends the
+trained tensors to every worker through vLLM's `collective_rpc`, where a worker extension
+(vllm_worker.py) loads them with the model's own `load_weights`. LoRA adapters work too:
+`load_adapter(name, path)` registers a trained adapter and requests naming it use it.
 """
 
 from __future__ import annotations
@@ -29,11 +31,22 @@ def _import_vllm() -> Any:
     return vllm
 
 
+WORKER_EXTENSION = "toolgym.agents.engines.vllm_worker:WeightLoader"
+
+
 class VLLMEngine:
+    weight_sync = "full"
+
+    @classmethod
+    def for_policy(cls, *, model_path: str, **_: Any) -> VLLMEngine:
+        """The engine a trainer generates with: the policy's weights, updated in place."""
+        return cls(model_path)
+
     def __init__(
         self, model: str, *, enable_lora: bool = True, max_lora_rank: int = 64, **engine_args: Any
     ) -> None:
         vllm = _import_vllm()
+        engine_args.setdefault("worker_extension_cls", WORKER_EXTENSION)
         args = vllm.AsyncEngineArgs(
             model=model, enable_lora=enable_lora, max_lora_rank=max_lora_rank, **engine_args
         )
@@ -85,6 +98,13 @@ class VLLMEngine:
             "length" if out.finish_reason == "length" else "stop",
             prompt_tokens=len(prompt_ids),
         )
+
+    async def update_weights(self, state_dict: dict[str, Any]) -> None:
+        """Load the trained weights into every worker and bump `policy_version`."""
+        named = [(name, tensor.detach().cpu()) for name, tensor in state_dict.items()]
+        await self.engine.collective_rpc("load_named_weights", args=(named,))
+        await self.engine.reset_prefix_cache()
+        self.policy_version += 1
 
     async def load_adapter(self, name: str, path: str) -> None:
         from vllm.lora.request import LoRARequest

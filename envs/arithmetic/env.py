@@ -7,9 +7,10 @@ Reward: 1.0 for an answer within 1e-6 of the truth, else 0.
 Episode end: terminated by `answer`; truncated after `max_turns` turns.
 state_key: a hash of the latest observation (the default), so trajectories that asked the
     calculator the same thing share a state.
-Arguments: tasks (JSONL path or list of {"question", "answer"} dicts; default: generated from
-    the seed), n_operands, max_turns, plus ToolEnv's. `reset(options={"task": {...}})` plays
-    one given task.
+Arguments: tasks (JSONL path or list of {"question", "answer"} dicts, split as in
+    `ListTasks.load`; default: generated from seeds, `SeedTasks`), n_operands, max_turns, plus
+    ToolEnv's. `reset(options={"task": {...}})` plays one given task ({"seed": s}: the
+    problem generated from s).
 Versions: v0, first release.
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from toolgym.envs.arithmetic.calculator import evaluate
-from toolgym.envs.tasks import TaskList
+from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
@@ -55,7 +56,7 @@ class ArithmeticEnv(ToolEnv):
         **kwargs: Any,
     ) -> None:
         super().__init__(max_turns=max_turns, **kwargs)
-        self.tasks = TaskList.load(tasks) if tasks is not None else None
+        self.tasks = ListTasks.load(tasks) if tasks is not None else None
         self.n_operands = n_operands
         self.task: dict[str, Any] = {}
         self.submitted: float | None = None
@@ -63,10 +64,13 @@ class ArithmeticEnv(ToolEnv):
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
-        if options and "task" in options:
-            task = dict(options["task"])
-        elif self.tasks is not None:
-            task = self.tasks.pick(task_seed)
+        given = (options or {}).get("task")
+        if given is not None and set(given) == {"seed"} and isinstance(given["seed"], int):
+            task = generate_task(given["seed"], self.n_operands)  # a generated task (SeedTasks)
+        elif given is not None:
+            task = dict(given)
+        elif self.tasks is not None:  # no task given: the seed picks a training task
+            task = self.tasks.task("train", task_seed)
         else:
             task = generate_task(task_seed, self.n_operands)
         if "question" not in task or "answer" not in task:
@@ -75,6 +79,9 @@ class ArithmeticEnv(ToolEnv):
             )
         self.task, self.submitted, self._reward = task, None, 0.0
         return [{"role": "user", "content": task["question"]}]
+
+    def task_source(self) -> TaskSource:
+        return self.tasks if self.tasks is not None else SeedTasks()
 
     @tool
     async def calculator(self, expression: str) -> str:

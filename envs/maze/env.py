@@ -11,6 +11,8 @@ state_key: position and inventory (keys held, keys taken, doors opened), so the 
     recurs across the trajectories of a group and within one (GiGPO's anchor states).
 Arguments: size (cells per side), n_doors, max_turns, hints, show_map (repeat the map in every
     tool result), plus ToolEnv's (parser, max_calls_per_turn=1, ...).
+Tasks: generated from seeds (`SeedTasks`): reset(options={"task": {"seed": s}}) or
+    reset(seed=s) plays maze s.
 Versions: v0, first release.
 """
 
@@ -52,7 +54,10 @@ class MazeEnv(ToolEnv):
         self.state = game.MazeState((0, 0))
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
-        maze_seed = seed if seed is not None else int(self.np_random.integers(2**31))
+        task = (options or {}).get("task") or {}
+        maze_seed = task.get("seed", seed)  # tasks are seeds (SeedTasks)
+        if maze_seed is None:
+            maze_seed = int(self.np_random.integers(2**31))
         self.layout = generate(maze_seed, self.size, self.n_doors)
         self.state = game.initial_state(self.layout)
         return [{"role": "user", "content": f"Map:\n{self._map()}\n{self._view()}"}]

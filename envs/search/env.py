@@ -22,22 +22,24 @@ Arguments: tasks (JSONL path or list of {"question", "answers"}; Search-R1's "go
     `reset(options={"training_step": (i, m)})`), engine (any SearchEngine instance, e.g.
     `SimulatedEngine.self_search(policy, renderer)` for SSRL), or none of them (in-process
     bm25 over the world); topk, doc_chars, reward, format_reward, max_turns, plus ToolEnv's.
+    The engine is a shared resource: instances with the same engine arguments share one.
+Tasks: a `ListTasks` (task_source()); without a "split" field a tenth of the distinct
+    questions is held out for evaluation, chosen by a hash of their content.
 Versions: v0, first release.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from toolgym.envs.search.engine import make_engine
+from toolgym.envs.search.engine import choose_engine
 from toolgym.envs.search.scoring import exact_match, f1
 from toolgym.envs.search.world import World
-from toolgym.envs.tasks import TaskList
+from toolgym.envs.tasks import ListTasks, TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.parsers import XmlTagParser
@@ -78,10 +80,12 @@ class _SearchEnvBase(ToolEnv):
             raise ConfigError(f"reward {reward!r}: choose em or f1")
         if not 1 <= topk <= MAX_TOPK:
             raise ConfigError(f"topk {topk}: it must be between 1 and {MAX_TOPK}")
-        self.engine = make_engine(
+        self.engine_choice = choose_engine(
             server_url, index, world_seed, world_size, simulator, _noise(noise), engine
         )
-        self.tasks = TaskList.load(
+        self.engine: SearchEngine | None = engine
+        """The engine in use: made (or taken from the shared resources) on the first reset."""
+        self.tasks = ListTasks.load(
             tasks if tasks is not None else _world_tasks(world_seed, world_size, n_questions, hops)
         )
         self.topk, self.doc_chars = topk, doc_chars
@@ -94,9 +98,15 @@ class _SearchEnvBase(ToolEnv):
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         options = options or {}
+        if self.engine is None:
+            choice = self.engine_choice
+            made: SearchEngine = await self.shared(choice.key, lambda: choice.open(self.resources))
+            self.engine = made
+        engine: SearchEngine = self.engine
         if "training_step" in options:  # the trainer's clock, for a simulated engine's noise
-            self.engine.set_training_step(*options["training_step"])
-        task = dict(options["task"]) if "task" in options else self.tasks.pick(task_seed)
+            engine.set_training_step(*options["training_step"])
+        # Without a task (play, a bare reset), the seed picks one of the training tasks.
+        task = dict(options["task"]) if "task" in options else self.tasks.task("train", task_seed)
         answers = task.get("answers", task.get("golden_answers"))
         if "question" not in task or not answers:
             raise ConfigError(
@@ -117,8 +127,8 @@ class _SearchEnvBase(ToolEnv):
         self.answered = score if score > 0 else self.format_reward
         return f"Your answer scored {score:.2f}."
 
-    async def aclose(self) -> None:
-        await self.engine.aclose()
+    def task_source(self) -> TaskSource:
+        return self.tasks
 
     def outcome(self) -> Outcome:
         return Outcome() if self.answered is None else Outcome(self.answered, True)
@@ -140,6 +150,7 @@ class _SearchEnvBase(ToolEnv):
         return self.parser.render([call])
 
     async def _retrieve(self, query: str, topk: int) -> list[Hit]:
+        assert self.engine is not None  # made by reset; tools only run after it
         hits = (await self.engine.search([query], topk))[0]
         self.seen.update((h.document.id, h.document) for h in hits)
         return hits
@@ -208,10 +219,8 @@ class SearchR1Env(_SearchEnvBase):
         return f"<information>{self._results(hits)}</information>"
 
 
-@functools.cache
-def _world_tasks(seed: int, size: str, n: int, hops: int) -> tuple[dict[str, Any], ...]:
-    """Built once per process: a trainer makes a fresh env for every episode."""
-    return tuple(q.to_task() for q in World(seed, size).questions(n, hops))
+def _world_tasks(seed: int, size: str, n: int, hops: int) -> list[dict[str, Any]]:
+    return [q.to_task() for q in World(seed, size).questions(n, hops)]
 
 
 def _noise(noise: tuple[float, float, float] | list[float]) -> tuple[float, float, float]:

@@ -144,8 +144,11 @@ def evaluate(
     tokenizer: Annotated[
         str | None, typer.Option(help="Tokenizer to render prompts with (default: --model).")
     ] = None,
-    n: Annotated[int, typer.Option("-n", help="Episodes (seeds seed..seed+n-1).")] = 50,
-    seed: Annotated[int, typer.Option(help="First episode seed; also seeds sampling.")] = 0,
+    n: Annotated[int, typer.Option("-n", help="Episodes: the first n tasks of --split.")] = 50,
+    seed: Annotated[int, typer.Option(help="Seeds the sampling.")] = 0,
+    split: Annotated[
+        str, typer.Option(help="Task split to play: eval (held out from training), train, test.")
+    ] = "eval",
     max_tokens: Annotated[int, typer.Option(help="Tokens per model turn.")] = 256,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
     max_turns: Annotated[int | None, typer.Option(help="Turn limit (default: the env's).")] = None,
@@ -177,6 +180,7 @@ def evaluate(
             out,
             env_arg or [],
             tool_schemas,
+            split,
         )
     )
 
@@ -190,7 +194,9 @@ def supervised(
     epochs: Annotated[int, typer.Option(help="Passes over the demonstrations.")] = 3,
     lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
     batch_size: Annotated[int, typer.Option(help="Sequences per optimizer step.")] = 16,
-    seed: Annotated[int, typer.Option(help="First demonstration seed.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="First training task demonstrated; also seeds the SFT.")
+    ] = 0,
     env_arg: EnvArgs = None,
     tool_schemas: ToolSchemas = True,
     mistakes: Annotated[

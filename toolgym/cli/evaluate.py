@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -28,13 +27,15 @@ def eval_command(
     out: Path | None,
     env_args: list[str],
     tool_schemas: bool = True,
+    split: str = "eval",
 ) -> int:
     from transformers import AutoTokenizer
 
-    from toolgym.agents.collector import RolloutCollector, summarize
+    from toolgym.agents.collector import RolloutCollector, requests_for, summarize
     from toolgym.agents.engines import SamplingParams, make_engine
     from toolgym.agents.render import ChatRenderer
     from toolgym.agents.rollout import RolloutConfig
+    from toolgym.agents.runtime import Runtime
     from toolgym.agents.trajectory import write_jsonl
     from toolgym.cli.train import env_kwargs
     from toolgym.envs import make, spec
@@ -42,7 +43,12 @@ def eval_command(
 
     spec(env_id)  # unknown ids and bad env arguments fail here, before any model loads
     kwargs = env_kwargs(env_args)
-    make(env_id, **kwargs).close()
+    probe = make(env_id, **kwargs)
+    tasks = probe.unwrapped.task_source()
+    probe.close()
+    draws = tasks.head(split, episodes)
+    if not draws:
+        raise ConfigError(f"{env_id} has no {split} tasks to evaluate on")
     engine_args: dict[str, Any] = {"model": model}
     if engine_name == "openai":
         if not base_url:
@@ -56,23 +62,24 @@ def eval_command(
         max_context_tokens=max_context,
     )
     collector = RolloutCollector(
-        lambda: make(env_id, **kwargs),
         engine,
         ChatRenderer(tok, tool_schemas=tool_schemas),
         config,
         concurrency=concurrency,
-        env_id=env_id,
         progress=True,
     )
+    runtime = Runtime()
+    requests = requests_for(runtime.pool(env_id, env_id, kwargs), draws)
 
     async def run() -> list[Any]:
         try:
-            return await collector.collect(list(range(seed, seed + episodes)))
+            return await collector.collect(requests)
         finally:
             await engine.aclose()
 
     start = time.perf_counter()
-    trajectories = [t for g in asyncio.run(run()) for t in g.trajectories]
+    with runtime:
+        trajectories = [t for g in runtime.run(run()) for t in g.trajectories]
     stats = summarize(trajectories, time.perf_counter() - start)
     path = write_jsonl(trajectories, out or Path("runs") / f"eval-{env_id.replace('/', '_')}.jsonl")
     table = Table(title=f"{env_id} · {engine_name} · {model}")

@@ -108,10 +108,10 @@ def results_table(before: dict[float, Any], after: dict[float, Any], episodes: i
 
 def show_episode(trainer: Any) -> None:
     """One held-out episode of the trained policy, sampled as in training."""
-    seed = trainer.config.eval.seed_offset
-    group = trainer.collect([seed], temperature=1.0, sampling_seed=0, group_size=1)[0]
+    request = trainer.eval_requests()[0]
+    group = trainer.collect([request], temperature=1.0, sampling_seed=0)[0]
     episode = group.trajectories[0]
-    console.rule(f"the trained policy on held-out maze {seed}")
+    console.rule(f"the trained policy on held-out maze {request.draw.seed}")
     show_message(episode.messages[1])  # the opening map (after the system prompt)
     for step in episode.steps:
         show_message({"role": "assistant", "content": step.action})

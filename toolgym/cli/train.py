@@ -41,25 +41,22 @@ def sft_command(
     from toolgym.agents.demonstrations import demonstrations
     from toolgym.agents.render import ChatRenderer
     from toolgym.envs import make, spec
-    from toolgym.training.sft import SFTConfig, demonstration_nll, sft
+    from toolgym.training.sft import SFTConfig, demonstration_nll, sft, sft_draws
 
     spec(env_id)
     kwargs = env_kwargs(env_args)
     tokenizer = AutoTokenizer.from_pretrained(model)
     policy = AutoModelForCausalLM.from_pretrained(model)
     renderer = ChatRenderer(tokenizer, tool_schemas=tool_schemas)
+    probe = make(env_id, **kwargs)
+    tasks = probe.unwrapped.task_source()
+    probe.close()
+    train, held_out_draws = sft_draws(tasks, seed, episodes)
     demos = demonstrations(
-        lambda: make(env_id, **kwargs),
-        renderer,
-        range(seed, seed + episodes),
-        mistake_rate=mistake_rate,
-        env_id=env_id,
+        lambda: make(env_id, **kwargs), renderer, train, mistake_rate=mistake_rate, env_id=env_id
     )
     held_out = demonstrations(
-        lambda: make(env_id, **kwargs),
-        renderer,
-        range(seed + 10**6, seed + 10**6 + 16),
-        env_id=env_id,
+        lambda: make(env_id, **kwargs), renderer, held_out_draws, env_id=env_id
     )
     solved = sum(d.trajectory.total_reward > 0 for d in demos)
     imitated = sum(sum(d.imitate) for d in demos)
@@ -103,7 +100,8 @@ def train_command(config_path: Path | None, overrides: list[str], resume: Path |
         )
     else:
         config = load_config(TrainConfig, config_path, overrides)
-    metrics = Trainer(config).run(resume=resume is not None)
+    trainer = Trainer(config)
+    metrics = trainer.run(resume=resume is not None)  # closes the trainer's runtime
     last = metrics[-1] if metrics else {}
     shown = {
         k: round(v, 3) if isinstance(v, float) else v

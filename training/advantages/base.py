@@ -26,9 +26,17 @@ class GroupRewards:
     """Per trajectory, False when it is masked (an infrastructure failure)."""
 
     @classmethod
-    def from_trajectories(cls, trajectories: Sequence[Any]) -> GroupRewards:
+    def from_trajectories(
+        cls, trajectories: Sequence[Any], rewards: Sequence[np.ndarray] | None = None
+    ) -> GroupRewards:
+        """`rewards`: each trajectory's per-step rewards from the reward stage (default:
+        the env's own)."""
+        if rewards is None:
+            rewards = [
+                np.array([s.reward for s in t.steps], dtype=np.float64) for t in trajectories
+            ]
         return cls(
-            rewards=[np.array([s.reward for s in t.steps], dtype=np.float64) for t in trajectories],
+            rewards=[np.asarray(r, dtype=np.float64) for r in rewards],
             state_keys=[[s.state_key for s in t.steps] for t in trajectories],
             valid=np.array([not t.masked for t in trajectories], dtype=bool),
         )

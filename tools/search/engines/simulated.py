@@ -7,11 +7,16 @@ ZeroSearch-style: each document is written as "useful" (relevant to the query) o
 a curriculum that starts clean (p_s) and grows noisier towards p_e, faster near the end when
 b > 1 (b = 4 by default). The trainer supplies i and m through `set_training_step`.
 
-SSRL-style self-search (`SimulatedEngine.self_search(policy, renderer)`): the policy being
-trained writes its own results from what it already knows, with no noise.
+SSRL-style self-search (`SimulatedEngine.self_search(writer)`): the policy being trained
+writes its own results from what it already knows, with no noise.
 
 The documents' ids are stable per (query, rank, kind), so repeated searches land in the same
-state for GiGPO; the writing model's sampling decides their text.
+state for GiGPO; the writing model's sampling decides their text. One engine is meant to be
+shared by every episode of a process (the search env asks for it as a shared resource): its
+generator runs on, so each episode draws its own useful/noisy pattern.
+
+The model reaches this module through the `Writer` protocol, by injection: tools sit below
+the generation engines (agents), which provide a writer over any engine (hf, openai, vllm).
 """
 
 from __future__ import annotations
@@ -20,9 +25,8 @@ import asyncio
 import hashlib
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from toolgym.agents.engines.base import Engine, SamplingParams
 from toolgym.errors import ConfigError
 from toolgym.tools.search.corpus import Document
 from toolgym.tools.search.engines.base import Hit, SearchEngine
@@ -66,22 +70,30 @@ class NoiseSchedule:
         return self.start + growth * (self.end - self.start)
 
 
+@runtime_checkable
+class Writer(Protocol):
+    """Anything that completes a chat: the instruction and query in, the passage text out."""
+
+    async def write(
+        self, messages: list[dict[str, str]], max_tokens: int, temperature: float, seed: int
+    ) -> str: ...
+
+
 class SimulatedEngine(SearchEngine):
-    """`engine` writes the documents (any toolgym Engine: hf, openai, vllm); `renderer` (a
-    ChatRenderer) turns the writing instruction into its prompt ids."""
+    """`writer` writes the documents. The engine does not close it: its maker does (the
+    policy under SSRL, the runtime's shared resources otherwise)."""
 
     name = "simulated"
 
     def __init__(
         self,
-        engine: Engine,
-        renderer: Any,
+        writer: Writer,
         schedule: NoiseSchedule | None = NoiseSchedule(),
         max_tokens: int = 96,
         temperature: float = 1.0,
         seed: int = 0,
     ) -> None:
-        self.engine, self.renderer, self.schedule = engine, renderer, schedule
+        self.writer, self.schedule = writer, schedule
         self.max_tokens, self.temperature = max_tokens, temperature
         self.rng = random.Random(seed)
         self.step, self.total_steps = 0, 1
@@ -89,9 +101,9 @@ class SimulatedEngine(SearchEngine):
         """Documents written so far, by kind (to log the noise actually served)."""
 
     @classmethod
-    def self_search(cls, policy: Engine, renderer: Any, **kwargs: Any) -> SimulatedEngine:
+    def self_search(cls, policy: Writer, **kwargs: Any) -> SimulatedEngine:
         """SSRL: the policy writes its own search results (no noise)."""
-        return cls(policy, renderer, schedule=None, **kwargs)
+        return cls(policy, schedule=None, **kwargs)
 
     def set_training_step(self, step: int, total: int) -> None:
         self.step, self.total_steps = step, total
@@ -128,11 +140,9 @@ class SimulatedEngine(SearchEngine):
             {"role": "system", "content": instruction},
             {"role": "user", "content": f"Query: {query}"},
         ]
-        sampling = SamplingParams(
-            max_tokens=self.max_tokens, temperature=self.temperature, seed=self.rng.randrange(2**31)
-        )
-        completion = await self.engine.generate(self.renderer.prompt_ids(messages), sampling)
-        text = completion.text.strip() or query
+        seed = self.rng.randrange(2**31)
+        text = (await self.writer.write(messages, self.max_tokens, self.temperature, seed)).strip()
+        text = text or query
         title, _, body = text.partition("\n")
         # The kind is part of the id's hash, never readable in it: the agent must not be told.
         digest = hashlib.sha1(f"{kind}\0{rank}\0{query}".encode()).hexdigest()[:12]

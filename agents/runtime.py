@@ -1,0 +1,81 @@
+"""The runtime: what lives as long as a run, and who closes it.
+
+One event loop for the run's whole life (every phase runs on it, so loop-bound things such
+as HTTP sessions and engine futures survive between phases); one env pool per env name,
+whose instances are reused across episodes; the shared resources those instances ask for
+(envs/resources.py), with the providers only this layer can supply (a "writer" over a
+generation engine, for simulated search). `close` closes the pools, then the resources,
+then the loop; a closed runtime opens afresh on its next use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from toolgym.agents.writer import EngineWriter
+from toolgym.envs.pool import EnvPool
+from toolgym.envs.registration import make
+from toolgym.envs.resources import Resources
+from toolgym.envs.search.engine import WRITER
+
+R = TypeVar("R")
+
+
+class Runtime:
+    """Args:
+    providers: extra or replacement providers for the shared resources, by name.
+    """
+
+    def __init__(self, providers: Mapping[str, Callable[..., Any]] | None = None) -> None:
+        self.providers: dict[str, Callable[..., Any]] = {WRITER: EngineWriter.load}
+        self.providers.update(providers or {})
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.resources = Resources(self.providers)
+        self.pools: dict[str, EnvPool] = {}
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def run(self, coro: Awaitable[R]) -> R:
+        """Run `coro` to completion on the runtime's loop."""
+        return self.loop.run_until_complete(coro)
+
+    def pool(self, name: str, env_id: str, kwargs: Mapping[str, Any] | None = None) -> EnvPool:
+        """The pool of env `name` (built by `make(env_id, **kwargs)`), made on first use."""
+        pool = self.pools.get(name)
+        if pool is None:
+            arguments = dict(kwargs or {})
+            pool = self.pools[name] = EnvPool(
+                lambda: make(env_id, **arguments), self.resources, name=name, env_id=env_id
+            )
+        return pool
+
+    def close(self) -> None:
+        """Close the pools, the shared resources and the loop (safe to call twice)."""
+        if self._loop is None:
+            return
+        pools, self.pools = list(self.pools.values()), {}
+        resources, self.resources = self.resources, Resources(self.providers)
+        loop, self._loop = self._loop, None
+
+        async def shutdown() -> None:
+            for pool in pools:
+                await pool.aclose()
+            await resources.aclose()
+
+        try:
+            loop.run_until_complete(shutdown())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

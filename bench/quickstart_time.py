@@ -1,0 +1,80 @@
+"""Wall clock of `toolgym quickstart`: this tree against an earlier commit, in the same run.
+
+Both versions are installed the same way (`pip install --no-deps --target`, from this tree and
+from `git archive REF`) and run as fresh processes, one after the other, alternating which
+goes first each round, so a noisy neighbour hits both alike. Prints each run's seconds, the
+medians and the ratio this tree / REF (the runtime's target: at most 1.10).
+
+    python bench/quickstart_time.py --base REF [--rounds 1] [--steps 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def install(source: Path, target: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(target), str(source)],
+        check=True,
+    )  # fmt: skip
+
+
+def checkout(ref: str, where: Path) -> Path:
+    where.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    return where
+
+
+def quickstart(site: Path, out: Path, steps: int) -> float:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "toolgym", "quickstart", "--out", str(out), "--steps", str(steps)],
+        check=True, env=env, cwd=out.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="git ref to compare against")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=40, help="RL steps (the quickstart's 40)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="toolgym-qs-bench-") as tmp:
+        root = Path(tmp)
+        sites = {"this tree": root / "new", f"base {args.base}": root / "old"}
+        install(ROOT, sites["this tree"])
+        install(checkout(args.base, root / "src-old"), sites[f"base {args.base}"])
+        times: dict[str, list[float]] = {name: [] for name in sites}
+        for r in range(args.rounds):
+            order = list(sites) if r % 2 == 0 else list(reversed(sites))
+            for name in order:
+                seconds = quickstart(
+                    sites[name], root / f"run-{r}-{len(times[name])}-{name[:4]}", args.steps
+                )
+                times[name].append(seconds)
+                print(f"round {r}: {name}: {seconds:.1f} s", flush=True)
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    for name, median in medians.items():
+        print(f"{name:24} median {median:7.1f} s over {len(times[name])} run(s)")
+    new, old = medians["this tree"], medians[f"base {args.base}"]
+    print(f"this tree / base: {new / old:.3f}x (target <= 1.10)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Shared resources: what is expensive to make (a search engine and its model, a sandbox pool,
+a database pool, a browser) is made once per key, shared by every env instance that asks for
+it, and closed when its owner closes.
+
+The owner is the runtime of a run (agents/runtime.py: one per process, closed at shutdown);
+an env used on its own (`toolgym.make(...)`, then `reset`) gets a private set that its
+`close` closes. An env asks through `await self.shared(key, open)`; the key says what makes
+two requests the same resource, so two instances built with the same arguments share one.
+
+Providers are how a higher layer hands a lower one a way to make something without an
+import: the runtime (agents) provides "writer", which turns a model directory into a text
+writer, so the simulated search engine (tools) reaches a generation engine by injection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from typing import Any, TypeVar
+
+from toolgym.errors import ConfigError, did_you_mean
+from toolgym.log import get_logger
+
+log = get_logger(__name__)
+T = TypeVar("T")
+
+
+class Resources:
+    """Resources by key, made on first request, closed in reverse order by `aclose`.
+
+    Args:
+        providers: factories a higher layer supplies by name (see the module docstring).
+        close_timeout_s: limit for closing each resource.
+    """
+
+    def __init__(
+        self, providers: Mapping[str, Callable[..., Any]] | None = None, close_timeout_s: float = 30
+    ) -> None:
+        self.providers = dict(providers or {})
+        self.close_timeout_s = close_timeout_s
+        self._made: dict[Hashable, asyncio.Future[Any]] = {}
+        self.opened = 0
+        """How many resources were made (a gauge for tests and logs)."""
+
+    async def get(self, key: Hashable, open: Callable[[], T | Awaitable[T]]) -> T:
+        """The resource under `key`, made by `open()` the first time; concurrent callers wait
+        for that one. A failed `open` is not remembered: the next request tries again."""
+        future = self._made.get(key)
+        if future is None:
+            future = self._made[key] = asyncio.get_running_loop().create_future()
+            try:
+                made = open()
+                value = await made if inspect.isawaitable(made) else made
+            except BaseException as exc:
+                del self._made[key]
+                if isinstance(exc, asyncio.CancelledError):
+                    future.cancel()
+                else:
+                    future.set_exception(exc)
+                    future.exception()  # retrieved: waiters get it, nobody else must log it
+                raise
+            self.opened += 1
+            future.set_result(value)
+        return await asyncio.shield(future)
+
+    def provider(self, name: str) -> Callable[..., Any]:
+        if name not in self.providers:
+            known = ", ".join(self.providers) or "none"
+            raise ConfigError(
+                f"no '{name}' provider here.{did_you_mean(name, self.providers)} Known: {known}. "
+                "Run the env through toolgym's runtime (the trainer, `toolgym eval`), which "
+                "provides it, or pass the ready-made object to the env instead."
+            )
+        return self.providers[name]
+
+    async def aclose(self) -> None:
+        """Close every resource made (newest first), each bounded; failures are logged."""
+        made, self._made = self._made, {}
+        for key, future in reversed(list(made.items())):
+            if not future.done() or future.cancelled() or future.exception() is not None:
+                continue
+            await close_quietly(future.result(), f"resource {key!r}", self.close_timeout_s)
+
+
+async def close_quietly(thing: Any, what: str, timeout_s: float) -> None:
+    """`await thing.aclose()` (or `thing.close()`), bounded, logging instead of raising."""
+    closer = getattr(thing, "aclose", None) or getattr(thing, "close", None)
+    if closer is None:
+        return
+    try:
+        async with asyncio.timeout(timeout_s):
+            result = closer()
+            if inspect.isawaitable(result):
+                await result
+    except Exception as exc:
+        log.warning("closing %s failed: %s: %s", what, type(exc).__name__, exc)

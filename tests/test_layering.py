@@ -1,0 +1,100 @@
+"""The layering is a test, not a hope: training -> agents -> envs -> tools | sandbox -> core.
+
+Every import in the package counts, wherever it stands (module top, inside a function, under
+TYPE_CHECKING), and so does a string that names a module to import later (an entry point
+such as "toolgym.agents.engines.hf:HFEngine", or `importlib.import_module("toolgym.x")`): a
+lazy import is still a dependency. The application layer (the `toolgym` package facade, its
+`__main__` and the CLI) sits on top and may use everything.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from conftest import ROOT
+
+# Higher rank may import lower rank; equal ranks only within the same layer.
+RANK = {"core": 0, "tools": 1, "sandbox": 1, "envs": 2, "agents": 3, "training": 4, "app": 5}
+FOLDERS = {"toolgym": "core", "tools": "tools", "sandbox": "sandbox", "envs": "envs",
+           "agents": "agents", "training": "training"}  # fmt: skip
+APP = ("toolgym", "toolgym.__main__", "toolgym.cli")
+MODULE_STRING = re.compile(r"^toolgym(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?$")
+
+
+def layer_of(module: str) -> str:
+    """The layer of a dotted module name inside toolgym."""
+    if module in APP or module.startswith("toolgym.cli."):
+        return "app"
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in FOLDERS and parts[1] != "toolgym":
+        return FOLDERS[parts[1]]
+    return "core"
+
+
+def source_modules() -> dict[str, Path]:
+    """Every module of the package, by its installed name (folders map as in setup.py)."""
+    modules = {}
+    for folder in FOLDERS:
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            prefix = ["toolgym"] if folder == "toolgym" else ["toolgym", folder]
+            modules[".".join(prefix + parts)] = path
+    return modules
+
+
+def imported_names(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, module) for every import statement and module-naming string in the file."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.append((node.lineno, base))
+        elif isinstance(node, ast.Constant) and MODULE_STRING.match(str(node.value)):
+            found.append((node.lineno, str(node.value).partition(":")[0]))
+    return sorted((line, name) for line, name in found if name.split(".")[0] == "toolgym")
+
+
+def violations() -> list[str]:
+    out = []
+    for module, path in sorted(source_modules().items()):
+        mine = layer_of(module)
+        for line, name in imported_names(path, module):
+            theirs = layer_of(name)
+            allowed = RANK[theirs] < RANK[mine] or theirs == mine or mine == "app"
+            if not allowed:
+                out.append(f"{path.relative_to(ROOT)}:{line}: {mine} imports {theirs} ({name})")
+    return out
+
+
+def test_every_import_points_down_the_layers():
+    assert violations() == []
+
+
+def test_the_check_sees_lazy_imports_and_module_strings(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "def f():\n"
+        "    from toolgym.agents.engines.hf import HFEngine\n"
+        "    import toolgym.training.trainer\n"
+        "ENGINE = 'toolgym.agents.engines.hf:HFEngine'\n"
+        "from . import sibling\n"
+    )
+    names = [name for _, name in imported_names(probe, "toolgym.envs.search.probe")]
+    assert names == [
+        "toolgym.agents.engines.hf",
+        "toolgym.training.trainer",
+        "toolgym.agents.engines.hf",
+        "toolgym.envs.search",
+    ]
+    assert [layer_of(n) for n in names] == ["agents", "training", "agents", "envs"]
+    assert layer_of("toolgym.errors") == "core" and layer_of("toolgym.cli.train") == "app"

@@ -1,0 +1,90 @@
+"""Small builders that assemble a trainer's parts from its typed config: the model on its
+device, the frozen reference, the engine from the engine registry, the optimizer, and the
+reward stage. Each takes what it needs and returns the part; the trainer only wires them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from toolgym.agents.device import Precision
+from toolgym.agents.engines import engine_class, policy_engine
+from toolgym.errors import ConfigError
+from toolgym.training.config import TrainConfig
+from toolgym.training.rewards import RewardStage, WeightedSource, make_source
+
+
+def build_model(config: TrainConfig, precision: Precision) -> Any:
+    """The policy, float32 weights on the configured device (LoRA and checkpointing as set)."""
+    from transformers import AutoModelForCausalLM
+
+    model: Any = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
+    model = model.to(precision.device)
+    if config.lora.enabled:
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(
+            r=config.lora.r, lora_alpha=config.lora.alpha, target_modules=config.lora.target_modules
+        )
+        model = get_peft_model(model, lora)
+    if config.optim.gradient_checkpointing:
+        enable_activation_checkpointing(model)
+    return model
+
+
+def build_reference(config: TrainConfig, model: Any, precision: Precision) -> Any:
+    """The frozen start policy for the KL term, kept in the compute dtype (it is never
+    trained); None when there is no KL term, or under LoRA (the base is the reference)."""
+    if config.loss.kl_coef == 0 or config.lora.enabled:
+        return None
+    reference = copy.deepcopy(model).eval().requires_grad_(False)
+    return reference.to(precision.dtype)
+
+
+def check_engine(config: TrainConfig) -> None:
+    """Refuse an engine the run cannot sync, before anything loads."""
+    kind = config.engine.kind
+    cls = engine_class(kind)
+    if cls.weight_sync == "lora" and not config.lora.enabled:
+        raise ConfigError(
+            f"engine.kind={kind} takes new weights as LoRA adapters: set lora.enabled=true"
+        )
+    for setting in getattr(cls, "requires", ()):
+        if not getattr(config.engine, setting):
+            raise ConfigError(f"engine.kind={kind} needs engine.{setting}")
+
+
+def build_engine(config: TrainConfig, model: Any, tokenizer: Any, precision: Precision) -> Any:
+    """The generation engine named by engine.kind, built from the registry for a trainer."""
+    kind = config.engine.kind
+    return policy_engine(
+        kind, model=model, tokenizer=tokenizer, model_path=config.model, seed=config.seed,
+        base_url=config.engine.base_url, served_model=config.engine.served_model,
+        precision=precision,
+    )  # fmt: skip
+
+
+def build_optimizer(config: TrainConfig, model: Any) -> torch.optim.Optimizer:
+    """AdamW over the trainable (float32) parameters; its states are float32 too."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay)
+
+
+def build_reward_stage(config: TrainConfig) -> RewardStage:
+    return RewardStage(
+        [
+            WeightedSource(r.label, make_source(r.source, **r.kwargs), r.weight)
+            for r in config.rewards
+        ]
+    )
+
+
+def enable_activation_checkpointing(model: Any) -> None:
+    """Non-reentrant, so LoRA's frozen inputs need no grad hooks. transformers 5 renamed it."""
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

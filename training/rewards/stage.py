@@ -1,0 +1,66 @@
+"""The reward stage, between collection and advantages.
+
+For each unmasked trajectory, every configured source gives one value per step; the step
+keeps them by name in `Step.rewards`, and the per-step reward the estimators read is their
+weighted sum. A source that returns the wrong number of values, or a value that is not
+finite, stops the run with a one-line error: training on garbage is worse than not training.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from toolgym.agents.trajectory import Trajectory
+from toolgym.errors import ToolgymError
+from toolgym.training.rewards.base import RewardSource
+
+
+class RewardError(ToolgymError, ValueError):
+    """A reward source gave something that cannot be trained on."""
+
+
+@dataclass(frozen=True)
+class WeightedSource:
+    name: str
+    source: RewardSource
+    weight: float
+
+
+class RewardStage:
+    def __init__(self, sources: Sequence[WeightedSource]) -> None:
+        self.sources = list(sources)
+
+    def score(self, trajectory: Trajectory) -> np.ndarray:
+        """The combined reward of each step (zeros for a masked trajectory); the components
+        are written into the steps."""
+        total = np.zeros(len(trajectory.steps))
+        if trajectory.masked:
+            return total
+        for entry in self.sources:
+            values = entry.source(trajectory)
+            if len(values) != len(trajectory.steps):
+                raise RewardError(
+                    f"reward '{entry.name}' gave {len(values)} values for a trajectory of "
+                    f"{len(trajectory.steps)} steps ({trajectory.id})"
+                )
+            if not all(math.isfinite(v) for v in values):
+                raise RewardError(
+                    f"reward '{entry.name}' gave a non-finite value ({trajectory.id})"
+                )
+            for step, value in zip(trajectory.steps, values, strict=True):
+                step.rewards[entry.name] = float(value)
+            total += entry.weight * np.asarray(values, dtype=np.float64)
+        return total
+
+    def metrics(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        """Mean per-trajectory sum of each component (unmasked trajectories)."""
+        kept = [t for t in trajectories if not t.masked]
+        n = max(len(kept), 1)
+        return {
+            f"reward/{e.name}": sum(s.rewards.get(e.name, 0.0) for t in kept for s in t.steps) / n
+            for e in self.sources
+        }
