@@ -2,8 +2,10 @@
 
 Both versions are installed the same way (`pip install --no-deps --target`, from this tree and
 from `git archive REF`) and run as fresh processes, one after the other, alternating which
-goes first each round, so a noisy neighbour hits both alike. Prints each run's seconds, the
-medians and the ratio this tree / REF (the runtime's target: at most 1.10).
+goes first each round, so a noisy neighbour hits both alike. Prints each run's seconds, its RL
+env steps and its sampled success after RL, the medians, and the ratios this tree / REF of
+the seconds and of the seconds per env step (the RL stage is not bit-reproducible, so a run
+whose policy takes more turns does more work; the runtime's target: at most 1.10).
 
     python bench/quickstart_time.py --base REF [--rounds 1] [--steps 40]
 """
@@ -11,6 +13,7 @@ medians and the ratio this tree / REF (the runtime's target: at most 1.10).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -39,14 +42,18 @@ def checkout(ref: str, where: Path) -> Path:
     return where
 
 
-def quickstart(site: Path, out: Path, steps: int) -> float:
+def quickstart(site: Path, out: Path, steps: int) -> tuple[float, int, float]:
+    """Seconds, RL env steps, and sampled success after RL."""
     env = {**os.environ, "PYTHONPATH": str(site)}
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "toolgym", "quickstart", "--out", str(out), "--steps", str(steps)],
         check=True, env=env, cwd=out.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    metrics = [json.loads(line) for line in (out / "rl" / "metrics.jsonl").read_text().splitlines()]
+    results = json.loads((out / "results.json").read_text())
+    return seconds, sum(m["env_steps"] for m in metrics), results["after_rl"]["1.0"]["eval/success"]
 
 
 def main() -> None:
@@ -61,19 +68,26 @@ def main() -> None:
         install(ROOT, sites["this tree"])
         install(checkout(args.base, root / "src-old"), sites[f"base {args.base}"])
         times: dict[str, list[float]] = {name: [] for name in sites}
+        per_step: dict[str, list[float]] = {name: [] for name in sites}
         for r in range(args.rounds):
             order = list(sites) if r % 2 == 0 else list(reversed(sites))
             for name in order:
-                seconds = quickstart(
-                    sites[name], root / f"run-{r}-{len(times[name])}-{name[:4]}", args.steps
-                )
+                out = root / f"run-{r}-{name[:4]}"
+                seconds, env_steps, success = quickstart(sites[name], out, args.steps)
                 times[name].append(seconds)
-                print(f"round {r}: {name}: {seconds:.1f} s", flush=True)
-    medians = {name: statistics.median(t) for name, t in times.items()}
-    for name, median in medians.items():
-        print(f"{name:24} median {median:7.1f} s over {len(times[name])} run(s)")
-    new, old = medians["this tree"], medians[f"base {args.base}"]
-    print(f"this tree / base: {new / old:.3f}x (target <= 1.10)")
+                per_step[name].append(seconds / env_steps)
+                print(f"round {r}: {name}: {seconds:.1f} s, {env_steps} RL env steps, "
+                      f"sampled success after RL {success:.1%}", flush=True)  # fmt: skip
+    base = f"base {args.base}"
+    for name in sites:
+        print(
+            f"{name:24} median {statistics.median(times[name]):7.1f} s, {len(times[name])} run(s)"
+        )
+    seconds = statistics.median(times["this tree"]) / statistics.median(times[base])
+    ratio = statistics.median(per_step["this tree"]) / statistics.median(per_step[base])
+    print(
+        f"this tree / base: seconds {seconds:.3f}x, seconds per RL env step {ratio:.3f}x (target <= 1.10)"
+    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from conftest import FIXTURES, ROOT
 from toolgym.config import load_config
 from toolgym.errors import ConfigError
 from toolgym.training import checkpoint
+from toolgym.training.builders import build_reward_stage
 from toolgym.training.config import TrainConfig
 from toolgym.training.metrics_log import read_metrics
 from toolgym.training.trainer import Trainer
@@ -332,6 +333,14 @@ def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_mod
         ValueError,
         match=f"reward 'function' gave {steps + 1} values for a trajectory of {steps} steps",
     ):
+        trainer.advantages(groups)
+    trainer.rewards = build_reward_stage(
+        load_config(
+            TrainConfig, None,
+            ["model=x", "rewards=[{source: function, kwargs: {path: 'fixture_rewards:raises'}}]"],
+        )
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="reward 'function' raised KeyError: 'no such field'"):
         trainer.advantages(groups)
     trainer.close()
 

@@ -8,7 +8,10 @@ toolgym.tools); an infrastructure failure becomes a masked, counted rollout erro
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class ToolgymError(Exception):
@@ -51,3 +54,13 @@ def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
         lowered = name.lower()
         close = [c for c in choices if lowered in c.lower() or c.lower() in lowered][:n]
     return f" Did you mean: {', '.join(close)}?" if close else ""
+
+
+def lookup(table: Mapping[str, T], name: str, kind: str) -> T:
+    """`table[name]`, or a ConfigError naming the `kind`, a close match and the choices: how
+    every registry (parsers, engines, estimators, reward sources) answers an unknown name."""
+    if name not in table:
+        raise ConfigError(
+            f"unknown {kind} '{name}'.{did_you_mean(name, table)} Known: {', '.join(table)}"
+        )
+    return table[name]

@@ -6,7 +6,7 @@ import importlib
 from typing import Any
 
 from toolgym.agents.engines.base import Completion, Engine, EngineError, SamplingParams
-from toolgym.errors import ConfigError, did_you_mean
+from toolgym.errors import lookup
 
 ENGINES = {
     "hf": "toolgym.agents.engines.hf:HFEngine",
@@ -17,11 +17,7 @@ ENGINES = {
 
 def engine_class(name: str) -> Any:
     """The engine class registered as `name` ("hf", "openai" or "vllm")."""
-    if name not in ENGINES:
-        raise ConfigError(
-            f"unknown engine '{name}'.{did_you_mean(name, ENGINES)} Known: {', '.join(ENGINES)}"
-        )
-    module, _, attr = ENGINES[name].partition(":")
+    module, _, attr = lookup(ENGINES, name, "engine").partition(":")
     return getattr(importlib.import_module(module), attr)
 
 

@@ -20,8 +20,9 @@ Arguments: tasks (JSONL path or list of {"question", "answers"}; Search-R1's "go
     `toolgym index build`), simulator (a model directory that writes the results, with
     noise = (p_start, p_end, base) over training; the trainer passes its step in
     `reset(options={"training_step": (i, m)})`), engine (any SearchEngine instance, e.g.
-    `SimulatedEngine.self_search(policy, renderer)` for SSRL), or none of them (in-process
-    bm25 over the world); topk, doc_chars, reward, format_reward, max_turns, plus ToolEnv's.
+    `SimulatedEngine.self_search(EngineWriter(policy, renderer))` for SSRL), or none of them
+    (in-process bm25 over the world); topk, doc_chars, reward, format_reward, max_turns, plus
+    ToolEnv's.
     The engine is a shared resource: instances with the same engine arguments share one.
 Tasks: a `ListTasks` (task_source()); without a "split" field a tenth of the distinct
     questions is held out for evaluation, chosen by a hash of their content.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolgym.errors import ConfigError, did_you_mean
+from toolgym.errors import lookup
 from toolgym.tools.parsers.base import ActionParser, ParsedAction
 from toolgym.tools.parsers.fenced_code import FencedCodeParser
 from toolgym.tools.parsers.hermes import HermesParser
@@ -22,11 +22,7 @@ PARSERS: dict[str, type[ActionParser]] = {
 
 def make_parser(name: str, **options: Any) -> ActionParser:
     """Build the parser registered under `name`."""
-    if name not in PARSERS:
-        raise ConfigError(
-            f"unknown action parser '{name}'.{did_you_mean(name, PARSERS)} Known: {', '.join(PARSERS)}"
-        )
-    return PARSERS[name](**options)
+    return lookup(PARSERS, name, "action parser")(**options)
 
 
 __all__ = [

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from toolgym.errors import ConfigError, did_you_mean
+from toolgym.errors import lookup
 from toolgym.training.advantages.base import GroupRewards
 from toolgym.training.advantages.gigpo import gigpo
 from toolgym.training.advantages.grpo import grpo
@@ -21,11 +21,7 @@ ESTIMATORS: dict[str, Callable[..., list[np.ndarray]]] = {
 
 
 def estimator(name: str) -> Callable[..., list[np.ndarray]]:
-    if name not in ESTIMATORS:
-        raise ConfigError(
-            f"unknown advantage estimator '{name}'.{did_you_mean(name, ESTIMATORS)} Known: {', '.join(ESTIMATORS)}"
-        )
-    return ESTIMATORS[name]
+    return lookup(ESTIMATORS, name, "advantage estimator")
 
 
 def compute_advantages(name: str, group: GroupRewards, **options: Any) -> list[np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from toolgym.errors import ConfigError, did_you_mean
+from toolgym.errors import ConfigError, lookup
 from toolgym.training.rewards.base import RewardSource
 from toolgym.training.rewards.env_reward import EnvReward
 from toolgym.training.rewards.format_reward import FormatReward
@@ -22,12 +22,9 @@ SOURCES: dict[str, Callable[..., RewardSource]] = {
 
 
 def make_source(name: str, **kwargs: Any) -> RewardSource:
-    if name not in SOURCES:
-        raise ConfigError(
-            f"unknown reward source '{name}'.{did_you_mean(name, SOURCES)} Known: {', '.join(SOURCES)}"
-        )
+    source = lookup(SOURCES, name, "reward source")
     try:
-        return SOURCES[name](**kwargs)
+        return source(**kwargs)
     except TypeError as exc:
         raise ConfigError(f"reward source '{name}': {exc}") from None
 

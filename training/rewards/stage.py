@@ -41,7 +41,14 @@ class RewardStage:
         if trajectory.masked:
             return total
         for entry in self.sources:
-            values = entry.source(trajectory)
+            try:
+                values = list(entry.source(trajectory))
+            except RewardError:
+                raise
+            except Exception as exc:
+                raise RewardError(
+                    f"reward '{entry.name}' raised {type(exc).__name__}: {exc} ({trajectory.id})"
+                ) from exc
             if len(values) != len(trajectory.steps):
                 raise RewardError(
                     f"reward '{entry.name}' gave {len(values)} values for a trajectory of "
