@@ -3,9 +3,16 @@
 It speaks the subset of the protocol rollouts and trainers use, the way vLLM speaks it:
 `/v1/completions` with text or token-id prompts and `return_token_ids` (token ids of the
 prompt and completion in each choice), `/v1/chat/completions` with tools in and `tool_calls`
-out (Hermes `<tool_call>` blocks), `/v1/models`, `/health`, and vLLM's runtime LoRA routes
-`/v1/load_lora_adapter` and `/v1/unload_lora_adapter`. Concurrent requests are batched by
-the engine. Errors come back as OpenAI error JSON with a 4xx status.
+out (Hermes `<tool_call>` blocks), `tool_choice` none, auto, required or a named function,
+`stream=true` for both (server_stream.py), `/v1/models`, `/health`, and vLLM's runtime LoRA
+routes `/v1/load_lora_adapter` and `/v1/unload_lora_adapter`. Concurrent requests are batched
+by the engine. Errors come back as vLLM's error JSON with a 4xx status.
+
+A required or named tool call is forced by starting the reply with the chat template's own
+opening of a tool call (`<tool_call>`; for a named function also `{"name": "f",
+"arguments":`; whitespace at the end is left to the model), and the model writes the rest.
+The arguments are the model's, not decoded under a grammar: a model that cannot write JSON
+can still produce a call that does not parse (then the reply is text, as with "auto").
 """
 
 from __future__ import annotations
@@ -22,6 +29,12 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from toolgym.agents.chat_request import (
+    ToolChoice,
+    template_messages,
+    template_tools,
+    tool_choice,
+)
 from toolgym.agents.engines.base import Completion
 from toolgym.agents.engines.hf import BadRequestError, HFEngine
 from toolgym.agents.render import ChatRenderer
@@ -32,7 +45,7 @@ from toolgym.agents.server_protocol import (
     LoadAdapterRequest,
     UnloadAdapterRequest,
 )
-from toolgym.envs.spaces import message_problem
+from toolgym.agents.server_stream import ChoiceText, Job, stream
 from toolgym.tools.parsers import HermesParser
 
 DEFAULT_MAX_TOKENS = 16
@@ -81,7 +94,7 @@ class ModelServer:
         ]
         return web.json_response({"object": "list", "data": entries})
 
-    async def completions(self, request: web.Request) -> web.Response:
+    async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await _parse(request, CompletionRequest)
         adapter = self._adapter_for(body.model)
         prompts = [self.renderer.encode(p) if isinstance(p, str) else p for p in body.prompts()]
@@ -90,6 +103,8 @@ class ModelServer:
             for ids in prompts
             for k in range(body.n)
         ]
+        if body.stream:
+            return await self._stream_completions(request, body, jobs, adapter)
         results = await self._generate(jobs, adapter)
         choices = []
         for index, ((ids, sampling), c) in enumerate(zip(jobs, results, strict=True)):
@@ -110,13 +125,15 @@ class ModelServer:
             self._envelope("cmpl", "text_completion", body.model, choices, jobs, results)
         )
 
-    async def chat(self, request: web.Request) -> web.Response:
+    async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await _parse(request, ChatRequest)
         adapter = self._adapter_for(body.model)
-        for i, m in enumerate(body.messages):
-            if (problem := message_problem(m)) is not None:
-                raise ApiError(400, f"messages[{i}]: {problem}", param="messages")
-        prompt = self.renderer.prompt_ids(body.messages, body.tools)
+        messages = template_messages(body.messages)
+        tools = template_tools(body.tools)
+        choice_of_tool = tool_choice(body.tool_choice, tools)
+        prompt = self.renderer.prompt_ids(messages, tools or None)
+        forced = self._forced_opening(choice_of_tool, tools)
+        prompt = prompt + self.renderer.encode(forced) if forced else prompt
         max_tokens = (
             body.max_completion_tokens or body.max_tokens or self.engine.max_length - len(prompt)
         )
@@ -124,12 +141,14 @@ class ModelServer:
             (prompt, body.sampling(k, max_tokens, body.top_logprobs if body.logprobs else 0))
             for k in range(body.n)
         ]
+        use_tools = choice_of_tool.mode != "none"
+        if body.stream:
+            return await self._stream_chat(request, body, jobs, adapter, forced, use_tools)
         results = await self._generate(jobs, adapter)
-        use_tools = bool(body.tools) and body.tool_choice != "none"
         choices = []
         for index, ((_, sampling), c) in enumerate(zip(jobs, results, strict=True)):
             message, finish = self._assistant_message(
-                _cut_at_stop(c.text, sampling.stop), c.finish_reason, use_tools
+                forced + _cut_at_stop(c.text, sampling.stop), c.finish_reason, use_tools
             )
             choice: dict[str, Any] = {"index": index, "message": message, "finish_reason": finish}
             choice["logprobs"] = self._chat_logprobs(c) if body.logprobs else None
@@ -140,6 +159,115 @@ class ModelServer:
         if body.return_token_ids:
             response["prompt_token_ids"] = prompt
         return web.json_response(response)
+
+    # ----- streaming ----------------------------------------------------------------------------
+    async def _stream_completions(
+        self, request: web.Request, body: CompletionRequest, jobs: list[Job], adapter: str | None
+    ) -> web.StreamResponse:
+        texts = [ChoiceText(self.engine.tokenizer, s.stop) for _, s in jobs]
+        head = self._stream_head("cmpl", "text_completion", body.model)
+
+        def chunk(index: int, text: str, finish: str | None) -> dict[str, Any]:
+            choice = {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
+            return {**head, "choices": [choice]}
+
+        def on_token(index: int, token: int) -> list[dict[str, Any]]:
+            delta = texts[index].push(token)
+            return [chunk(index, delta, None)] if delta else []
+
+        def on_finish(index: int, c: Completion) -> list[dict[str, Any]]:
+            rest = texts[index].finish(_cut_at_stop(c.text, jobs[index][1].stop))
+            return [chunk(index, rest, c.finish_reason)]
+
+        return await self._stream(request, body, jobs, adapter, head, on_token, on_finish, [])
+
+    async def _stream_chat(
+        self, request: web.Request, body: ChatRequest, jobs: list[Job], adapter: str | None,
+        forced: str, use_tools: bool,
+    ) -> web.StreamResponse:  # fmt: skip
+        marker = self.parser.open_tag if use_tools else None
+        texts = [ChoiceText(self.engine.tokenizer, s.stop, forced, marker) for _, s in jobs]
+        head = self._stream_head("chatcmpl", "chat.completion.chunk", body.model)
+
+        def chunk(index: int, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+            choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return {**head, "choices": [choice]}
+
+        def on_token(index: int, token: int) -> list[dict[str, Any]]:
+            delta = texts[index].push(token)
+            return [chunk(index, {"content": delta}, None)] if delta else []
+
+        def on_finish(index: int, c: Completion) -> list[dict[str, Any]]:
+            text = forced + _cut_at_stop(c.text, jobs[index][1].stop)
+            message, finish = self._assistant_message(text, c.finish_reason, use_tools)
+            out = []
+            if rest := texts[index].finish(message["content"] or ""):
+                out.append(chunk(index, {"content": rest}, None))
+            if message["tool_calls"]:
+                calls = [{"index": k, **call} for k, call in enumerate(message["tool_calls"])]
+                out.append(chunk(index, {"tool_calls": calls}, None))
+            return [*out, chunk(index, {}, finish)]
+
+        opening = [chunk(i, {"role": "assistant", "content": ""}, None) for i in range(len(jobs))]
+        return await self._stream(request, body, jobs, adapter, head, on_token, on_finish, opening)
+
+    async def _stream(
+        self, request: web.Request, body: Any, jobs: list[Job], adapter: str | None,
+        head: dict[str, Any], on_token: Any, on_finish: Any, opening: list[dict[str, Any]],
+    ) -> web.StreamResponse:  # fmt: skip
+        for ids, sampling in jobs:  # a bad request is a 400, before the stream starts
+            try:
+                self.engine.check_request(ids, sampling, adapter)
+            except BadRequestError as exc:
+                raise ApiError(400, str(exc)) from None
+
+        def generate(index: int, job: Job, token: Any) -> Any:
+            return self.engine.generate(job[0], job[1], adapter, on_token=token)
+
+        def usage(results: list[Completion]) -> dict[str, Any]:
+            return {**head, "choices": [], "usage": _usage(jobs, results)}
+
+        return await stream(
+            request, jobs, generate, on_token, on_finish, opening,
+            usage if body.include_usage else None,
+        )  # fmt: skip
+
+    def _stream_head(self, prefix: str, kind: str, model: str) -> dict[str, Any]:
+        return {
+            "id": f"{prefix}-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()),
+            "model": model,
+        }  # fmt: skip
+
+    def _forced_opening(self, choice: ToolChoice, tools: list[dict[str, Any]]) -> str:
+        """The start of the reply for a required or named call, cut from the chat template's
+        own rendering of a call (so it is written the way this model was taught)."""
+        if choice.mode not in ("required", "function"):
+            return ""
+        placeholder = "\u2063toolgym-tool\u2063"
+        call = {"name": placeholder, "arguments": {}}
+        turn = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "id": "x", "function": call}],
+        }
+        lead = [{"role": "user", "content": "."}]
+        opening = self.renderer.render_text(lead, tools, add_generation_prompt=True)
+        written = self.renderer.render_text([*lead, turn], tools)
+        at = written.find(placeholder)
+        if not written.startswith(opening) or at < 0:
+            raise ApiError(
+                400, "this model's chat template does not write tool calls, so tool_choice "
+                f"{choice.mode!r} cannot be honoured", param="tool_choice",
+            )  # fmt: skip
+        reply = written[len(opening) :]
+        at -= len(opening)
+        if choice.mode == "required":
+            opening = reply[: reply.rfind("{", 0, at)]
+        else:
+            after = reply[at + len(placeholder) :]
+            opening = reply[:at] + str(choice.name) + after[: after.find("{}")]
+        # BPE tokenizers join whitespace to the word after it (" {"): leave it to the model
+        return opening.rstrip()
 
     async def load_adapter(self, request: web.Request) -> web.Response:
         body = await _parse(request, LoadAdapterRequest)
@@ -154,8 +282,7 @@ class ModelServer:
             raise ApiError(
                 404,
                 f"The lora adapter '{body.lora_name}' cannot be found.",
-                "not_found_error",
-                "lora_name",
+                param="lora_name",
             )
         await self._engine_call(self.engine.unload_adapter(body.lora_name))
         return web.Response(text=f"Success: LoRA adapter '{body.lora_name}' removed successfully.")
@@ -166,7 +293,7 @@ class ModelServer:
             return None
         if model in self.engine.adapters:
             return model
-        raise ApiError(404, f"The model `{model}` does not exist.", "not_found_error", "model")
+        raise ApiError(404, f"The model `{model}` does not exist.", param="model")
 
     async def _generate(
         self, jobs: list[tuple[list[int], Any]], adapter: str | None
@@ -246,19 +373,13 @@ class ModelServer:
         jobs: list[Any],
         results: list[Completion],
     ) -> dict[str, Any]:
-        prompt_tokens = sum(len(ids) for ids, _ in jobs)
-        completion_tokens = sum(len(c.token_ids) for c in results)
         return {
             "id": f"{prefix}-{uuid.uuid4().hex}",
             "object": kind,
             "created": int(time.time()),
             "model": model,
             "choices": choices,
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": _usage(jobs, results),
         }
 
 
@@ -286,11 +407,20 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
         return web.json_response(
-            ApiError(exc.status, f"{request.method} {request.path}: {exc.reason}", kind).body(),
+            ApiError(exc.status, f"{request.method} {request.path}: {exc.reason}").body(),
             status=exc.status,
         )
+
+
+def _usage(jobs: list[Job], results: list[Completion]) -> dict[str, int]:
+    prompt_tokens = sum(len(ids) for ids, _ in jobs)
+    completion_tokens = sum(len(c.token_ids) for c in results)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 def _cut_at_stop(text: str, stops: list[str]) -> str:

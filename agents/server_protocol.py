@@ -1,13 +1,16 @@
-"""Request bodies of the OpenAI-compatible model server, validated with pydantic.
+"""Request bodies of the OpenAI-compatible model server, validated with pydantic (a chat
+request's messages and tools against the openai package's types: chat_request.py).
 
-Fields other OpenAI clients send but that do not change the result (user, stream_options,
-...) are ignored; features that would change it and are not implemented (streaming, echo,
-penalties) are refused with a 400 rather than silently dropped.
+Fields other OpenAI clients send but that do not change the result (user,
+parallel_tool_calls, ...) are ignored; features that would change it and are not implemented
+(echo, penalties, log-probabilities or token ids in a stream) are refused with a 400 rather
+than silently dropped. Errors have vLLM's shape: {"error": {message, type, param, code}}
+with the HTTP status as the integer code.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -18,19 +21,22 @@ class ApiError(Exception):
     """An error answered as OpenAI's error JSON with an HTTP status."""
 
     def __init__(
-        self,
-        status: int,
-        message: str,
-        kind: str = "invalid_request_error",
-        param: str | None = None,
+        self, status: int, message: str, kind: str | None = None, param: str | None = None
     ) -> None:
         super().__init__(message)
-        self.status, self.message, self.kind, self.param = status, message, kind, param
+        self.status, self.message, self.param = status, message, param
+        self.kind = kind or _KINDS.get(status, "BadRequestError")
 
     def body(self) -> dict[str, Any]:
         return {
-            "error": {"message": self.message, "type": self.kind, "param": self.param, "code": None}
-        }
+            "error": {
+                "message": self.message, "type": self.kind, "param": self.param,
+                "code": self.status,
+            }
+        }  # fmt: skip
+
+
+_KINDS = {404: "NotFoundError", 413: "BadRequestError", 500: "InternalServerError"}
 
 
 class _Sampling(BaseModel):
@@ -45,19 +51,29 @@ class _Sampling(BaseModel):
     stop_token_ids: list[int] | None = None
     seed: int | None = None
     stream: bool = False
+    stream_options: dict[str, Any] | None = None
     return_token_ids: bool = False
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
 
     @model_validator(mode="after")
     def _supported(self) -> _Sampling:
-        if self.stream:
+        if self.stream and (self.return_token_ids or self._wants_logprobs()):
             raise ValueError(
-                "stream=true is not supported by this server; request the whole response"
+                "stream=true with logprobs or return_token_ids is not supported by this "
+                "server; request the whole response for those"
             )
         if self.presence_penalty or self.frequency_penalty:
             raise ValueError("presence_penalty and frequency_penalty are not supported")
         return self
+
+    def _wants_logprobs(self) -> bool:
+        asked = getattr(self, "logprobs", None)  # completions: an int (0 counts); chat: a bool
+        return asked is not None and asked is not False
+
+    @property
+    def include_usage(self) -> bool:
+        return bool((self.stream_options or {}).get("include_usage"))
 
     def sampling(self, index: int, default_max_tokens: int, top_logprobs: int) -> SamplingParams:
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
@@ -96,9 +112,10 @@ class CompletionRequest(_Sampling):
 
 
 class ChatRequest(_Sampling):
-    messages: list[dict[str, Any]] = Field(min_length=1)
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: Literal["auto", "none"] | None = None
+    messages: list[Any] = Field(min_length=1)
+    """Checked message by message against the openai types (chat_request.py)."""
+    tools: list[Any] | None = None
+    tool_choice: Any = None
     max_completion_tokens: int | None = Field(default=None, ge=1)
     logprobs: bool = False
     top_logprobs: int = Field(default=0, ge=0, le=20)

@@ -74,6 +74,8 @@ def message_problem(message: Any) -> str | None:
     if role not in ROLES:
         return f"message role {role!r} is not one of {sorted(ROLES)}"
     content = message.get("content")
+    if content is None and role == "assistant" and message.get("tool_calls"):
+        return None  # an assistant turn that only calls tools (OpenAI's own shape)
     if not isinstance(content, (str, list)):
         return f"message content must be a string or a list of parts, got {type(content).__name__}"
     return None

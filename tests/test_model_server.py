@@ -109,8 +109,8 @@ def test_bad_requests_get_openai_errors(client, model_server):
         client.completions.create(model="tiny", prompt="x", max_tokens=0)
     with pytest.raises(openai.BadRequestError, match="temperature"):
         client.completions.create(model="tiny", prompt="x", max_tokens=2, temperature=7)
-    with pytest.raises(openai.BadRequestError, match="stream=true is not supported"):
-        client.completions.create(model="tiny", prompt="x", max_tokens=2, stream=True)
+    with pytest.raises(openai.BadRequestError, match="stream=true with logprobs"):
+        client.completions.create(model="tiny", prompt="x", max_tokens=2, stream=True, logprobs=1)
     with pytest.raises(openai.BadRequestError, match="exceeds the model's context"):
         client.completions.create(model="tiny", prompt=[1] * 4090, max_tokens=10)
     status, body = raw(f"{model_server}/v1/completions", b"{not json")
@@ -118,7 +118,147 @@ def test_bad_requests_get_openai_errors(client, model_server):
         "the request body is not valid JSON"
     )
     status, body = raw(f"{model_server}/v1/nothing", b"{}")
-    assert status == 404 and json.loads(body)["error"]["type"] == "not_found_error"
+    assert status == 404 and json.loads(body)["error"]["type"] == "NotFoundError"
+
+
+def test_error_bodies_have_vllms_shape(model_server):
+    """vLLM's ErrorResponse: {"error": {message, type, param, code}}, code the HTTP status."""
+    status, body = raw(
+        f"{model_server}/v1/completions", b'{"model": "tiny", "prompt": "x", "max_tokens": 0}'
+    )
+    error = json.loads(body)["error"]
+    assert status == 400 and error["code"] == 400 and error["type"] == "BadRequestError"
+    assert set(error) == {"message", "type", "param", "code"}
+    status, body = raw(f"{model_server}/v1/completions", b'{"model": "nope", "prompt": "x"}')
+    assert status == 404 and json.loads(body)["error"]["code"] == 404
+
+
+def test_a_multi_turn_tool_conversation_through_the_official_client(client):
+    """What every agent loop does: send the assistant's tool-call reply back as it came
+    (content None, tool_calls set), then the tool's result, and ask again."""
+    messages: list = list(CHAT_MESSAGES)
+    first = client.chat.completions.create(
+        model="tiny", messages=messages, tools=TOOLS, temperature=0, max_tokens=40
+    )
+    reply = first.choices[0].message
+    assert reply.content is None and reply.tool_calls[0].function.name == "move"
+    messages.append(reply)  # the client's own message object, as agent loops append it
+    messages.append(
+        {"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": "You moved north."}
+    )
+    second = client.chat.completions.create(
+        model="tiny", messages=messages, tools=TOOLS, temperature=0, max_tokens=8
+    )
+    assert second.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    assert second.usage.prompt_tokens > first.usage.prompt_tokens
+    # the same history as plain dicts, the way JSON clients send it, and a tool message
+    # without tool_call_id (vLLM accepts it; Hermes templates do not use it)
+    as_dicts = [
+        *CHAT_MESSAGES,
+        reply.model_dump(exclude_none=True),
+        {"role": "tool", "content": "ok"},
+    ]
+    as_dicts[2]["content"] = None
+    again = client.chat.completions.create(
+        model="tiny", messages=as_dicts, tools=TOOLS, max_tokens=4
+    )
+    assert again.usage.prompt_tokens > first.usage.prompt_tokens
+
+
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        ({"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f"}}]},
+         r"messages\[0\]\.tool_calls\[0\]\.function\.arguments: Field required"),
+        ({"role": "user", "content": 5}, r"messages\[0\]\.content: Input should be a valid string"),
+        ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]},
+         r"messages\[0\]\.content\[0\]: this server's models read text only"),
+        ({"role": "user"}, r"messages\[0\]\.content: Field required"),
+    ],
+)  # fmt: skip
+def test_messages_are_checked_against_openais_types(client, message, problem):
+    with pytest.raises(openai.BadRequestError, match=problem):
+        client.chat.completions.create(model="tiny", messages=[message], max_tokens=2)
+
+
+def test_tool_choice_required_and_named_force_a_call(client, tool_calling_model_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tool_calling_model_dir)
+    for choice in ("required", {"type": "function", "function": {"name": "move"}}):
+        result = client.chat.completions.create(
+            model="tiny", messages=CHAT_MESSAGES, tools=TOOLS, tool_choice=choice,
+            temperature=0, max_tokens=40, extra_body={"return_token_ids": True},
+        )  # fmt: skip
+        call = result.choices[0].message.tool_calls[0]
+        assert result.choices[0].finish_reason == "tool_calls"
+        assert (call.function.name, json.loads(call.function.arguments)) == (
+            "move", {"direction": "north"},
+        )  # fmt: skip
+    # the forced opening, the template's own start of a call (this template writes no newline
+    # after the tag), ends the prompt the model continued
+    prompt = tokenizer.decode(result.model_extra["prompt_token_ids"])
+    assert prompt.endswith('<|im_start|>assistant\n<tool_call>{"name": "move", "arguments":')
+    plain = client.chat.completions.create(
+        model="tiny", messages=CHAT_MESSAGES, tools=TOOLS, tool_choice="none", temperature=0,
+        max_tokens=40,
+    )  # fmt: skip
+    assert (
+        not plain.choices[0].message.tool_calls
+        and "<tool_call>" in plain.choices[0].message.content
+    )
+    with pytest.raises(openai.BadRequestError, match="not among the tools"):
+        client.chat.completions.create(
+            model="tiny", messages=CHAT_MESSAGES, tools=TOOLS, max_tokens=4,
+            tool_choice={"type": "function", "function": {"name": "fly"}},
+        )  # fmt: skip
+    with pytest.raises(openai.BadRequestError, match="needs `tools`"):
+        client.chat.completions.create(
+            model="tiny", messages=CHAT_MESSAGES, tool_choice="required", max_tokens=4
+        )
+
+
+def test_streamed_completions_and_chat_match_the_whole_answer(client):
+    ask = dict(model="tiny", prompt="Keys held: 0.", max_tokens=12, seed=5, temperature=1.0)
+    whole = client.completions.create(**ask)
+    chunks = list(client.completions.create(**ask, stream=True))
+    assert "".join(c.choices[0].text for c in chunks) == whole.choices[0].text
+    assert chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason
+    assert len(chunks) > 2  # token by token, not one block
+
+    chat = dict(
+        model="tiny", messages=[{"role": "user", "content": "hello"}], max_tokens=10, seed=2
+    )
+    whole_chat = client.chat.completions.create(**chat)
+    stream = list(
+        client.chat.completions.create(**chat, stream=True, stream_options={"include_usage": True})
+    )
+    assert stream[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == whole_chat.choices[0].message.content
+    assert (
+        stream[-1].choices == [] and stream[-1].usage.total_tokens == whole_chat.usage.total_tokens
+    )
+
+
+def test_streamed_tool_calls_arrive_as_tool_call_deltas(client):
+    stream = client.chat.completions.create(
+        model="tiny", messages=CHAT_MESSAGES, tools=TOOLS, temperature=0, max_tokens=40,
+        stream=True,
+    )  # fmt: skip
+    content, calls, finish = "", {}, None
+    for chunk in stream:
+        delta = chunk.choices[0].delta
+        content += delta.content or ""
+        for call in delta.tool_calls or []:
+            entry = calls.setdefault(call.index, {"name": "", "arguments": ""})
+            entry["name"] += call.function.name or ""
+            entry["arguments"] += call.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert "<tool_call>" not in content and finish == "tool_calls"
+    assert calls[0]["name"] == "move" and json.loads(calls[0]["arguments"]) == {
+        "direction": "north"
+    }
 
 
 def test_lora_adapters_load_serve_and_unload(

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import queue
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,13 @@ log = get_logger(__name__)
 
 class BadRequestError(ToolgymError, ValueError):
     """The request itself is invalid (empty prompt, too long, unknown adapter, ...)."""
+
+
+def _call_soon(
+    loop: asyncio.AbstractEventLoop, callback: Callable[[int], None], token: int
+) -> None:
+    with contextlib.suppress(RuntimeError):  # the caller's loop has closed
+        loop.call_soon_threadsafe(callback, token)
 
 
 @dataclass
@@ -114,9 +122,15 @@ class HFEngine:
 
     # ----- public API -----------------------------------------------------------------------
     async def generate(
-        self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        adapter: str | None = None,
+        on_token: Callable[[int], None] | None = None,
     ) -> Completion:
-        self._validate(prompt_ids, sampling, adapter)
+        """`on_token` (optional) is called on the caller's event loop with each token as it
+        is sampled, before the completion is returned (for streaming)."""
+        self.check_request(prompt_ids, sampling, adapter)
         seed = (
             sampling.seed
             if sampling.seed is not None
@@ -131,6 +145,8 @@ class HFEngine:
         loop = asyncio.get_running_loop()
         request = _Request(row, adapter, loop.create_future(), loop)
         row.owner = request
+        if on_token is not None:
+            row.on_token = functools.partial(_call_soon, loop, on_token)
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(
                 target=self._serve, name="toolgym-hf-engine", daemon=True
@@ -221,9 +237,11 @@ class HFEngine:
         for r in requests:
             r.resolve(error=error)
 
-    def _validate(
+    def check_request(
         self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None
     ) -> None:
+        """Raise BadRequestError when this engine cannot serve the request (generate does
+        the same check; a server streaming its answer checks first, to answer a clean 400)."""
         if not prompt_ids:
             raise BadRequestError("the prompt is empty")
         vocab = self.model.config.vocab_size

@@ -8,6 +8,7 @@ does not wait for the whole batch to drain.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,8 @@ class Row:
     finish: str | None = None
     owner: Any = None
     """Whoever waits for this row (the engine's request record)."""
+    on_token: Callable[[int], None] | None = None
+    """Called from the worker thread with each sampled token (a server streaming it)."""
 
 
 class RunningBatch:
@@ -94,6 +97,8 @@ class RunningBatch:
                 values, ids = log_probs[i].topk(r.sampling.top_logprobs)
                 r.tops.append(dict(zip(ids.tolist(), values.tolist(), strict=True)))
             r.finish = self._finished(r)
+            if r.on_token is not None:
+                r.on_token(token)
         done = [(r, self._completion(r)) for r in self.rows if r.finish is not None]
         keep = [i for i, r in enumerate(self.rows) if r.finish is None]
         self.retain(keep)

@@ -288,11 +288,15 @@ def serve_search(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     topk: Annotated[int, typer.Option(help="Results per query when a request gives none.")] = 3,
     max_topk: Annotated[int, typer.Option(help="Largest topk a request may ask for.")] = 100,
+    max_queries: Annotated[
+        int, typer.Option(help="Most queries in one request (Search-R1 sends a whole batch's).")
+    ] = 16384,
+    max_body_mb: Annotated[int, typer.Option(help="Largest request body, in MiB.")] = 64,
 ) -> None:
     """Serve an index over Search-R1's retriever API (POST /retrieve, GET /health)."""
     from toolgym.cli.search import serve_command
 
-    raise typer.Exit(serve_command(index, host, port, topk, max_topk))
+    raise typer.Exit(serve_command(index, host, port, topk, max_topk, max_queries, max_body_mb))
 
 
 def main() -> None:

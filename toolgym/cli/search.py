@@ -25,7 +25,9 @@ def index_command(
     return 0
 
 
-def serve_command(index: Path, host: str, port: int, topk: int, max_topk: int) -> int:
+def serve_command(
+    index: Path, host: str, port: int, topk: int, max_topk: int, max_queries: int, max_body_mb: int
+) -> int:
     from aiohttp import web
 
     from toolgym.tools.search.index import load_engine, read_meta
@@ -33,7 +35,10 @@ def serve_command(index: Path, host: str, port: int, topk: int, max_topk: int) -
 
     meta = read_meta(index)
     engine = load_engine(index)
-    server = SearchServer(engine, meta["documents"], Limits(max_topk=max_topk), default_topk=topk)
+    limits = Limits(
+        max_topk=max_topk, max_queries=max_queries, max_body_bytes=max_body_mb * 1024 * 1024
+    )
+    server = SearchServer(engine, meta["documents"], limits, default_topk=topk)
     console.print(
         f"serving {meta['kind']} index {index} ({meta['documents']} documents) "
         f"on http://{host}:{port}/retrieve"

@@ -33,19 +33,15 @@ class RemoteEngine(SearchEngine):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def search(self, queries: list[str], topk: int) -> list[list[Hit]]:
+        if not queries:
+            return []
         payload = {"queries": queries, "topk": topk, "return_scores": True}
         data = await self._post(payload)
         try:
-            return [
-                [
-                    Hit(
-                        Document(str(h["document"]["id"]), h["document"]["contents"]),
-                        float(h["score"]),
-                    )
-                    for h in row
-                ]
-                for row in data["result"]
-            ]
+            rows = data["result"]
+            if len(rows) != len(queries):
+                raise ValueError(f"{len(rows)} result lists for {len(queries)} queries")
+            return [[_hit(h) for h in row] for row in rows]
         except (KeyError, TypeError, ValueError) as exc:
             raise SearchUnavailable(
                 f"{self.url} answered in an unexpected shape ({exc!r})"
@@ -82,3 +78,11 @@ class RemoteEngine(SearchEngine):
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+
+
+def _hit(item: Any) -> Hit:
+    """One result: `{"document", "score"}` (scores asked for), or a bare document from a
+    server that ignores `return_scores` (then the rank order is all there is)."""
+    if isinstance(item, dict) and isinstance(item.get("document"), dict):
+        return Hit(Document.from_served(item["document"]), float(item.get("score", 0.0)))
+    return Hit(Document.from_served(item), 0.0)

@@ -3,10 +3,12 @@ line, contents "Title\\nBody". Reading checks every line and names the first bad
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from toolgym.errors import ConfigError
 
@@ -18,7 +20,10 @@ class Document:
 
     @property
     def title(self) -> str:
-        return self.contents.split("\n", 1)[0]
+        """The first line; wiki-18 (Search-R1's corpus) wraps it in double quotes, dropped here."""
+        first = self.contents.split("\n", 1)[0]
+        quoted = len(first) >= 2 and first[0] == first[-1] == '"'
+        return first[1:-1] if quoted else first
 
     @property
     def body(self) -> str:
@@ -27,6 +32,26 @@ class Document:
 
     def to_json(self) -> dict[str, str]:
         return {"id": self.id, "contents": self.contents}
+
+    @classmethod
+    def from_served(cls, record: Any) -> Document:
+        """A document as retrieval servers send it. Search-R1's dense server sends corpus rows
+        (`{"id", "contents"}`); its bm25 server sends `{"title", "text", "contents"}` with no
+        id, so a missing id becomes a hash of the contents (stable across calls, so the same
+        document is recognised when it comes back); `title` and `text` stand in for missing
+        contents. Raises ValueError when there is no text at all."""
+        if not isinstance(record, dict):
+            raise ValueError(f"a document must be an object, got {type(record).__name__}")
+        contents = record.get("contents")
+        if not isinstance(contents, str):
+            title, text = record.get("title"), record.get("text")
+            if not isinstance(title, str) and not isinstance(text, str):
+                raise ValueError("a document needs 'contents' (or 'title' and 'text')")
+            contents = f"{title or ''}\n{text or ''}"
+        doc_id = record.get("id", record.get("docid"))
+        if not isinstance(doc_id, str | int) or isinstance(doc_id, bool):
+            doc_id = "h" + hashlib.blake2b(contents.encode(), digest_size=6).hexdigest()
+        return cls(str(doc_id), contents)
 
 
 def read_corpus(path: str | Path) -> list[Document]:

@@ -7,7 +7,10 @@
 
 Requests that arrive while the engine is busy wait in a queue; the next engine call takes all
 of them at once (up to `max_batch` queries), so 64 clients cost a few batched searches, not 64
-single ones. Bad requests get a 400 (or 413) with {"error": "..."} that says what to change.
+single ones. A request larger than `max_batch` (Search-R1's trainer sends a whole batch's
+searches at once: 512 prompts x 5 rollouts) is split into engine calls of `max_batch`; an
+empty list is answered `{"result": []}`, as Search-R1's own server does. Bad requests get a
+400 (or 413) with {"error": "..."} that says what to change.
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ from toolgym.tools.search.engines.base import Hit, SearchEngine
 @dataclass(frozen=True)
 class Limits:
     max_topk: int = 100
-    max_queries: int = 512
-    """Per request."""
+    max_queries: int = 16384
+    """Per request (`toolgym serve search --max-queries`)."""
     max_query_chars: int = 4096
     max_batch: int = 1024
     """Queries per engine call, summed over the requests it serves."""
-    max_body_bytes: int = 8 * 1024 * 1024
+    max_body_bytes: int = 64 * 1024 * 1024
 
 
 class RetrieveRequest(BaseModel):
@@ -66,6 +69,14 @@ class Batcher:
         self.calls = 0
 
     async def search(self, queries: list[str], topk: int) -> list[list[Hit]]:
+        if len(queries) > self.max_batch:
+            step = self.max_batch
+            parts = await asyncio.gather(
+                *(self.search(queries[i : i + step], topk) for i in range(0, len(queries), step))
+            )
+            return [row for part in parts for row in part]
+        if not queries:
+            return []
         if self.worker is None:
             self.worker = asyncio.create_task(self._run())
         future: asyncio.Future[list[list[Hit]]] = asyncio.get_running_loop().create_future()
@@ -148,11 +159,11 @@ class SearchServer:
             where = ".".join(str(p) for p in first["loc"])
             raise BadRequest(f"{where}: {first['msg']}") from None
         limits = self.limits
-        if not body.queries:
-            raise BadRequest("queries: give at least one query")
         if len(body.queries) > limits.max_queries:
             raise BadRequest(
-                f"queries: {len(body.queries)} queries; at most {limits.max_queries} per request"
+                f"queries: {len(body.queries)} queries; at most {limits.max_queries} per request "
+                "(the server's --max-queries)",
+                413,
             )
         for i, q in enumerate(body.queries):
             if len(q) > limits.max_query_chars:
