@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import Any, TypeVar
 
@@ -175,4 +176,11 @@ class Env(gymnasium.Env[list[Message], str]):
             )
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
+            # an env dropped without close() still closes its loop when it is collected
+            weakref.finalize(self, _close_loop, self._loop)
         return self._loop.run_until_complete(coro)
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    if not loop.is_closed() and not loop.is_running():
+        loop.close()

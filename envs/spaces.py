@@ -3,11 +3,19 @@ character set that rejects ordinary text, so it cannot describe what a model wri
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import pickle
 import string
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium.spaces import Space
+from gymnasium.vector.utils import (
+    create_shared_memory,
+    read_from_shared_memory,
+    write_to_shared_memory,
+)
 
 _SAMPLE_CHARS = np.array(list(string.ascii_letters + string.digits + string.punctuation + " \n"))
 ROLES = frozenset({"system", "user", "assistant", "tool", "ipython"})
@@ -17,9 +25,14 @@ class TextSpace(Space[str]):
     """Any Python string up to `max_length` characters (the model's raw turn)."""
 
     def __init__(
-        self, max_length: int = 1_000_000, seed: int | np.random.Generator | None = None
+        self,
+        max_length: int = 1_000_000,
+        seed: int | np.random.Generator | None = None,
+        shared_bytes: int = 1 << 20,
     ) -> None:
         self.max_length = max_length
+        self.shared_bytes = shared_bytes
+        """Each env's slot when an async vector env shares observations through memory."""
         super().__init__(shape=None, dtype=None, seed=seed)
 
     @property
@@ -45,7 +58,11 @@ class MessagesSpace(Space[list]):
     """A list of OpenAI-format chat messages: dicts with a known `role` and a `content`
     that is a string or a list of content parts (text, images)."""
 
-    def __init__(self, seed: int | np.random.Generator | None = None) -> None:
+    def __init__(
+        self, seed: int | np.random.Generator | None = None, shared_bytes: int = 1 << 20
+    ) -> None:
+        self.shared_bytes = shared_bytes
+        """Each env's slot when an async vector env shares observations through memory."""
         super().__init__(shape=None, dtype=None, seed=seed)
 
     @property
@@ -79,3 +96,70 @@ def message_problem(message: Any) -> str | None:
     if not isinstance(content, (str, list)):
         return f"message content must be a string or a list of parts, got {type(content).__name__}"
     return None
+
+
+# ----- Gymnasium's async vector env: observations through shared memory --------------------
+# `AsyncVectorEnv(shared_memory=True)` (make_vec's default) asks each space for a shared
+# buffer, a view of it, and a writer. Chat messages have no fixed shape, so each env gets a
+# fixed-size byte slot holding its pickled observation (pickled as the pipe would send it);
+# the view decodes a slot when read, and deep-copies (the vector env's default) to a tuple.
+
+_HEADER = 8
+
+
+class SharedObservations(Sequence[Any]):
+    """The vector env's live view of its envs' latest observations, one slot per env."""
+
+    def __init__(self, space: MessagesSpace | TextSpace, memory: Any, n: int) -> None:
+        self.space, self.memory, self.n = space, memory, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(self.n)))
+        if not -self.n <= index < self.n:
+            raise IndexError(index)
+        slot = _slot(self.memory, index % self.n, self.space.shared_bytes)
+        size = int.from_bytes(slot[:_HEADER].tobytes(), "little")
+        return pickle.loads(slot[_HEADER : _HEADER + size].tobytes()) if size else None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> tuple[Any, ...]:
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return f"SharedObservations({list(self)!r})"
+
+
+def _slot(memory: Any, index: int, size: int) -> np.ndarray:
+    buffer = np.frombuffer(memory.get_obj(), dtype=np.uint8)
+    return buffer[index * size : (index + 1) * size]
+
+
+@create_shared_memory.register(MessagesSpace)
+@create_shared_memory.register(TextSpace)
+def _create_shared(space: MessagesSpace | TextSpace, n: int = 1, ctx: Any = mp) -> Any:
+    return ctx.Array("B", n * space.shared_bytes)
+
+
+@read_from_shared_memory.register(MessagesSpace)
+@read_from_shared_memory.register(TextSpace)
+def _read_shared(space: MessagesSpace | TextSpace, memory: Any, n: int = 1) -> SharedObservations:
+    return SharedObservations(space, memory, n)
+
+
+@write_to_shared_memory.register(MessagesSpace)
+@write_to_shared_memory.register(TextSpace)
+def _write_shared(space: MessagesSpace | TextSpace, index: int, value: Any, memory: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    room = space.shared_bytes - _HEADER
+    if len(data) > room:
+        raise ValueError(
+            f"an observation of {len(data):,} bytes does not fit the shared-memory slot of "
+            f"{room:,} bytes; give the env's space a larger `shared_bytes`, or make the vector "
+            "env with vector_kwargs={'shared_memory': False}"
+        )
+    slot = _slot(memory, index, space.shared_bytes)
+    slot[:_HEADER] = np.frombuffer(len(data).to_bytes(_HEADER, "little"), dtype=np.uint8)
+    slot[_HEADER : _HEADER + len(data)] = np.frombuffer(data, dtype=np.uint8)
