@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from toolgym.agents.rollout import RolloutConfig, run_pooled
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.envs.pool import EnvPool
 from toolgym.envs.tasks import TaskDraw
+from toolgym.errors import RunFailedError
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,9 @@ class RolloutStats:
     mean_reward: float
     mean_turns: float
     valid_action_rate: float
+    tool_exception_rate: float
+    """Tool calls that raised (the tool's or env's bug, not the policy's mistake), of all
+    calls: a tool that raises on every call shows here instead of training silently."""
     generated_tokens: int
     tokens_per_s: float
     seconds: float
@@ -72,9 +77,36 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float = 0.0) -> Rollo
         mean_reward=sum(t.total_reward for t in kept) / n,
         mean_turns=len(steps) / n,
         valid_action_rate=sum(s.valid_action for s in steps) / max(len(steps), 1),
+        tool_exception_rate=len(tool_exceptions(kept))
+        / max(sum(len(s.tool_calls) for s in steps), 1),
         generated_tokens=tokens,
         tokens_per_s=tokens / seconds if seconds > 0 else 0.0,
         seconds=seconds,
+    )
+
+
+def tool_exceptions(trajectories: Sequence[Trajectory]) -> list[str]:
+    """The error text of every step whose tool calls include one that raised."""
+    return [
+        str(s.error)
+        for t in trajectories
+        for s in t.steps
+        for c in s.tool_calls
+        if c.get("error") == "exception"
+    ]
+
+
+def require_unmasked(trajectories: Sequence[Trajectory], where: str) -> None:
+    """Raise RunFailedError when every trajectory was masked: nothing was learned or measured,
+    and going on would report success on nothing. The message counts the causes and quotes
+    the first one."""
+    if not trajectories or not all(t.masked for t in trajectories):
+        return
+    causes = Counter(t.end.value for t in trajectories)
+    first = " ".join(str(trajectories[0].infra_error).split())[:300]
+    counted = ", ".join(f"{n} {cause}" for cause, n in causes.most_common())
+    raise RunFailedError(
+        f"{where}: all {len(trajectories)} rollouts failed ({counted}); the first: {first}"
     )
 
 

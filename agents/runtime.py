@@ -50,9 +50,11 @@ class Runtime:
         pool = self.pools.get(name)
         if pool is None:
             arguments = dict(kwargs or {})
-            pool = self.pools[name] = EnvPool(
+            pool = EnvPool(
                 lambda: make(env_id, **arguments), self.resources, name=name, env_id=env_id
             )
+            pool.prime()  # an env that cannot be built stops the run here, saying why
+            self.pools[name] = pool
         return pool
 
     def close(self) -> None:

@@ -329,6 +329,7 @@ async def _episodes(factory: Callable[[], Any], seed: int, episodes: int) -> str
                 action = env.scripted_action() if scripted else env.action_space.sample()
                 returned = await env.astep(action)
                 _check_step(returned)
+                _no_tool_raised(returned[4], k, seed + k)
                 total += float(returned[1])
                 if returned[2] or returned[3]:
                     ended = True
@@ -344,6 +345,17 @@ async def _episodes(factory: Callable[[], Any], seed: int, episodes: int) -> str
                 f"the scripted solver got return {total} in episode {k} (seed {seed + k}); it should solve the task"
             )
     return "; ".join(notes) or None
+
+
+def _no_tool_raised(info: dict[str, Any], episode: int, seed: int) -> None:
+    raised = [c for c in info.get("tool_calls", []) if c.get("error") == "exception"]
+    if raised:
+        first = " ".join(str(info.get("error")).split())[:300]
+        raise CheckFailed(
+            f"tool '{raised[0].get('name')}' raised in episode {episode} (seed {seed}): {first}. "
+            "A tool returns expected failures as text for the model and raises InfraError for "
+            "a service that is down; any other exception is a bug"
+        )
 
 
 def _gymnasium(factory: Callable[[], Any]) -> str | None:

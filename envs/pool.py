@@ -12,11 +12,7 @@ from collections.abc import Callable
 
 from toolgym.envs.core import Env
 from toolgym.envs.resources import Resources, close_quietly
-from toolgym.errors import ToolgymError
-
-
-class EnvBuildError(ToolgymError, RuntimeError):
-    """The env factory raised: no instance to run the episode on."""
+from toolgym.errors import EnvBuildError, ToolgymError
 
 
 class EnvPool:
@@ -49,6 +45,12 @@ class EnvPool:
         self.built = 0
         """Instances built so far (a reuse gauge: it stays small over many episodes)."""
 
+    def prime(self) -> None:
+        """Build one instance now (kept for the first episode), so an env that cannot be
+        built stops a run at its start with the reason, not in every episode."""
+        if not self.idle:
+            self.idle.append(self._build())
+
     async def acquire(self) -> Env:
         return self.idle.pop() if self.idle else self._build()
 
@@ -78,6 +80,8 @@ class EnvPool:
     def _build(self) -> Env:
         try:
             env = self.factory()
+        except ToolgymError:
+            raise
         except Exception as exc:
             raise EnvBuildError(f"building the env raised {type(exc).__name__}: {exc}") from exc
         use = getattr(getattr(env, "unwrapped", env), "use_resources", None)

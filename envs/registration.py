@@ -22,8 +22,10 @@ from gymnasium.envs.registration import EnvSpec as GymEnvSpec
 
 from toolgym.errors import (
     ConfigError,
+    EnvBuildError,
     EnvContractError,
     RegistrationError,
+    ToolgymError,
     UnknownEnvError,
     did_you_mean,
 )
@@ -108,7 +110,9 @@ def register(
 
 
 def spec(id: str) -> EnvSpec:
-    """The registered spec of `id`, or an UnknownEnvError naming the closest ids."""
+    """The registered spec of `id` (either id form, see `make`), or an UnknownEnvError
+    naming the closest ids."""
+    id = _import_prefix(id)
     load_plugins()
     found = _registry.get(id)
     if found is not None:
@@ -133,19 +137,21 @@ def registered_ids() -> list[str]:
 def make(id: str, **kwargs: Any) -> Any:
     """Build the env registered as `id` ("ns/Name-v0"), or "pkg.module:ns/Name-v0", which
     imports `pkg.module` first (for envs that register themselves on import)."""
-    if ":" in id:
-        module_name, _, id = id.partition(":")
-        try:
-            importlib.import_module(module_name)
-        except ImportError as exc:
-            raise UnknownEnvError(
-                f"cannot import module '{module_name}' to find env '{id}': {exc}"
-            ) from exc
+    id = _import_prefix(id)
     env_spec = spec(id)
     factory = env_spec.load()
     arguments = {**env_spec.kwargs, **kwargs}
     _check_arguments(env_spec, factory, arguments)
-    env = factory(**arguments)
+    try:
+        env = factory(**arguments)
+    except ToolgymError:
+        raise
+    except Exception as exc:
+        given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        raise EnvBuildError(
+            f"env '{id}' could not be built{f' with {given}' if given else ''}: "
+            f"{type(exc).__name__}: {_one_line(str(exc))}"
+        ) from exc
     if not isinstance(env, gymnasium.Env):
         raise EnvContractError(
             f"env '{id}': {env_spec.entry_point} built a {type(env).__name__}, not a gymnasium.Env"
@@ -157,6 +163,25 @@ def make(id: str, **kwargs: Any) -> Any:
         nondeterministic=env_spec.nondeterministic,
     )
     return env
+
+
+def _import_prefix(id: str) -> str:
+    """'pkg.module:ns/Name-v0' imports pkg.module (which registers its envs) and gives the id."""
+    if ":" not in id:
+        return id
+    module_name, _, id = id.partition(":")
+    try:
+        importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnknownEnvError(
+            f"cannot import module '{module_name}' to find env '{id}': {exc}"
+        ) from exc
+    return id
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _check_arguments(env_spec: EnvSpec, factory: Any, arguments: dict[str, Any]) -> None:

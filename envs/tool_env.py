@@ -207,7 +207,7 @@ class ToolEnv(Env):
         for call in calls:
             if outcome.terminated:
                 results.append(
-                    ToolResult(call, "Not run: the episode already ended.", ToolErrorKind.EXCEPTION)
+                    ToolResult(call, "Not run: the episode already ended.", ToolErrorKind.NOT_RUN)
                 )
                 continue
             results.append(await self.toolset.call(call, self.injections()))

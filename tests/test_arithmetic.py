@@ -93,6 +93,8 @@ def test_calculator_errors_reach_the_model_as_text():
     env.reset(seed=0)
     obs, reward, terminated, _, info = call(env, "calculator", expression="open('/etc/passwd')")
     assert obs[0]["content"].startswith(
-        "Error: tool 'calculator' failed: ValueError: 'open('/etc/passwd')' is not allowed"
+        "Error: tool 'calculator': 'open('/etc/passwd')' is not allowed"
     )
-    assert info["valid_action"] and info["tool_calls"][0]["error"] == "exception" and not terminated
+    # the model's own mistake, not the calculator's bug
+    assert not info["valid_action"] and not terminated
+    assert info["tool_calls"][0]["error"] == "invalid_arguments"

@@ -41,6 +41,15 @@ class EnvContractError(ToolgymError, TypeError):
     """An environment broke the Env contract (wrong return shape, bad info, ...)."""
 
 
+class EnvBuildError(ToolgymError, RuntimeError):
+    """An env could not be built: its constructor raised (a value it rejects, a missing
+    file); the message names the env and the cause."""
+
+
+class RunFailedError(ToolgymError, RuntimeError):
+    """A run cannot produce anything worth keeping (every rollout of a step was masked)."""
+
+
 def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
     """Return ' Did you mean: a, b?' for the closest choices, or '' when none is close.
     Only choices nearly as close as the best one are named: ids that share a long prefix

@@ -10,7 +10,7 @@ from toolgym.tools.parsers import (
     make_parser,
 )
 from toolgym.tools.records import ToolCall, ToolErrorKind, ToolResult
-from toolgym.tools.tool import InfraError, Injected, Tool, tool
+from toolgym.tools.tool import InfraError, Injected, Tool, ToolCallError, tool
 from toolgym.tools.toolset import ToolSet
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "ParsedAction",
     "Tool",
     "ToolCall",
+    "ToolCallError",
     "ToolErrorKind",
     "ToolResult",
     "ToolSet",

@@ -27,7 +27,10 @@ class ToolErrorKind(enum.StrEnum):
     INVALID_ARGUMENTS = "invalid_arguments"
     TIMEOUT = "timeout"
     EXCEPTION = "exception"
+    """The tool raised: a bug in the tool or env (reported, never the policy's fault)."""
     INFRA = "infra"
+    NOT_RUN = "not_run"
+    """A call after the one that ended the episode."""
 
 
 @dataclass

@@ -44,6 +44,14 @@ class InfraError(ToolgymError, RuntimeError):
     server down, a dead sandbox): the step is flagged `infra_error` and masked from training."""
 
 
+class ToolCallError(ToolgymError, ValueError):
+    """Raise from a tool when the call itself is wrong in a way its schema cannot say (an
+    expression that does not parse, a file that does not exist): the message goes back to the
+    model and the turn counts as the policy's mistake. Any other exception is the tool's own
+    bug: reported as `exception`, counted in `rollout/tool_exceptions`, flagged by `toolgym
+    check`."""
+
+
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_OUTPUT_CHARS = 16_000
 
@@ -102,6 +110,11 @@ class Tool:
         except InfraError as exc:
             text = f"Error: tool '{self.name}' is unavailable: {exc}"
             return ToolResult(call, text, ToolErrorKind.INFRA, time.perf_counter() - start)
+        except ToolCallError as exc:
+            text = self._clip(f"Error: tool '{self.name}': {exc}")
+            return ToolResult(
+                call, text, ToolErrorKind.INVALID_ARGUMENTS, time.perf_counter() - start
+            )
         except Exception as exc:
             text = f"Error: tool '{self.name}' failed: {type(exc).__name__}: {exc}"
             return ToolResult(

@@ -148,6 +148,9 @@ class EvalSection(ConfigModel):
     """Episodes per env, on the first tasks of its eval split (all of them if it has fewer);
     eval tasks never occur in training."""
     temperature: float = 0.0
+    at_start: bool = False
+    """Also evaluate before the first update (logged as step -1): the baseline the run's
+    evaluations compare with."""
 
 
 class TrainConfig(ConfigModel):

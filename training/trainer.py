@@ -29,7 +29,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolgym.agents.collector import GroupRequest, RolloutCollector, summarize
+from toolgym.agents.collector import (
+    GroupRequest,
+    RolloutCollector,
+    require_unmasked,
+    summarize,
+    tool_exceptions,
+)
 from toolgym.agents.device import peak_memory_gb, resolve_precision
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.render import ChatRenderer
@@ -38,6 +44,8 @@ from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.envs.pool import EnvPool
 from toolgym.envs.tasks import TaskSource
+from toolgym.errors import EnvBuildError, ToolgymError
+from toolgym.log import get_logger
 from toolgym.training import checkpoint
 from toolgym.training.advantages import GroupRewards, compute_advantages
 from toolgym.training.batch import TokenBatch, build_batch, token_logprobs
@@ -56,6 +64,8 @@ from toolgym.training.mixture import allot, step_slots
 from toolgym.training.schedule import lr_factor
 from toolgym.training.weight_sync import weight_sync
 
+log = get_logger(__name__)
+
 
 class Trainer:
     def __init__(self, config: TrainConfig, runtime: Runtime | None = None) -> None:
@@ -63,6 +73,14 @@ class Trainer:
 
         check_engine(config)
         self.config = config
+        self.runtime = runtime or Runtime()
+        # every env is built once before any model loads: a bad id, argument or value stops
+        # the run here with its reason (and the instance serves the first episode)
+        try:
+            self.tasks = {e.label: self._task_source(e) for e in config.mixture}
+        except BaseException:
+            self.runtime.close()
+            raise
         self.run_dir = Path(config.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(config.seed)
@@ -85,8 +103,6 @@ class Trainer:
         self.optimizer = build_optimizer(config, self.model)
         self.rewards = build_reward_stage(config)
         self.ppo = PPOConfig(**config.loss.model_dump())
-        self.runtime = runtime or Runtime()
-        self.tasks = {e.label: self._task_source(e) for e in config.mixture}
         self.step = 0
 
     # ----- the loop -----------------------------------------------------------------------
@@ -97,6 +113,8 @@ class Trainer:
             (self.run_dir / "config.json").write_text(self.config.model_dump_json(indent=2))
         self.metrics = MetricsLog(self.run_dir, self.step, self.config.tensorboard)
         try:
+            if self.config.eval.at_start and not resume:
+                self.metrics.write({"step": -1, "env_steps": 0, **self.evaluate()})
             while self.step < self.config.steps:
                 record = self.train_step()
                 last = self.step + 1 == self.config.steps
@@ -128,12 +146,18 @@ class Trainer:
             options={"training_step": (self.step, self.config.steps)},
         )
         t1 = time.perf_counter()
+        everything = [t for g in groups for t in g.trajectories]
+        require_unmasked(everything, f"training step {self.step}")
+        if raised := tool_exceptions(everything):
+            log.warning(
+                "step %d: %d tool calls raised; the first: %s",
+                self.step, len(raised), " ".join(raised[0].split())[:300],
+            )  # fmt: skip
         trajectories, advantages = self.advantages(groups)
         t2 = time.perf_counter()
         train_metrics = self.update(trajectories, advantages) if trajectories else {}
         t3 = time.perf_counter()
         self.sync()
-        everything = [t for g in groups for t in g.trajectories]
         flat = np.concatenate(advantages) if advantages else np.zeros(1)
         return {
             "step": self.step,
@@ -294,6 +318,7 @@ class Trainer:
         temperature = self.config.eval.temperature if temperature is None else temperature
         groups = self.collect(self.eval_requests(), temperature=temperature, sampling_seed=0)
         everything = [t for g in groups for t in g.trajectories]
+        require_unmasked(everything, f"evaluation after step {self.step}")
         return rollout_metrics("eval", everything, 0.0, self.per_env, full=False)
 
     # ----- bookkeeping ------------------------------------------------------------------------
@@ -303,12 +328,23 @@ class Trainer:
         return [e.label for e in self.config.mixture] if len(self.config.mixture) > 1 else []
 
     def _task_source(self, entry: EnvSection) -> TaskSource:
-        """The env's task source, from one instance (which stays in the pool): an env that
-        cannot be built stops the run here, before any training."""
+        """The env's task source, from one instance (which stays in the pool) reset on the
+        first training task: an env that cannot be built or reset stops the run here, before
+        any model loads."""
         pool = self.pool(entry)
-        env = self.runtime.run(pool.acquire())
+        env: Any = self.runtime.run(pool.acquire())
+        try:
+            tasks: TaskSource = env.unwrapped.task_source()
+            first = tasks.draw("train", 0)
+            self.runtime.run(env.areset(seed=first.seed, options={"task": first.task}))
+        except Exception as exc:
+            self.runtime.run(pool.retire(env))
+            if isinstance(exc, ToolgymError):
+                raise
+            cause = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            raise EnvBuildError(f"env '{entry.id}': its first reset raised {cause}") from exc
         pool.release(env)
-        return env.unwrapped.task_source()  # type: ignore[attr-defined]
+        return tasks
 
     def save_policy(self) -> Path:
         """The trained policy as a model directory (`toolgym eval --model RUN_DIR/policy`);
@@ -344,6 +380,7 @@ def rollout_metrics(
             f"{key}reward": stats.mean_reward,
             f"{key}turns": stats.mean_turns,
             f"{key}valid_actions": stats.valid_action_rate,
+            f"{key}tool_exceptions": stats.tool_exception_rate,
         }
         if full and not name:
             out |= {f"{key}masked": stats.masked, f"{key}tokens_per_s": stats.tokens_per_s}

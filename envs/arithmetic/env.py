@@ -28,7 +28,7 @@ from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
-from toolgym.tools.tool import tool
+from toolgym.tools.tool import ToolCallError, tool
 
 
 def generate_task(seed: int, n_operands: int = 3) -> dict[str, Any]:
@@ -90,7 +90,10 @@ class ArithmeticEnv(ToolEnv):
         Args:
             expression: numbers with + - * / // % ** and parentheses, e.g. "(3 + 4) * 5".
         """
-        return _format(evaluate(expression))
+        try:
+            return _format(evaluate(expression))
+        except ValueError as exc:  # the model's expression, not a bug in the calculator
+            raise ToolCallError(str(exc)) from None
 
     @tool
     async def answer(self, value: float) -> str:

@@ -14,8 +14,12 @@ from toolgym.version import __version__
 
 EnvArgs = Annotated[list[str] | None, typer.Option(help="Env argument name=value (repeatable).")]
 ToolSchemas = Annotated[
-    bool,
-    typer.Option("--tool-schemas/--no-tool-schemas", help="Render tool JSON schemas into prompts."),
+    bool | None,
+    typer.Option(
+        "--tool-schemas/--no-tool-schemas",
+        help="Render tool JSON schemas into prompts (default: as the model was fine-tuned by "
+        "`toolgym sft`, else yes).",
+    ),
 ]
 
 app = typer.Typer(
@@ -158,7 +162,7 @@ def evaluate(
         Path | None, typer.Option(help="Trajectories JSONL (default runs/eval-ENV.jsonl).")
     ] = None,
     env_arg: EnvArgs = None,
-    tool_schemas: ToolSchemas = True,
+    tool_schemas: ToolSchemas = None,
 ) -> None:
     """Evaluate a policy on an env: success, turns, tool-call validity, tokens."""
     from toolgym.cli.evaluate import eval_command
@@ -198,7 +202,7 @@ def supervised(
         int, typer.Option(help="First training task demonstrated; also seeds the SFT.")
     ] = 0,
     env_arg: EnvArgs = None,
-    tool_schemas: ToolSchemas = True,
+    tool_schemas: ToolSchemas = None,
     mistakes: Annotated[
         float,
         typer.Option(

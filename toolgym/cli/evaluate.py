@@ -26,23 +26,32 @@ def eval_command(
     concurrency: int,
     out: Path | None,
     env_args: list[str],
-    tool_schemas: bool = True,
+    tool_schemas: bool | None = True,
     split: str = "eval",
 ) -> int:
-    from transformers import AutoTokenizer
-
-    from toolgym.agents.collector import RolloutCollector, requests_for, summarize
+    from toolgym.agents.collector import (
+        RolloutCollector,
+        requests_for,
+        require_unmasked,
+        summarize,
+    )
     from toolgym.agents.engines import SamplingParams, make_engine
     from toolgym.agents.render import ChatRenderer
     from toolgym.agents.rollout import RolloutConfig
     from toolgym.agents.runtime import Runtime
     from toolgym.agents.trajectory import write_jsonl
+    from toolgym.cli.env_settings import read_env_settings
     from toolgym.cli.train import env_kwargs
     from toolgym.envs import make, spec
     from toolgym.errors import ConfigError
 
     spec(env_id)  # unknown ids and bad env arguments fail here, before any model loads
     kwargs = env_kwargs(env_args)
+    saved = read_env_settings(tokenizer or model, env_id)
+    if saved is not None:  # as the model was fine-tuned, unless told otherwise
+        kwargs = kwargs or dict(saved.get("env_kwargs") or {})
+        tool_schemas = saved["tool_schemas"] if tool_schemas is None else tool_schemas
+    tool_schemas = True if tool_schemas is None else tool_schemas
     probe = make(env_id, **kwargs)
     tasks = probe.unwrapped.task_source()
     probe.close()
@@ -55,7 +64,7 @@ def eval_command(
             raise ConfigError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
         engine_args["base_url"] = base_url
     engine = make_engine(engine_name, **engine_args)
-    tok = getattr(engine, "tokenizer", None) or AutoTokenizer.from_pretrained(tokenizer or model)
+    tok = getattr(engine, "tokenizer", None) or load_tokenizer(tokenizer or model, engine_name)
     config = RolloutConfig(
         SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed),
         max_turns=max_turns,
@@ -104,4 +113,29 @@ def eval_command(
     )
     console.print(table)
     console.print(f"trajectories: {path}")
+    if stats.tool_exception_rate:
+        console.print(
+            f"[red]{stats.tool_exception_rate:.1%} of tool calls raised[/] (a bug in the env's "
+            "tools, not the policy's mistake); the trajectories' `error` fields say where"
+        )
+    require_unmasked(trajectories, f"evaluating {env_id}")
     return 0
+
+
+def load_tokenizer(source: str, engine: str) -> Any:
+    """The tokenizer prompts are rendered with: a local directory, or a name already in the
+    local cache. Never a download: a served model's name is not a tokenizer."""
+    from transformers import AutoTokenizer
+
+    from toolgym.errors import ConfigError
+
+    try:
+        return AutoTokenizer.from_pretrained(source, local_files_only=True)
+    except (OSError, ValueError):
+        hint = (
+            "pass --tokenizer DIR, the directory of the served model's tokenizer (the engine "
+            "renders prompts itself, so it needs one)"
+            if engine == "openai"
+            else "pass a model directory"
+        )
+        raise ConfigError(f"no tokenizer found at '{source}'; {hint}") from None

@@ -16,11 +16,22 @@ from rich.markup import escape
 from toolgym.cli.show import console, show_message, show_tools
 from toolgym.tools.records import ToolCall
 
-HELP = (
-    "Type a tool call: `move north`, `move direction=north`, or raw text such as "
-    '<tool_call>{"name": "move", "arguments": {"direction": "north"}}</tool_call>. '
-    "Commands: :solve (show the solver's move), :help, :quit."
-)
+COMMANDS = "Commands: :solve (show the solver's move), :help, :quit."
+
+
+def help_line(schemas: list[dict[str, Any]], parser: Any) -> str:
+    """How to type a call, shown with this env's own first tool and call format."""
+    if not schemas:
+        return f"Type the model's text. {COMMANDS}"
+    function = schemas[0]["function"]
+    name, params = function["name"], list(function.get("parameters", {}).get("properties", {}))
+    if not params:
+        shorthand, call = f"`{name}`", ToolCall(name, {})
+    else:
+        shorthand = f"`{name} VALUE`, `{name} {params[0]}=VALUE`"
+        call = ToolCall(name, {params[0]: "VALUE"})
+    raw = f", or raw text such as {parser.render([call])}" if parser is not None else ""
+    return f"Type a tool call: {shorthand}{raw}. {COMMANDS}"
 
 
 def play_command(env_id: str, seed: int) -> int:
@@ -40,7 +51,9 @@ def _play(env: Any, seed: int) -> int:
         show_tools(schemas)
     for m in messages:
         show_message(m)
-    console.print(f"[dim]{escape(HELP)}[/]")
+    parser = getattr(env.unwrapped, "parser", None)
+    help_text = help_line(schemas, parser)
+    console.print(f"[dim]{escape(help_text)}[/]")
     total, turns = 0.0, 0
     while True:
         try:
@@ -53,12 +66,12 @@ def _play(env: Any, seed: int) -> int:
         if line in (":quit", ":q"):
             return 0
         if line == ":help":
-            console.print(escape(HELP))
+            console.print(escape(help_text))
             continue
         if line == ":solve":
             console.print(f"solver: {escape(str(env.unwrapped.scripted_action()))}")
             continue
-        action = to_action(line, schemas, getattr(env.unwrapped, "parser", None))
+        action = to_action(line, schemas, parser)
         show_message({"role": "assistant", "content": action})
         obs, reward, terminated, truncated, info = env.step(action)
         turns += 1
@@ -66,6 +79,8 @@ def _play(env: Any, seed: int) -> int:
         for m in obs:
             show_message(m)
         status = "valid" if info["valid_action"] else "[red]invalid[/]"
+        if any(c.get("error") == "exception" for c in info.get("tool_calls", [])):
+            status += " · [red]a tool raised (a bug in the env, not the action)[/]"
         console.print(
             f"reward {reward:g} · return {total:g} · action {status} · state {escape(str(info['state_key']))}"
         )

@@ -33,24 +33,35 @@ def sft_command(
     batch_size: int,
     seed: int,
     env_args: list[str],
-    tool_schemas: bool = True,
+    tool_schemas: bool | None = True,
     mistake_rate: float = 0.0,
 ) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from toolgym.agents.demonstrations import demonstrations
     from toolgym.agents.render import ChatRenderer
+    from toolgym.cli.env_settings import write_env_settings
     from toolgym.envs import make, spec
+    from toolgym.errors import ConfigError
     from toolgym.training.sft import SFTConfig, demonstration_nll, sft, sft_draws
 
     spec(env_id)
     kwargs = env_kwargs(env_args)
+    tool_schemas = True if tool_schemas is None else tool_schemas
+    probe = make(env_id, **kwargs)
+    try:
+        tasks = probe.unwrapped.task_source()
+        probe.reset(seed=0, options={"task": tasks.draw("train", 0).task})
+        if probe.unwrapped.scripted_action() is None:
+            raise ConfigError(
+                f"{env_id} has no scripted solver (its scripted_action() returns None), so there "
+                "are no demonstrations to learn from; CONTRIBUTING.md shows how to write one"
+            )
+    finally:
+        probe.close()
     tokenizer = AutoTokenizer.from_pretrained(model)
     policy = AutoModelForCausalLM.from_pretrained(model)
     renderer = ChatRenderer(tokenizer, tool_schemas=tool_schemas)
-    probe = make(env_id, **kwargs)
-    tasks = probe.unwrapped.task_source()
-    probe.close()
     train, held_out_draws = sft_draws(tasks, seed, episodes)
     demos = demonstrations(
         lambda: make(env_id, **kwargs), renderer, train, mistake_rate=mistake_rate, env_id=env_id
@@ -78,7 +89,8 @@ def sft_command(
     out.mkdir(parents=True, exist_ok=True)
     policy.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    console.print(f"saved to [bold]{out}[/]")
+    write_env_settings(out, env_id, kwargs, tool_schemas)
+    console.print(f"saved to [bold]{out}[/] (with its env settings, which later commands reuse)")
     return 0
 
 
@@ -99,7 +111,7 @@ def train_command(config_path: Path | None, overrides: list[str], resume: Path |
             {**json.loads(saved.read_text()), "run_dir": str(resume)}
         )
     else:
-        config = load_config(TrainConfig, config_path, overrides)
+        config = with_model_env_settings(load_config(TrainConfig, config_path, overrides))
     trainer = Trainer(config)
     metrics = trainer.run(resume=resume is not None)  # closes the trainer's runtime
     last = metrics[-1] if metrics else {}
@@ -110,3 +122,23 @@ def train_command(config_path: Path | None, overrides: list[str], resume: Path |
     }
     console.print(f"finished {config.run_dir}: {shown}")
     return 0
+
+
+def with_model_env_settings(config: Any) -> Any:
+    """The config, completed from the env settings saved with its model (by `toolgym sft`)
+    where it sets nothing of its own: the env's kwargs and whether prompts carry schemas."""
+    from toolgym.cli.env_settings import read_env_settings
+
+    if config.envs:
+        return config
+    settings = read_env_settings(config.model, config.env.id)
+    if settings is None:
+        return config
+    update: dict[str, Any] = {}
+    if not config.env.kwargs and settings.get("env_kwargs"):
+        update["env"] = config.env.model_copy(update={"kwargs": settings["env_kwargs"]})
+    if "tool_schemas_in_prompt" not in config.rollout.model_fields_set:
+        update["rollout"] = config.rollout.model_copy(
+            update={"tool_schemas_in_prompt": settings["tool_schemas"]}
+        )
+    return config.model_copy(update=update)

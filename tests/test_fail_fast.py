@@ -1,0 +1,119 @@
+"""A first custom env, tried as a new user would: every mistake stops the command with one
+line that names the cause and a non-zero exit, instead of a traceback or a run that
+"succeeds" on nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolgym.agents.collector import summarize
+from toolgym.agents.demonstrations import demonstrations
+from toolgym.agents.render import ChatRenderer
+from toolgym.envs import make
+
+
+def one_line_error(result, message: str) -> None:
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("env.id=toolgym/Maz-v0", "env 'toolgym/Maz-v0' is not registered. Did you mean: toolgym/Maze-v0?"),
+        ("env.kwargs.sise=3", "env 'toolgym/Maze-v0' has no argument 'sise'. Did you mean: size?"),
+        ("env.kwargs.size=-1", "env 'toolgym/Maze-v0': its first reset raised ValueError: maze size must be at least 2"),
+        ("env.kwargs.size=big", "env 'toolgym/Maze-v0': its first reset raised TypeError"),
+    ],
+)  # fmt: skip
+def test_train_with_an_env_that_cannot_be_built_stops_at_once(
+    cli, tiny_model_dir, tmp_path, override, message
+):
+    result = cli("train", f"model={tiny_model_dir}", f"run_dir={tmp_path}", "steps=1", override)
+    one_line_error(result, message)
+    assert not (tmp_path / "policy").exists()
+
+
+def test_train_whose_rollouts_all_fail_stops_naming_the_cause(cli, tiny_model_dir, tmp_path):
+    result = cli(
+        "train", f"model={tiny_model_dir}", f"run_dir={tmp_path}", "steps=2",
+        "env.id=fixture_envs:fixture/Raising-v0", "rollout.tasks_per_step=2",
+        "rollout.rollouts_per_task=2", "rollout.max_tokens=8", "eval.episodes=2",
+        "optim.micro_batch_size=4",
+    )  # fmt: skip
+    one_line_error(
+        result,
+        "training step 0: all 4 rollouts failed (4 env_failed); the first: "
+        "step raised RuntimeError: sandbox died",
+    )
+    assert not (tmp_path / "policy").exists()
+
+
+def test_eval_with_a_rejected_value_or_a_failing_env(cli, tiny_model_dir, tmp_path):
+    bad = cli("eval", "toolgym/Maze-v0", "--model", str(tiny_model_dir), "--env-arg", "size=-1")
+    one_line_error(
+        bad,
+        "all 50 rollouts failed (50 env_failed); the first: reset raised ValueError: maze size must be at least 2",
+    )
+    failing = cli(
+        "eval", "fixture_envs:fixture/Raising-v0", "--model", str(tiny_model_dir), "-n", "2",
+        "--max-tokens", "4", "--out", str(tmp_path / "eval.jsonl"),
+    )  # fmt: skip
+    one_line_error(failing, "evaluating fixture_envs:fixture/Raising-v0: all 2 rollouts failed")
+    assert len((tmp_path / "eval.jsonl").read_text().splitlines()) == 2  # nothing collected is lost
+
+
+def test_the_openai_engine_without_a_tokenizer_says_what_to_pass(cli):
+    result = cli(
+        "eval", "toolgym/Maze-v0", "--engine", "openai", "--model", "served-name",
+        "--base-url", "http://127.0.0.1:9/v1", "-n", "1",
+    )  # fmt: skip
+    one_line_error(result, "no tokenizer found at 'served-name'; pass --tokenizer DIR")
+
+
+def test_module_ids_work_for_eval_and_sft_and_sft_needs_a_solver(cli, tiny_model_dir, tmp_path):
+    evaluated = cli(
+        "eval", "fixture_envs:fixture/Coin-v0", "--model", str(tiny_model_dir), "-n", "2",
+        "--max-tokens", "4", "--out", str(tmp_path / "coin.jsonl"),
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    tuned = cli(
+        "sft", "fixture_envs:fixture/Coin-v0", "--model", str(tiny_model_dir), "--out",
+        str(tmp_path / "sft"), "--episodes", "4", "--epochs", "1",
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr
+    no_solver = cli(
+        "sft", "fixture_envs:fixture/NoSolver-v0", "--model", str(tiny_model_dir), "--out",
+        str(tmp_path / "none"),
+    )  # fmt: skip
+    one_line_error(no_solver, "fixture/NoSolver-v0 has no scripted solver")
+
+
+def test_check_flags_a_tool_that_raises(cli):
+    result = cli("check", "fixture_envs:fixture/BrokenTool-v0")
+    assert result.returncode != 0
+    assert "tool 'guess' raised in episode 0" in result.stdout + result.stderr
+    assert "KeyError" in result.stdout + result.stderr
+
+
+def test_tool_exceptions_are_their_own_kind_and_metric(tiny_tokenizer):
+    import fixture_envs  # noqa: F401  (registers the fixture envs)
+
+    env = make("fixture/BrokenTool-v0")
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(env.unwrapped.scripted_action())
+    assert info["tool_calls"][0]["error"] == "exception" and "KeyError" in info["error"]
+    env.close()
+    source = make("fixture/BrokenTool-v0").unwrapped.task_source()
+    demos = demonstrations(
+        lambda: make("fixture/BrokenTool-v0"), ChatRenderer(tiny_tokenizer),
+        source.head("train", 3),
+    )  # fmt: skip
+    stats = summarize([d.trajectory for d in demos])
+    assert stats.tool_exception_rate == 1.0
+    working = demonstrations(
+        lambda: make("fixture/Coin-v0"), ChatRenderer(tiny_tokenizer), source.head("train", 3)
+    )
+    assert summarize([d.trajectory for d in working]).tool_exception_rate == 0.0
