@@ -4,6 +4,8 @@ line that names the cause and a non-zero exit, instead of a traceback or a run t
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from toolgym.agents.collector import summarize
@@ -84,6 +86,12 @@ def test_module_ids_work_for_eval_and_sft_and_sft_needs_a_solver(cli, tiny_model
         str(tmp_path / "sft"), "--episodes", "4", "--epochs", "1",
     )  # fmt: skip
     assert tuned.returncode == 0, tuned.stderr
+    saved = json.loads((tmp_path / "sft" / "toolgym_env.json").read_text())
+    assert saved == {
+        "env_id": "fixture_envs:fixture/Coin-v0",
+        "env_kwargs": {},
+        "tool_schemas": True,
+    }
     no_solver = cli(
         "sft", "fixture_envs:fixture/NoSolver-v0", "--model", str(tiny_model_dir), "--out",
         str(tmp_path / "none"),

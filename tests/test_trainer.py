@@ -390,3 +390,29 @@ def test_each_step_shares_its_tasks_by_weight():
     counts = [allot([0.3, 0.7], k, 8).count(0) for k in range(1000)]
     assert set(counts) == {2, 3} and sum(counts) / 8000 == pytest.approx(0.3, abs=0.002)
     assert allot([1], 7, 4) == [0, 0, 0, 0]
+
+
+def test_evaluation_before_the_first_update_is_logged_as_step_minus_1(
+    tool_calling_model_dir, tmp_path
+):
+    _, metrics = one_update(tool_calling_model_dir, tmp_path, "eval.at_start=true")
+    assert [m["step"] for m in metrics] == [-1, 0]
+    assert "eval/success" in metrics[0] and "train/loss" not in metrics[0]
+    assert metrics[0]["env_steps"] == 0 and "train/loss" in metrics[1]
+
+
+def test_a_fine_tuned_models_env_settings_fill_what_the_config_leaves_unset(tmp_path):
+    from toolgym.cli.env_settings import write_env_settings
+    from toolgym.cli.train import with_model_env_settings
+
+    write_env_settings(tmp_path, "toolgym/Maze-v0", {"size": 3, "hints": False}, False)
+    filled = with_model_env_settings(load_config(TrainConfig, None, [f"model={tmp_path}"]))
+    assert filled.env.kwargs == {"size": 3, "hints": False}
+    assert filled.rollout.tool_schemas_in_prompt is False
+    overrides = [f"model={tmp_path}", "env.kwargs={size: 5}", "rollout.tool_schemas_in_prompt=true"]
+    explicit = with_model_env_settings(load_config(TrainConfig, None, overrides))
+    assert explicit.env.kwargs == {"size": 5} and explicit.rollout.tool_schemas_in_prompt is True
+    other_env = with_model_env_settings(
+        load_config(TrainConfig, None, [f"model={tmp_path}", "env.id=toolgym/Arithmetic-v0"])
+    )
+    assert other_env.env.kwargs == {} and other_env.rollout.tool_schemas_in_prompt is True
