@@ -44,3 +44,27 @@ def test_typos_and_bad_values_are_explained(tmp_path):
         load_config(Run, bad)
     with pytest.raises(ValueError):  # a ConfigError is also a ValueError
         load_config(Run, None, ["env_id.x=1"])
+
+
+def test_the_settings_reference_is_generated_from_the_config_and_complete():
+    from pydantic import BaseModel
+
+    from conftest import ROOT
+    from toolgym.training.config import TrainConfig
+    from toolgym.training.settings_doc import settings_markdown
+
+    assert (ROOT / "docs" / "training-settings.md").read_text() == settings_markdown(), (
+        "regenerate: python -m toolgym.training.settings_doc > docs/training-settings.md"
+    )
+    undocumented = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            if not field.description:
+                undocumented.append(prefix + name)
+            for inner in (field.annotation, *getattr(field.annotation, "__args__", ())):
+                if isinstance(inner, type) and issubclass(inner, BaseModel):
+                    walk(inner, f"{prefix}{name}.")
+
+    walk(TrainConfig, "")
+    assert not undocumented, f"settings without a docstring: {undocumented}"

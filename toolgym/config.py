@@ -21,7 +21,11 @@ M = TypeVar("M", bound="ConfigModel")
 class ConfigModel(BaseModel):
     """Base for every config section: unknown keys are errors, values are validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, use_attribute_docstrings=True
+    )
+    """A field's docstring (the string under it) is its description: the generated
+    settings reference (docs/training-settings.md) prints it."""
 
 
 def load_config(model: type[M], path: str | Path | None = None, overrides: list[str] = ()) -> M:  # type: ignore[assignment]

@@ -56,11 +56,16 @@ class RolloutSection(ConfigModel):
     max_tokens: int = Field(64, ge=1)
     """Tokens per model turn."""
     temperature: float = Field(1.0, ge=0)
+    """Sampling temperature of training rollouts."""
     max_turns: int | None = None
     """Rollout turn limit (None: the env's own)."""
     max_context_tokens: int = Field(4096, ge=16)
+    """Token budget of one episode (prompt, every turn and every observation); an episode
+    that would pass it ends (`context_limit`)."""
     concurrency: int = Field(64, ge=1)
+    """Episodes played at once (the engine batches their turns)."""
     episode_timeout_s: float = 600.0
+    """Wall-clock limit of one episode; one that passes it is masked, not scored."""
     tool_schemas_in_prompt: bool = True
     """Render the tools' JSON schemas into the prompt (False: shorter prompts for small
     models; the env's system message still lists its tools). SFT must use the same."""
@@ -68,6 +73,8 @@ class RolloutSection(ConfigModel):
 
 class AdvantageSection(ConfigModel):
     estimator: Literal["grpo", "rloo", "gigpo"] = "gigpo"
+    """How rewards become advantages: GRPO (group-normalized returns), RLOO (leave-one-out
+    baseline) or GiGPO (GRPO plus step-level groups of identical states)."""
     gamma: float = Field(0.95, ge=0, le=1)
     """GiGPO's step-level discount."""
     omega: float = 1.0
@@ -90,8 +97,11 @@ class AdvantageSection(ConfigModel):
 
 class OptimSection(ConfigModel):
     lr: float = Field(1e-4, gt=0)
+    """AdamW's peak learning rate."""
     weight_decay: float = Field(0.0, ge=0)
+    """AdamW's decoupled weight decay."""
     grad_clip: float = Field(1.0, gt=0)
+    """Largest global gradient norm; larger gradients are scaled down to it."""
     micro_batch_size: int = Field(8, ge=1)
     """Sequences per forward/backward pass (gradients accumulate over the step)."""
     ppo_epochs: int = Field(1, ge=1)
@@ -114,12 +124,17 @@ class OptimSection(ConfigModel):
 
 class LossSection(ConfigModel):
     clip_low: float = Field(0.2, ge=0)
+    """PPO's clip below 1: the importance ratio is cut at 1 - clip_low."""
     clip_high: float = Field(0.28, ge=0)
+    """PPO's clip above 1 (1 + clip_high; higher than clip_low, as DAPO's clip-higher)."""
     kl_coef: float = Field(0.0, ge=0)
     """Weight of the k3 KL to the frozen start policy (> 0 keeps a reference copy: the base
     model with its adapter switched off under LoRA, else a second copy of the weights)."""
     entropy_coef: float = Field(0.0, ge=0)
+    """Weight of an entropy bonus on the generated tokens (0: none)."""
     aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
+    """How token losses make the batch loss: a mean over all tokens, a mean of each
+    sequence's token mean, or a mean of each sequence's token sum."""
 
 
 class EngineSection(ConfigModel):
@@ -129,25 +144,32 @@ class EngineSection(ConfigModel):
     started on the same base model; needs lora.enabled, since weights reach the server as
     LoRA adapters. vllm: vLLM's engine in this process (GPU), updated with full weights."""
     base_url: str | None = None
+    """The server's URL for kind=openai (e.g. http://127.0.0.1:8000/v1)."""
     served_model: str | None = None
     """The base model's name on the server (default: `model`)."""
 
 
 class LoraSection(ConfigModel):
     enabled: bool = False
+    """Train a LoRA adapter instead of every weight (needed by engine.kind=openai)."""
     r: int = Field(16, ge=1)
+    """The adapter's rank."""
     alpha: int = Field(32, ge=1)
+    """The adapter's scale numerator (its update is scaled by alpha / r)."""
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
     )
+    """The linear layers that get adapters."""
 
 
 class EvalSection(ConfigModel):
     every_steps: int = Field(5, ge=1)
+    """Evaluate after every this many training steps, and after the last."""
     episodes: int = Field(32, ge=1)
     """Episodes per env, on the first tasks of its eval split (all of them if it has fewer);
     eval tasks never occur in training."""
     temperature: float = 0.0
+    """Sampling temperature of evaluation (0: greedy)."""
     at_start: bool = False
     """Also evaluate before the first update (logged as step -1): the baseline the run's
     evaluations compare with."""
@@ -157,8 +179,12 @@ class TrainConfig(ConfigModel):
     model: str
     """Model directory to start from (e.g. made by `toolgym model init`, then `toolgym sft`)."""
     run_dir: str = "runs/train"
+    """Where the run writes config.json, metrics.jsonl, TensorBoard events, its checkpoint
+    and the trained policy (RUN_DIR/policy)."""
     seed: int = 0
+    """Seeds the model's initialisation of new parts, the task draws and the sampling."""
     steps: int = Field(20, ge=1)
+    """Training steps: each collects rollouts, then updates the policy."""
     device: str = "auto"
     """auto (cuda if a GPU is visible, else cpu), cpu, cuda or cuda:N."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
@@ -171,12 +197,19 @@ class TrainConfig(ConfigModel):
     rewards: list[RewardSection] = Field(default_factory=lambda: [RewardSection(source="env")])
     """The reward sources whose weighted sum the advantages read (default: the env's)."""
     rollout: RolloutSection = Field(default_factory=RolloutSection)
+    """How each step's episodes are collected."""
     advantage: AdvantageSection = Field(default_factory=AdvantageSection)
+    """How rewards become per-token advantages."""
     optim: OptimSection = Field(default_factory=OptimSection)
+    """The optimizer (AdamW), its batches and its learning-rate schedule."""
     loss: LossSection = Field(default_factory=LossSection)
+    """The policy loss (PPO-clip), its KL and entropy terms."""
     eval: EvalSection = Field(default_factory=EvalSection)
+    """Evaluation on each env's held-out eval tasks."""
     engine: EngineSection = Field(default_factory=EngineSection)
+    """What generates the rollouts."""
     lora: LoraSection = Field(default_factory=LoraSection)
+    """Low-rank adapters instead of full fine-tuning."""
     tensorboard: bool = True
     """Also write the metrics as TensorBoard scalars under RUN_DIR/tensorboard."""
 

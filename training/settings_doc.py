@@ -1,0 +1,96 @@
+"""The reference of every training setting, generated from TrainConfig itself (each field's
+type, default and docstring), so the document cannot drift from the code: a test compares
+docs/training-settings.md with this output.
+
+    python -m toolgym.training.settings_doc > docs/training-settings.md
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from toolgym.training.config import TrainConfig
+
+HEADER = """# Training settings
+
+Every setting of `toolgym train`, generated from `training/config.py` (regenerate with
+`python -m toolgym.training.settings_doc > docs/training-settings.md`; a test keeps the two
+equal). Set them in a YAML file (`--config`) or as `section.field=value` overrides on the
+command line; values are checked, and an unknown key is an error.
+
+```bash
+toolgym train model=runs/sft optim.lr=1e-5 rollout.tasks_per_step=16 env.kwargs.size=4
+```
+"""
+
+
+def settings_markdown() -> str:
+    top, sections, lists = [], [], []
+    for name, field in TrainConfig.model_fields.items():
+        inner = _section_model(field.annotation)
+        if inner is None:
+            top.append(_row(name, field))
+        elif typing.get_origin(field.annotation) is list:
+            lists.append((name, inner, field))
+        else:
+            sections.append((name, inner, field))
+    out = [HEADER, "", "## Run", "", *_table(top)]
+    for name, model, field in sections:
+        out += ["", f"## {name}", "", _describe(field), "", *_table(_rows(model, f"{name}."))]
+    for name, model, field in lists:
+        out += [
+            "", f"## {name} (a list)", "", _describe(field), "",
+            f"Each entry of `{name}` has:", "", *_table(_rows(model, "")),
+        ]  # fmt: skip
+    return "\n".join(line.rstrip() for line in out).strip() + "\n"
+
+
+def _rows(model: type[BaseModel], prefix: str) -> list[str]:
+    return [_row(prefix + name, field) for name, field in model.model_fields.items()]
+
+
+def _row(name: str, field: FieldInfo) -> str:
+    return f"| `{name}` | {_type(field.annotation)} | {_default(field)} | {_describe(field)} |"
+
+
+def _table(rows: list[str]) -> list[str]:
+    return ["| setting | type | default | what it does |", "|---|---|---|---|", *rows]
+
+
+def _describe(field: FieldInfo) -> str:
+    return " ".join((field.description or "").split()).replace("|", "\\|")
+
+
+def _default(field: FieldInfo) -> str:
+    if field.default is PydanticUndefined and field.default_factory is None:
+        return "required"
+    value = field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
+    if isinstance(value, BaseModel):
+        return "see below"
+    if isinstance(value, list) and value and isinstance(value[0], BaseModel):
+        return "`" + ", ".join(str(v.model_dump(exclude_defaults=True)) for v in value) + "`"
+    return f"`{value!r}`"
+
+
+def _type(annotation: Any) -> str:
+    text = re.sub(r"\btyping\.|<class '([^']+)'>", lambda m: m.group(1) or "", str(annotation))
+    text = text.replace("NoneType", "None").replace("Literal", "one of ")
+    return text.replace("|", "or")
+
+
+def _section_model(annotation: Any) -> type[BaseModel] | None:
+    candidates = [annotation, *typing.get_args(annotation)]
+    for c in candidates:
+        if isinstance(c, type) and issubclass(c, BaseModel):
+            return c
+    return None
+
+
+if __name__ == "__main__":
+    print(settings_markdown(), end="")
