@@ -36,6 +36,8 @@ def test_play_accepts_raw_text_and_ends_cleanly_on_eof(cli):
     result = cli("play", "toolgym/Arithmetic-v0", stdin=raw)
     assert result.returncode == 0
     assert "42" in result.stdout and "input ended; episode abandoned." in result.stdout
+    hint = next(line for line in result.stdout.splitlines() if "Type a tool call" in line)
+    assert "`calculator VALUE`, `calculator expression=VALUE`" in hint and "move" not in hint
 
 
 def test_unknown_env_is_one_clear_line(cli):
