@@ -102,7 +102,7 @@ def require_unmasked(trajectories: Sequence[Trajectory], where: str) -> None:
     the first one."""
     if not trajectories or not all(t.masked for t in trajectories):
         return
-    causes = Counter(t.end.value for t in trajectories)
+    causes = Counter(str(t.end.value if t.end else "unknown") for t in trajectories)
     first = " ".join(str(trajectories[0].infra_error).split())[:300]
     counted = ", ".join(f"{n} {cause}" for cause, n in causes.most_common())
     raise RunFailedError(
