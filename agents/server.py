@@ -47,6 +47,7 @@ from toolgym.agents.server_protocol import (
 )
 from toolgym.agents.server_stream import ChoiceText, Job, stream
 from toolgym.tools.parsers import HermesParser
+from toolgym.tools.parsers.base import parse_safely
 
 DEFAULT_MAX_TOKENS = 16
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -311,7 +312,7 @@ class ModelServer:
     def _assistant_message(
         self, text: str, finish: str, use_tools: bool
     ) -> tuple[dict[str, Any], str]:
-        parsed = self.parser.parse(text) if use_tools else None
+        parsed = parse_safely(self.parser, text) if use_tools else None
         if not parsed or not parsed.calls:
             return {"role": "assistant", "content": text, "tool_calls": []}, finish
         calls = [

@@ -133,7 +133,9 @@ class TrajectoryGroup:
 def write_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
+    # a lone surrogate (a model's "\ud800" in a call) is written as that JSON escape, which
+    # reads back as the same string, instead of failing the whole file
+    with path.open("w", encoding="utf-8", errors="backslashreplace") as f:
         for t in trajectories:
             f.write(json.dumps(t.to_dict(), ensure_ascii=False, default=str) + "\n")
     return path
@@ -142,7 +144,7 @@ def write_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> Path:
 def read_jsonl(path: str | Path) -> list[Trajectory]:
     return [
         Trajectory.from_dict(json.loads(line))
-        for line in Path(path).read_text().splitlines()
+        for line in Path(path).read_text(encoding="utf-8").splitlines()
         if line.strip()
     ]
 

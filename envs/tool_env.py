@@ -23,9 +23,14 @@ from typing import Any
 from toolgym.envs.core import Env, Message, copy_messages, make_info
 from toolgym.errors import ToolgymError
 from toolgym.tools.parsers import ActionParser, make_parser
+from toolgym.tools.parsers.base import MAX_ERRORS, parse_safely
 from toolgym.tools.records import ToolCall, ToolErrorKind, ToolResult
+from toolgym.tools.text import clean_text, clip, clip_list
 from toolgym.tools.tool import Tool
 from toolgym.tools.toolset import ToolSet
+
+FEEDBACK_CHARS = 4000
+"""The most characters of one turn's list of problems."""
 
 _POLICY_MISTAKES = (ToolErrorKind.UNKNOWN_TOOL, ToolErrorKind.INVALID_ARGUMENTS)
 
@@ -48,7 +53,8 @@ class ToolEnv(Env):
     Args:
         parser: an ActionParser or a registered parser name ("hermes", "xml", "fenced").
         max_turns: the episode is truncated after this many model turns.
-        max_calls_per_turn: calls beyond this in one turn are not run (the action is invalid).
+        max_calls_per_turn: calls beyond this in one turn are not run (the action is invalid);
+            16 by default, None for no limit.
         invalid_action_reward: added to the step reward when the action was malformed.
         tool_timeout_s: overrides every tool's own timeout when given.
         render_mode: "ansi" to let `render()` return the transcript as text.
@@ -63,7 +69,7 @@ class ToolEnv(Env):
         *,
         parser: ActionParser | str = "hermes",
         max_turns: int = 20,
-        max_calls_per_turn: int | None = None,
+        max_calls_per_turn: int | None = 16,
         invalid_action_reward: float = 0.0,
         tool_timeout_s: float | None = None,
         render_mode: str | None = None,
@@ -149,7 +155,7 @@ class ToolEnv(Env):
             raise TypeError(f"an action is the model's text (str), got {type(action).__name__}")
         self.turn += 1
         self.transcript.append({"role": "assistant", "content": action})
-        parsed = self.parser.parse(action)
+        parsed = parse_safely(self.parser, action)
         problems = list(parsed.errors)
         calls = parsed.calls
         for index, call in enumerate(calls):
@@ -174,13 +180,17 @@ class ToolEnv(Env):
                 outcome = self.outcome()
                 reward += outcome.reward
         if problems:
+            listed = "\n".join(f"- {p}" for p in clip_list(problems, MAX_ERRORS))
             obs.append(
                 {
                     "role": "user",
                     "content": "Your turn could not be fully used:\n"
-                    + "\n".join(f"- {p}" for p in problems),
+                    + clip(listed, FEEDBACK_CHARS),
                 }
             )
+        for message in obs:  # tools may return anything; what the model reads is valid Unicode
+            if isinstance(message.get("content"), str):
+                message["content"] = clean_text(message["content"])
         valid = not problems and all(r.error not in _POLICY_MISTAKES for r in results)
         if not valid:
             reward += self.invalid_action_reward
@@ -227,4 +237,4 @@ def _call_record(result: ToolResult) -> dict[str, Any]:
 
 def _error_text(problems: list[str], results: list[ToolResult]) -> str | None:
     texts = problems + [r.content for r in results if r.error is not None]
-    return "\n".join(texts) or None
+    return clean_text(clip("\n".join(clip_list(texts, MAX_ERRORS)), FEEDBACK_CHARS)) or None

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from toolgym.errors import ToolDefinitionError, ToolgymError
 from toolgym.tools.records import ToolCall, ToolErrorKind, ToolResult
+from toolgym.tools.text import echo
 
 T = TypeVar("T")
 
@@ -53,6 +54,7 @@ class ToolCallError(ToolgymError, ValueError):
 
 
 DEFAULT_TIMEOUT_S = 30.0
+MAX_ARGUMENT_ERRORS = 8
 DEFAULT_MAX_OUTPUT_CHARS = 16_000
 
 
@@ -152,8 +154,8 @@ class Tool:
     def _explain(self, exc: ValidationError) -> str:
         props = self.parameters_schema.get("properties", {})
         lines = [f"Error: invalid arguments for tool '{self.name}':"]
-        for err in exc.errors():
-            arg = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        for err in exc.errors()[:MAX_ARGUMENT_ERRORS]:
+            arg = echo(".".join(str(p) for p in err["loc"]), 64) or "(arguments)"
             expected = _expectation(props.get(str(err["loc"][0]) if err["loc"] else "", {}))
             if err["type"] == "missing":
                 lines.append(f"- missing required argument '{arg}' (expected {expected})")
@@ -161,8 +163,10 @@ class Tool:
                 allowed = ", ".join(props) or "none"
                 lines.append(f"- unexpected argument '{arg}' (allowed: {allowed})")
             else:
-                got = json.dumps(err.get("input"), default=str)
+                got = echo(json.dumps(err.get("input"), default=str), 120)
                 lines.append(f"- argument '{arg}': expected {expected}, got {got} ({err['msg']})")
+        if len(exc.errors()) > MAX_ARGUMENT_ERRORS:
+            lines.append(f"- ... and {len(exc.errors()) - MAX_ARGUMENT_ERRORS} more")
         return "\n".join(lines)
 
 

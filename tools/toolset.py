@@ -7,6 +7,7 @@ from typing import Any
 
 from toolgym.errors import ToolDefinitionError, did_you_mean
 from toolgym.tools.records import ToolCall, ToolErrorKind, ToolResult
+from toolgym.tools.text import echo
 from toolgym.tools.tool import Tool
 
 
@@ -49,11 +50,10 @@ class ToolSet:
         """Route `call` to its tool. Never raises for the model's mistakes."""
         found = self._tools.get(call.name)
         if found is None:
-            hint = (
-                did_you_mean(call.name, self._tools)
-                or f" Available tools: {', '.join(self._tools) or 'none'}."
-            )
+            close = did_you_mean(call.name, self._tools) if len(call.name) <= 64 else ""
+            hint = close or f" Available tools: {', '.join(self._tools) or 'none'}."
             return ToolResult(
-                call, f"Error: unknown tool '{call.name}'.{hint}", ToolErrorKind.UNKNOWN_TOOL
-            )
+                call, f"Error: unknown tool '{echo(call.name, 64)}'.{hint}",
+                ToolErrorKind.UNKNOWN_TOOL,
+            )  # fmt: skip
         return await found.call(call, injected)

@@ -7,6 +7,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from toolgym.tools.records import ToolCall
+from toolgym.tools.text import clean_text, clean_value, clip_list, echo, nesting
+
+MAX_ERRORS = 8
+"""Problems listed back to the model for one turn; the rest are counted."""
+MAX_DEPTH = 32
+"""Deepest nesting of a call's arguments."""
+MAX_NAME_CHARS = 128
 
 
 @dataclass
@@ -37,6 +44,31 @@ class ActionParser(abc.ABC):
     @abc.abstractmethod
     def format_hint(self) -> str:
         """One line telling the model how to write a call in this format."""
+
+
+def parse_safely(parser: ActionParser, text: str) -> ParsedAction:
+    """`parser.parse(text)` made safe for any text a model can write: a parser that fails
+    (deep nesting, a bug) reports a malformed turn instead of raising; names, arguments and
+    prose come back as valid Unicode; errors are few and short."""
+    try:
+        parsed = parser.parse(clean_text(text))
+    except RecursionError:
+        return ParsedAction(errors=["the turn is nested too deeply to read; write flat JSON."])
+    except Exception as exc:  # a parser's bug is still the turn's problem, never a crash
+        return ParsedAction(errors=[f"the turn could not be read ({type(exc).__name__})."])
+    calls, errors = [], list(parsed.errors)
+    for index, call in enumerate(parsed.calls, start=1):
+        if len(call.name) > MAX_NAME_CHARS:
+            errors.append(
+                f"tool call {index}: a tool name of {len(call.name)} characters is not a tool name."
+            )
+        elif nesting(call.arguments) > MAX_DEPTH:
+            errors.append(f"tool call {index}: arguments nested more than {MAX_DEPTH} deep.")
+        else:
+            calls.append(ToolCall(clean_text(call.name), clean_value(call.arguments), call.id))
+    return ParsedAction(
+        calls, clip_list([echo(e, 400) for e in errors], MAX_ERRORS), clean_text(parsed.text)
+    )
 
 
 def line_col(text: str, pos: int) -> tuple[int, int]:

@@ -47,6 +47,8 @@ class HermesParser(ActionParser):
             return None, f"{where} is empty: write {self.example()}."
         try:
             data = json.loads(body)
+        except RecursionError:
+            return None, f"{where} is nested too deeply to read; write flat JSON."
         except json.JSONDecodeError as exc:
             near = body[max(0, exc.pos - _SNIPPET) : exc.pos + _SNIPPET // 2]
             return None, (
@@ -65,6 +67,8 @@ class HermesParser(ActionParser):
         if isinstance(arguments, str):  # some models double-encode the arguments
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
+            except RecursionError:
+                return None, f'{where}: "arguments" is nested too deeply to read.'
             except json.JSONDecodeError as exc:
                 return (
                     None,
