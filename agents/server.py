@@ -23,6 +23,7 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,22 +47,41 @@ from toolgym.agents.server_protocol import (
     UnloadAdapterRequest,
 )
 from toolgym.agents.server_stream import ChoiceText, Job, stream
+from toolgym.log import get_logger
 from toolgym.tools.parsers import HermesParser
 from toolgym.tools.parsers.base import parse_safely
 
+log = get_logger(__name__)
+
 DEFAULT_MAX_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one request may ask for; checked before any expensive step."""
+
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_choices: int = 256
+    """Completions one request fans out to: prompts x n."""
+
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class ModelServer:
-    def __init__(self, engine: HFEngine, model_name: str) -> None:
-        self.engine, self.model_name = engine, model_name
+    def __init__(
+        self, engine: HFEngine, model_name: str, limits: ServerLimits = ServerLimits()
+    ) -> None:
+        self.engine, self.model_name, self.limits = engine, model_name, limits
+        vocabulary = engine.tokenizer.convert_ids_to_tokens(list(range(len(engine.tokenizer))))
+        self.max_token_chars = max(len(str(t)) for t in vocabulary)
+        """A text longer than max_length x this cannot fit the context, whatever it says."""
         self.renderer = ChatRenderer(engine.tokenizer)
         self.parser = HermesParser()
         self.created = int(time.time())
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[_errors], client_max_size=64 * 1024 * 1024)
+        app = web.Application(middlewares=[_errors], client_max_size=self.limits.max_body_bytes)
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/completions", self.completions)
@@ -98,7 +118,13 @@ class ModelServer:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await _parse(request, CompletionRequest)
         adapter = self._adapter_for(body.model)
-        prompts = [self.renderer.encode(p) if isinstance(p, str) else p for p in body.prompts()]
+        self._check_fan_out(len(body.prompts()) * body.n)
+        for p in body.prompts():
+            if isinstance(p, str):
+                self._check_text_size(len(p), "prompt")
+        prompts = await asyncio.to_thread(
+            lambda: [self.renderer.encode(p) if isinstance(p, str) else p for p in body.prompts()]
+        )
         jobs = [
             (ids, body.sampling(k, DEFAULT_MAX_TOKENS, body.logprobs or 0))
             for ids in prompts
@@ -129,10 +155,12 @@ class ModelServer:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await _parse(request, ChatRequest)
         adapter = self._adapter_for(body.model)
+        self._check_fan_out(body.n)
         messages = template_messages(body.messages)
         tools = template_tools(body.tools)
         choice_of_tool = tool_choice(body.tool_choice, tools)
-        prompt = self.renderer.prompt_ids(messages, tools or None)
+        self._check_text_size(len(json.dumps([messages, tools], default=str)), "messages")
+        prompt = await asyncio.to_thread(self.renderer.prompt_ids, messages, tools or None)
         forced = self._forced_opening(choice_of_tool, tools)
         prompt = prompt + self.renderer.encode(forced) if forced else prompt
         max_tokens = (
@@ -289,6 +317,21 @@ class ModelServer:
         return web.Response(text=f"Success: LoRA adapter '{body.lora_name}' removed successfully.")
 
     # ----- helpers ------------------------------------------------------------------------------
+    def _check_fan_out(self, choices: int) -> None:
+        if choices > self.limits.max_choices:
+            raise ApiError(
+                400, f"the request asks for {choices} completions (prompts x n); this server "
+                f"serves at most {self.limits.max_choices} per request", param="n",
+            )  # fmt: skip
+
+    def _check_text_size(self, chars: int, what: str) -> None:
+        """Refuse, before tokenizing, a text too long for the context whatever its tokens."""
+        if chars > self.engine.max_length * self.max_token_chars:
+            raise ApiError(
+                400, f"the {what} has {chars:,} characters, more than fit the model's context "
+                f"of {self.engine.max_length} tokens", param=what,
+            )  # fmt: skip
+
     def _adapter_for(self, model: str) -> str | None:
         if model == self.model_name:
             return None
@@ -386,11 +429,18 @@ class ModelServer:
 
 async def _parse(request: web.Request, model: type[BaseModel]) -> Any:
     try:
-        data = await request.json()
+        data = json.loads(await request.text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "the request body is nested too deeply") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
+    if _has_lone_surrogate(data):
+        raise ApiError(
+            400, "the request holds a lone surrogate (\\ud800-\\udfff), which is not valid "
+            "Unicode text",
+        )  # fmt: skip
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -399,12 +449,22 @@ async def _parse(request: web.Request, model: type[BaseModel]) -> Any:
         raise ApiError(400, f"{where or 'request'}: {first['msg']}", param=where) from None
 
 
+def _has_lone_surrogate(data: Any) -> bool:
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
 @web.middleware
 async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as exc:
         return web.json_response(exc.body(), status=exc.status)
+    except asyncio.CancelledError:
+        raise  # the client went away: its work stops
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -412,6 +472,10 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             ApiError(exc.status, f"{request.method} {request.path}: {exc.reason}").body(),
             status=exc.status,
         )
+    except Exception as exc:  # a bug: the client still gets JSON, the log gets the traceback
+        log.exception("%s %s failed", request.method, request.path)
+        error = ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "InternalServerError")
+        return web.json_response(error.body(), status=500)
 
 
 def _usage(jobs: list[Job], results: list[Completion]) -> dict[str, int]:
@@ -435,8 +499,12 @@ def serve_model(
     port: int = 8000,
     served_model_name: str | None = None,
     max_batch_size: int = 64,
+    limits: ServerLimits = ServerLimits(),
 ) -> None:
     """Load the model and serve it until interrupted."""
     engine = HFEngine(model_dir, max_batch_size=max_batch_size)
-    server = ModelServer(engine, served_model_name or str(model_dir))
-    web.run_app(server.app(), host=host, port=port, print=lambda msg: print(msg, flush=True))
+    server = ModelServer(engine, served_model_name or str(model_dir), limits)
+    web.run_app(
+        server.app(), host=host, port=port, print=lambda msg: print(msg, flush=True),
+        handler_cancellation=True,  # a client that disconnects cancels its generation
+    )  # fmt: skip

@@ -49,7 +49,7 @@ class _Sampling(BaseModel):
     n: int = Field(default=1, ge=1, le=16)
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     return_token_ids: bool = False
@@ -83,7 +83,7 @@ class _Sampling(BaseModel):
             top_p=self.top_p,
             stop=stop,
             stop_token_ids=list(self.stop_token_ids or []),
-            seed=None if self.seed is None else self.seed + index,
+            seed=None if self.seed is None else (self.seed + index) % 2**63,
             top_logprobs=top_logprobs,
         )
 

@@ -98,17 +98,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+PROCESSES: dict[str, subprocess.Popen[str]] = {}
+"""The process behind each URL `serve` yields (tests read its memory)."""
+
+
 def serve(args: list[str], what: str) -> Iterator[str]:
     """Run `toolgym ARGS --port P` as a real process on loopback until /health answers; yield
-    its base URL, stop it afterwards."""
+    its base URL, stop it afterwards. Its output goes to a file (a pipe nobody reads would
+    fill and stall a server that logs)."""
+    import tempfile
     import time
     import urllib.request
 
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
+    output = tempfile.TemporaryFile("w+")  # noqa: SIM115  (closed after the server stops)
     process = subprocess.Popen(
         [sys.executable, "-m", "toolgym", *args, "--port", str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env, stdout=output, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -120,11 +127,13 @@ def serve(args: list[str], what: str) -> Iterator[str]:
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
-                raise RuntimeError(
-                    f"the {what} did not start:\n{process.stdout.read() if process.stdout else ''}"
-                ) from None
+                output.seek(0)
+                raise RuntimeError(f"the {what} did not start:\n{output.read()}") from None
             time.sleep(0.2)
+    PROCESSES[url] = process
     yield url
+    PROCESSES.pop(url, None)
+    output.close()
     process.terminate()
     try:
         process.wait(timeout=20)

@@ -283,8 +283,17 @@ class HFEngine:
         if not (Path(path) / "adapter_config.json").is_file():
             raise BadRequestError(f"no LoRA adapter at {path} (adapter_config.json is missing)")
         with self._model_lock:
-            if isinstance(self.model, PeftModel):
-                self.model.load_adapter(path, adapter_name=name)
-            else:
-                self.model = PeftModel.from_pretrained(self.model, path, adapter_name=name).eval()
+            try:
+                if isinstance(self.model, PeftModel):
+                    self.model.load_adapter(path, adapter_name=name)
+                else:
+                    loaded = PeftModel.from_pretrained(self.model, path, adapter_name=name)
+                    self.model = loaded.eval()
+            except Exception as exc:  # a bad adapter is the request's fault, not the server's
+                if isinstance(self.model, PeftModel) and name in self.model.peft_config:
+                    with contextlib.suppress(Exception):
+                        self.model.delete_adapter(name)
+                raise BadRequestError(
+                    f"could not load the LoRA adapter at {path}: {type(exc).__name__}: {exc}"
+                ) from None
             self.adapters[name] = path

@@ -132,11 +132,17 @@ def serve_model(
     served_model_name: Annotated[
         str | None, typer.Option(help="Model name clients use (default: the path as given).")
     ] = None,
+    max_body_mb: Annotated[int, typer.Option(help="Largest request body, in MiB.")] = 16,
+    max_choices: Annotated[
+        int, typer.Option(help="Most completions one request may ask for (prompts x n).")
+    ] = 256,
 ) -> None:
     """Serve a model over an OpenAI-compatible API (completions, chat, LoRA routes)."""
     from toolgym.cli.models import serve_command
 
-    raise typer.Exit(serve_command(model_dir, host, port, served_model_name))
+    raise typer.Exit(
+        serve_command(model_dir, host, port, served_model_name, max_body_mb, max_choices)
+    )
 
 
 @app.command("eval")

@@ -17,8 +17,11 @@ def init_command(arch: str, size: str, out: Path, seed: int) -> int:
     return 0
 
 
-def serve_command(model_dir: Path, host: str, port: int, served_model_name: str | None) -> int:
-    from toolgym.agents.server import serve_model
+def serve_command(
+    model_dir: Path, host: str, port: int, served_model_name: str | None, max_body_mb: int = 16,
+    max_choices: int = 256,
+) -> int:  # fmt: skip
+    from toolgym.agents.server import ServerLimits, serve_model
 
     if not (model_dir / "config.json").is_file():
         from toolgym.errors import ConfigError
@@ -26,5 +29,6 @@ def serve_command(model_dir: Path, host: str, port: int, served_model_name: str 
         raise ConfigError(
             f"{model_dir} is not a model directory (no config.json); make one with `toolgym model init`"
         )
-    serve_model(model_dir, host, port, served_model_name)
+    limits = ServerLimits(max_body_bytes=max_body_mb * 1024 * 1024, max_choices=max_choices)
+    serve_model(model_dir, host, port, served_model_name, limits=limits)
     return 0

@@ -43,5 +43,6 @@ def serve_command(
         f"serving {meta['kind']} index {index} ({meta['documents']} documents) "
         f"on http://{host}:{port}/retrieve"
     )
-    web.run_app(server.app(), host=host, port=port, print=None)
+    # a client that disconnects drops its queued queries
+    web.run_app(server.app(), host=host, port=port, print=None, handler_cancellation=True)
     return 0

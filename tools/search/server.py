@@ -94,11 +94,16 @@ class Batcher:
             await self.wakeup.wait()
             self.wakeup.clear()
             while self.pending:
+                if self.pending[0].future.done():  # its client went away: no work for it
+                    self.pending.popleft()
+                    continue
                 batch = [self.pending.popleft()]
                 size = len(batch[0].queries)
                 while self.pending and size + len(self.pending[0].queries) <= self.max_batch:
-                    batch.append(self.pending.popleft())
-                    size += len(batch[-1].queries)
+                    waiting = self.pending.popleft()
+                    if not waiting.future.done():
+                        batch.append(waiting)
+                        size += len(waiting.queries)
                 await self._serve(batch)
 
     async def _serve(self, batch: list[_Pending]) -> None:
@@ -177,9 +182,18 @@ class SearchServer:
 
 async def _json(request: web.Request) -> Any:
     try:
-        return await request.json()
+        data = json.loads(await request.text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadRequest("the request body is nested too deeply") from None
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest(
+            "the request holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode"
+        ) from None
+    return data
 
 
 @web.middleware
@@ -194,6 +208,8 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return web.json_response(
             {"error": f"{request.method} {request.path}: {exc.reason}"}, status=exc.status
         )
+    except asyncio.CancelledError:
+        raise  # the client went away
     except Exception as exc:  # the engine failed; the client may retry
         return web.json_response(
             {"error": f"search failed: {type(exc).__name__}: {exc}"}, status=500
