@@ -14,7 +14,8 @@ import toolgym
 from toolgym.agents.trajectory import Trajectory, read_jsonl, write_jsonl
 from toolgym.envs.tool_env import FEEDBACK_CHARS
 
-ENV_IDS = toolgym.registered_ids()
+ENV_IDS = [i for i in toolgym.registered_ids() if i.startswith("toolgym/")]
+"""The envs toolgym ships (the test fixtures include deliberately broken ones)."""
 MAX_OBSERVATION_CHARS = 40_000
 """What one turn's observation may cost at most: the tools' own results (16,000 characters
 each at most) plus a bounded list of problems."""

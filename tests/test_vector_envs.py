@@ -15,8 +15,11 @@ import pytest
 import toolgym
 from toolgym.envs.spaces import MessagesSpace, SharedObservations
 
+SHIPPED = [i for i in toolgym.registered_ids() if i.startswith("toolgym/")]
+"""The envs toolgym ships (the test fixtures include deliberately broken ones)."""
 
-@pytest.mark.parametrize("env_id", toolgym.registered_ids())
+
+@pytest.mark.parametrize("env_id", SHIPPED)
 def test_async_vector_envs_step_every_registered_env(env_id):
     actions = ("<tool_call>{}</tool_call>", "hello", "", "<answer>x</answer>")
     runs = {}
