@@ -66,7 +66,8 @@ def main() -> None:
                 "eval.every_steps=1000000",
                 *args.overrides,
             ]
-            metrics = Trainer(load_config(TrainConfig, Path(args.config), overrides)).run()
+            config = load_config(TrainConfig, Path(args.config), overrides)
+            metrics = Trainer(config).run(overwrite=True)
             reached[estimator].append(steps_to_threshold(metrics, args.threshold, args.window))
             finals[estimator].append(
                 statistics.mean(m["rollout/success"] for m in metrics[-args.window :])

@@ -63,7 +63,7 @@ def test_a_short_run_logs_every_phase(tool_calling_model_dir, tmp_path):
     assert metrics[0]["env_steps"] > 0 and metrics[0]["train/ratio_mean"] == pytest.approx(
         1.0, abs=1e-3
     )
-    assert torch.load(tmp_path / checkpoint.FILE, weights_only=False)["step"] == 2
+    assert checkpoint.read(tmp_path / checkpoint.FILE)["step"] == 2
     assert tensorboard_scalars(tmp_path, "rollout/success") == [
         (m["step"], m["rollout/success"]) for m in metrics
     ]
@@ -153,17 +153,14 @@ def test_a_killed_run_resumes_without_duplicated_or_lost_steps(tool_calling_mode
         args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     deadline = time.monotonic() + 300
-    while not (
-        checkpoint.exists(run)
-        and torch.load(run / checkpoint.FILE, weights_only=False)["step"] >= 1
-    ):
+    while not (checkpoint.exists(run) and checkpoint.read(run / checkpoint.FILE)["step"] >= 1):
         assert process.poll() is None and time.monotonic() < deadline, (
             "the run ended or stalled before its first checkpoint"
         )
         time.sleep(0.2)
     process.send_signal(signal.SIGKILL)  # mid-training: somewhere in step 1 or later
     process.wait()
-    killed_at = torch.load(run / checkpoint.FILE, weights_only=False)["step"]
+    killed_at = checkpoint.read(run / checkpoint.FILE)["step"]
     assert killed_at < 4
     resumed = subprocess.run(
         [sys.executable, "-m", "toolgym", "train", "--resume", str(run)],
@@ -176,7 +173,7 @@ def test_a_killed_run_resumes_without_duplicated_or_lost_steps(tool_calling_mode
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert [m["step"] for m in read_metrics(run)] == [0, 1, 2, 3]
     assert [step for step, _ in tensorboard_scalars(run, "train/loss")] == [0, 1, 2, 3]
-    assert torch.load(run / checkpoint.FILE, weights_only=False)["step"] == 4
+    assert checkpoint.read(run / checkpoint.FILE)["step"] == 4
     assert json.loads((run / "config.json").read_text())["steps"] == 4
 
 

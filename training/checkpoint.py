@@ -1,13 +1,20 @@
-"""Atomic checkpoints: everything needed to continue a run exactly where it stopped.
+"""Atomic, verified checkpoints: everything needed to continue a run exactly where it stopped.
 
 A checkpoint is written to a temporary file and renamed into place, so a run killed while
 saving leaves the previous checkpoint intact. It holds the model and optimizer states, the
 next step (which also fixes the data position: task seeds derive from the step), and the
 random-number states of Python, NumPy and torch.
+
+The file is torch.save's bytes followed by a trailer: a marker and the SHA-256 of those bytes.
+Loading checks the digest before unpickling anything, so a file that was truncated, emptied
+or overwritten in place (a bad disk, a copy gone wrong) stops the resume with one line naming
+the file, instead of training on whatever it now holds.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import random
 from pathlib import Path
@@ -16,7 +23,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from toolgym.errors import ToolgymError
+
 FILE = "checkpoint.pt"
+MARKER = b"toolgym-sha256:"
+TRAILER = len(MARKER) + 32
+
+
+class CheckpointError(ToolgymError, ValueError):
+    """A checkpoint cannot be trusted (damaged, incomplete, or from another run)."""
 
 
 def save(
@@ -40,21 +55,57 @@ def save(
         },
         "extra": extra or {},
     }
-    torch.save(state, tmp)
-    with open(tmp, "rb") as f:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    payload = buffer.getvalue()
+    with open(tmp, "wb") as f:
+        f.write(payload + MARKER + hashlib.sha256(payload).digest())
+        f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return path
 
 
-def load(run_dir: Path, model: Any, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """Restore model, optimizer and RNG states; return the checkpoint (its `step` is next)."""
-    state = torch.load(run_dir / FILE, weights_only=False)
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+def load(
+    run_dir: Path, model: Any, optimizer: torch.optim.Optimizer, max_step: int | None = None
+) -> dict[str, Any]:
+    """Restore model, optimizer and RNG states; return the checkpoint (its `step` is next).
+    Raises CheckpointError, naming the file, for anything that does not verify."""
+    path = run_dir / FILE
+    state = read(path)
+    step = state["step"]
+    if max_step is not None and not 0 <= step <= max_step:
+        raise CheckpointError(f"{path}: its step {step} is outside this run's 0..{max_step}")
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as exc:
+        cause = " ".join(str(exc).split())[:300]
+        raise CheckpointError(f"{path}: its states do not fit this model: {cause}") from None
     random.setstate(state["rng"]["python"])
     np.random.set_state(state["rng"]["numpy"])
     torch.set_rng_state(state["rng"]["torch"])
+    return state
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The verified contents of the checkpoint at `path`."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot be read ({exc.strerror})") from None
+    payload, trailer = data[:-TRAILER], data[-TRAILER:]
+    if len(data) < TRAILER or not trailer.startswith(MARKER):
+        raise CheckpointError(f"{path}: not a complete toolgym checkpoint (no checksum at its end)")
+    if hashlib.sha256(payload).digest() != trailer[len(MARKER) :]:
+        raise CheckpointError(f"{path}: its checksum does not match; the file is damaged")
+    try:
+        state = torch.load(io.BytesIO(payload), weights_only=False)
+    except Exception as exc:  # verified bytes that still do not load: another format
+        raise CheckpointError(f"{path}: cannot be loaded ({type(exc).__name__})") from None
+    missing = {"step", "model", "optimizer", "rng"} - set(state if isinstance(state, dict) else ())
+    if missing or not isinstance(state["step"], int):
+        raise CheckpointError(f"{path}: incomplete (missing {sorted(missing) or ['step']})")
     return state
 
 

@@ -57,14 +57,14 @@ class RolloutSection(ConfigModel):
     """Tokens per model turn."""
     temperature: float = Field(1.0, ge=0)
     """Sampling temperature of training rollouts."""
-    max_turns: int | None = None
+    max_turns: int | None = Field(None, ge=1)
     """Rollout turn limit (None: the env's own)."""
     max_context_tokens: int = Field(4096, ge=16)
     """Token budget of one episode (prompt, every turn and every observation); an episode
     that would pass it ends (`context_limit`)."""
     concurrency: int = Field(64, ge=1)
     """Episodes played at once (the engine batches their turns)."""
-    episode_timeout_s: float = 600.0
+    episode_timeout_s: float = Field(600.0, gt=0)
     """Wall-clock limit of one episode; one that passes it is masked, not scored."""
     tool_schemas_in_prompt: bool = True
     """Render the tools' JSON schemas into the prompt (False: shorter prompts for small
@@ -117,6 +117,9 @@ class OptimSection(ConfigModel):
     """Training steps of linear warm-up from 0 to lr."""
     min_lr_ratio: float = Field(0.0, ge=0, le=1)
     """Where linear and cosine decay end, as a share of lr."""
+    on_nonfinite: Literal["stop", "skip"] = "stop"
+    """What a non-finite loss or gradient does: stop the run with an error (the checkpoint
+    keeps the last good state), or skip that update and count it in train/skipped."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory for longer sequences, at about
     a third more compute."""
@@ -168,7 +171,7 @@ class EvalSection(ConfigModel):
     episodes: int = Field(32, ge=1)
     """Episodes per env, on the first tasks of its eval split (all of them if it has fewer);
     eval tasks never occur in training."""
-    temperature: float = 0.0
+    temperature: float = Field(0.0, ge=0)
     """Sampling temperature of evaluation (0: greedy)."""
     at_start: bool = False
     """Also evaluate before the first update (logged as step -1): the baseline the run's
@@ -181,7 +184,7 @@ class TrainConfig(ConfigModel):
     run_dir: str = "runs/train"
     """Where the run writes config.json, metrics.jsonl, TensorBoard events, its checkpoint
     and the trained policy (RUN_DIR/policy)."""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     """Seeds the model's initialisation of new parts, the task draws and the sampling."""
     steps: int = Field(20, ge=1)
     """Training steps: each collects rollouts, then updates the policy."""

@@ -12,6 +12,8 @@ import numbers
 from pathlib import Path
 from typing import Any
 
+from toolgym.errors import ConfigError
+
 METRICS = "metrics.jsonl"
 
 
@@ -41,9 +43,25 @@ class MetricsLog:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The records of RUN_DIR/metrics.jsonl. A last line cut short (the run was killed while
+    writing it) is dropped; a damaged line before it is an error naming the file and line."""
     path = Path(run_dir) / METRICS
-    return (
-        [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        if path.is_file()
-        else []
-    )
+    if not path.is_file():
+        return []
+    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break  # a torn last write
+            raise ConfigError(
+                f"{path}:{number}: not a metrics record (the file is damaged)"
+            ) from None
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise ConfigError(f"{path}:{number}: a metrics record needs an integer 'step'")
+        records.append(record)
+    return records

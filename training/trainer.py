@@ -22,6 +22,8 @@ paper (a flag).
 
 from __future__ import annotations
 
+import math
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,7 @@ from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.envs.pool import EnvPool
 from toolgym.envs.tasks import TaskSource
-from toolgym.errors import EnvBuildError, ToolgymError
+from toolgym.errors import ConfigError, EnvBuildError, RunFailedError, ToolgymError
 from toolgym.log import get_logger
 from toolgym.training import checkpoint
 from toolgym.training.advantages import GroupRewards, compute_advantages
@@ -59,12 +61,15 @@ from toolgym.training.builders import (
 )
 from toolgym.training.config import EnvSection, TrainConfig
 from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
-from toolgym.training.metrics_log import MetricsLog, read_metrics
+from toolgym.training.metrics_log import METRICS, MetricsLog, read_metrics
 from toolgym.training.mixture import allot, step_slots
 from toolgym.training.schedule import lr_factor
 from toolgym.training.weight_sync import weight_sync
 
 log = get_logger(__name__)
+
+RUN_FILES = (checkpoint.FILE, METRICS, "tensorboard", "policy", "config.json")
+"""What a run writes into its directory."""
 
 
 class Trainer:
@@ -106,10 +111,13 @@ class Trainer:
         self.step = 0
 
     # ----- the loop -----------------------------------------------------------------------
-    def run(self, resume: bool = False) -> list[dict[str, Any]]:
+    def run(self, resume: bool = False, overwrite: bool = False) -> list[dict[str, Any]]:
+        """Train to `steps`. A new run refuses a directory that holds one already, unless
+        `overwrite` (its checkpoint, metrics and policy are removed first)."""
         if resume:
             self._resume()
         else:
+            self._claim_run_dir(overwrite)
             (self.run_dir / "config.json").write_text(self.config.model_dump_json(indent=2))
         self.metrics = MetricsLog(self.run_dir, self.step, self.config.tensorboard)
         try:
@@ -294,6 +302,18 @@ class Trainer:
         out["grad_norm"] = float(
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
         )
+        out["skipped"] = 0.0
+        if not (math.isfinite(loss_sum) and math.isfinite(out["grad_norm"])):
+            if self.config.optim.on_nonfinite == "stop":
+                raise RunFailedError(
+                    f"training step {self.step}: the loss ({loss_sum}) or gradient norm "
+                    f"({out['grad_norm']}) is not finite; nothing was saved from this step, so "
+                    f"{self.run_dir} holds the last good state (optim.on_nonfinite=skip skips "
+                    "such updates instead)"
+                )
+            self.optimizer.zero_grad()
+            out["skipped"] = 1.0
+            return out
         self.optimizer.step()
         return out
 
@@ -354,10 +374,24 @@ class Trainer:
         self.tokenizer.save_pretrained(path)
         return path
 
+    def _claim_run_dir(self, overwrite: bool) -> None:
+        held = [n for n in RUN_FILES if (self.run_dir / n).exists()]
+        if not held:
+            return
+        if not overwrite:
+            raise ConfigError(
+                f"{self.run_dir} already holds a run ({', '.join(held)}); continue it with "
+                "--resume, or start over with --overwrite"
+            )
+        for name in held:
+            target = self.run_dir / name
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+
     def _resume(self) -> None:
         if not checkpoint.exists(self.run_dir):
-            raise FileNotFoundError(f"no checkpoint in {self.run_dir} to resume from")
-        self.step = int(checkpoint.load(self.run_dir, self.model, self.optimizer)["step"])
+            raise ConfigError(f"no checkpoint in {self.run_dir} to resume from")
+        state = checkpoint.load(self.run_dir, self.model, self.optimizer, self.config.steps)
+        self.step = int(state["step"])
         self.engine.policy_version = self.step
         if self.step > 0 and self.engine.weight_sync != "shared":
             self.engine.policy_version -= 1

@@ -154,16 +154,20 @@ def evaluate(
     tokenizer: Annotated[
         str | None, typer.Option(help="Tokenizer to render prompts with (default: --model).")
     ] = None,
-    n: Annotated[int, typer.Option("-n", help="Episodes: the first n tasks of --split.")] = 50,
-    seed: Annotated[int, typer.Option(help="Seeds the sampling.")] = 0,
+    n: Annotated[
+        int, typer.Option("-n", min=1, help="Episodes: the first n tasks of --split.")
+    ] = 50,
+    seed: Annotated[int, typer.Option(min=0, help="Seeds the sampling.")] = 0,
     split: Annotated[
         str, typer.Option(help="Task split to play: eval (held out from training), train, test.")
     ] = "eval",
-    max_tokens: Annotated[int, typer.Option(help="Tokens per model turn.")] = 256,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
-    max_turns: Annotated[int | None, typer.Option(help="Turn limit (default: the env's).")] = None,
-    max_context: Annotated[int, typer.Option(help="Token budget per episode.")] = 4096,
-    concurrency: Annotated[int, typer.Option(help="Episodes at once.")] = 32,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model turn.")] = 256,
+    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature.")] = 1.0,
+    max_turns: Annotated[
+        int | None, typer.Option(min=1, help="Turn limit (default: the env's).")
+    ] = None,
+    max_context: Annotated[int, typer.Option(min=16, help="Token budget per episode.")] = 4096,
+    concurrency: Annotated[int, typer.Option(min=1, help="Episodes at once.")] = 32,
     out: Annotated[
         Path | None, typer.Option(help="Trajectories JSONL (default runs/eval-ENV.jsonl).")
     ] = None,
@@ -236,11 +240,14 @@ def train(
     resume: Annotated[
         Path | None, typer.Option(help="Continue the run in this directory from its checkpoint.")
     ] = None,
+    overwrite: Annotated[
+        bool, typer.Option(help="Start over in a run directory that holds a run (deletes it).")
+    ] = False,
 ) -> None:
     """Train a policy with GRPO / RLOO / GiGPO on an env (see training/config.py)."""
     from toolgym.cli.train import train_command
 
-    raise typer.Exit(train_command(config, overrides or [], resume))
+    raise typer.Exit(train_command(config, overrides or [], resume, overwrite))
 
 
 @app.command("plot")

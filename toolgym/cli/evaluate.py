@@ -46,6 +46,8 @@ def eval_command(
     from toolgym.errors import ConfigError
 
     spec(env_id)  # unknown ids and bad env arguments fail here, before any model loads
+    out = out or Path("runs") / f"eval-{env_id.replace('/', '_').replace(':', '_')}.jsonl"
+    check_writable(out)  # before the evaluation that would fill it
     kwargs = env_kwargs(env_args)
     saved = read_env_settings(tokenizer or model, env_id)
     if saved is not None:  # as the model was fine-tuned, unless told otherwise
@@ -90,7 +92,7 @@ def eval_command(
     with runtime:
         trajectories = [t for g in runtime.run(run()) for t in g.trajectories]
     stats = summarize(trajectories, time.perf_counter() - start)
-    path = write_jsonl(trajectories, out or Path("runs") / f"eval-{env_id.replace('/', '_')}.jsonl")
+    path = write_jsonl(trajectories, out)
     table = Table(title=f"{env_id} · {engine_name} · {model}")
     for column in (
         "episodes",
@@ -139,3 +141,17 @@ def load_tokenizer(source: str, engine: str) -> Any:
             else "pass a model directory"
         )
         raise ConfigError(f"no tokenizer found at '{source}'; {hint}") from None
+
+
+def check_writable(path: Path) -> None:
+    """Raise ConfigError now if `path` cannot be written as a file."""
+    from toolgym.errors import ConfigError
+
+    if path.is_dir():
+        raise ConfigError(f"--out {path} is a directory; give a file path (e.g. {path}/eval.jsonl)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"--out {path} cannot be written: {exc.strerror}") from None

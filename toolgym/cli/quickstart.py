@@ -65,7 +65,7 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     trainer = Trainer(config)
     before = {t: trainer.evaluate(t) for t in EVAL_TEMPERATURES}
     console.rule(f"3/4 GiGPO for {steps} steps (metrics: {config.run_dir}/metrics.jsonl)")
-    last = trainer.run()[-1]  # the run ends with an evaluation at eval.temperature
+    last = trainer.run(overwrite=True)[-1]  # the run ends with an evaluation at eval.temperature
     console.rule("4/4 the same held-out mazes, before and after RL")
     after = {
         t: {k: v for k, v in last.items() if k.startswith("eval/")}

@@ -94,26 +94,35 @@ def sft_command(
     return 0
 
 
-def train_command(config_path: Path | None, overrides: list[str], resume: Path | None) -> int:
+def train_command(
+    config_path: Path | None, overrides: list[str], resume: Path | None, overwrite: bool = False
+) -> int:
     import json
 
+    from pydantic import ValidationError
+
     from toolgym.config import load_config
+    from toolgym.errors import ConfigError
     from toolgym.training.config import TrainConfig
     from toolgym.training.trainer import Trainer
 
     if resume is not None:
         saved = resume / "config.json"
         if not saved.is_file():
-            from toolgym.errors import ConfigError
-
             raise ConfigError(f"{resume} is not a run directory (no config.json)")
-        config = TrainConfig.model_validate(
-            {**json.loads(saved.read_text()), "run_dir": str(resume)}
-        )
+        try:
+            config = TrainConfig.model_validate(
+                {**json.loads(saved.read_text()), "run_dir": str(resume)}
+            )
+        except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValidationError) as exc:
+            cause = " ".join(str(exc).split())[:200]
+            raise ConfigError(f"{saved}: not a valid run config ({cause})") from None
     else:
         config = with_model_env_settings(load_config(TrainConfig, config_path, overrides))
     trainer = Trainer(config)
-    metrics = trainer.run(resume=resume is not None)  # closes the trainer's runtime
+    metrics = trainer.run(
+        resume=resume is not None, overwrite=overwrite
+    )  # closes the trainer's runtime
     last = metrics[-1] if metrics else {}
     shown = {
         k: round(v, 3) if isinstance(v, float) else v
