@@ -177,3 +177,11 @@ def test_eval_arguments_are_checked_before_the_work(cli, tiny_model_dir, tmp_pat
     one_line_error(result, "is a directory")
     assert json.dumps({})  # (the evaluation never ran: no trajectories file appeared)
     assert not list((tmp_path / "dir").iterdir())
+
+
+def test_sft_checks_its_output_before_training(cli, tiny_model_dir, tmp_path):
+    (tmp_path / "taken").write_text("a file")
+    result = cli(
+        "sft", "toolgym/Maze-v0", "--model", str(tiny_model_dir), "--out", str(tmp_path / "taken")
+    )
+    one_line_error(result, "is a file")

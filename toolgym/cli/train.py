@@ -46,6 +46,8 @@ def sft_command(
     from toolgym.training.sft import SFTConfig, demonstration_nll, sft, sft_draws
 
     spec(env_id)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; give a directory for the model")
     kwargs = env_kwargs(env_args)
     tool_schemas = True if tool_schemas is None else tool_schemas
     probe = make(env_id, **kwargs)
