@@ -24,7 +24,7 @@ from toolgym.agents.rollout import RolloutConfig, run_pooled
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.envs.pool import EnvPool
 from toolgym.envs.tasks import TaskDraw
-from toolgym.errors import RunFailedError
+from toolgym.errors import RunFailedError, one_line
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def require_unmasked(trajectories: Sequence[Trajectory], where: str) -> None:
     if not trajectories or not all(t.masked for t in trajectories):
         return
     causes = Counter(str(t.end.value if t.end else "unknown") for t in trajectories)
-    first = " ".join(str(trajectories[0].infra_error).split())[:300]
+    first = one_line(trajectories[0].infra_error)
     counted = ", ".join(f"{n} {cause}" for cause, n in causes.most_common())
     raise RunFailedError(
         f"{where}: all {len(trajectories)} rollouts failed ({counted}); the first: {first}"

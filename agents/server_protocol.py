@@ -36,7 +36,7 @@ class ApiError(Exception):
         }  # fmt: skip
 
 
-_KINDS = {404: "NotFoundError", 413: "BadRequestError", 500: "InternalServerError"}
+_KINDS = {404: "NotFoundError", 500: "InternalServerError"}
 
 
 class _Sampling(BaseModel):

@@ -25,6 +25,7 @@ from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 from toolgym.envs.core import INFO_KEYS, Env
 from toolgym.envs.spaces import message_problem
 from toolgym.envs.tasks import TaskSource, content_key
+from toolgym.errors import one_line
 
 MALFORMED_TURNS = {
     "plain text without a tool call": "I think I should look around first.",
@@ -350,7 +351,7 @@ async def _episodes(factory: Callable[[], Any], seed: int, episodes: int) -> str
 def _no_tool_raised(info: dict[str, Any], episode: int, seed: int) -> None:
     raised = [c for c in info.get("tool_calls", []) if c.get("error") == "exception"]
     if raised:
-        first = " ".join(str(info.get("error")).split())[:300]
+        first = one_line(info.get("error"))
         raise CheckFailed(
             f"tool '{raised[0].get('name')}' raised in episode {episode} (seed {seed}): {first}. "
             "A tool returns expected failures as text for the model and raises InfraError for "

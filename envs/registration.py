@@ -28,6 +28,7 @@ from toolgym.errors import (
     ToolgymError,
     UnknownEnvError,
     did_you_mean,
+    one_line,
 )
 from toolgym.log import get_logger
 
@@ -150,7 +151,7 @@ def make(id: str, **kwargs: Any) -> Any:
         given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
         raise EnvBuildError(
             f"env '{id}' could not be built{f' with {given}' if given else ''}: "
-            f"{type(exc).__name__}: {_one_line(str(exc))}"
+            f"{type(exc).__name__}: {one_line(exc)}"
         ) from exc
     if not isinstance(env, gymnasium.Env):
         raise EnvContractError(
@@ -177,11 +178,6 @@ def _import_prefix(id: str) -> str:
             f"cannot import module '{module_name}' to find env '{id}': {exc}"
         ) from exc
     return id
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _check_arguments(env_spec: EnvSpec, factory: Any, arguments: dict[str, Any]) -> None:

@@ -50,6 +50,13 @@ class RunFailedError(ToolgymError, RuntimeError):
     """A run cannot produce anything worth keeping (every rollout of a step was masked)."""
 
 
+def one_line(text: object, limit: int = 300) -> str:
+    """`text` as one short line, for an error message that quotes another (an exception, a
+    tool's output): whitespace collapsed, cut at `limit` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
     """Return ' Did you mean: a, b?' for the closest choices, or '' when none is close.
     Only choices nearly as close as the best one are named: ids that share a long prefix

@@ -46,7 +46,7 @@ from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.envs.pool import EnvPool
 from toolgym.envs.tasks import TaskSource
-from toolgym.errors import ConfigError, EnvBuildError, RunFailedError, ToolgymError
+from toolgym.errors import ConfigError, EnvBuildError, RunFailedError, ToolgymError, one_line
 from toolgym.log import get_logger
 from toolgym.training import checkpoint
 from toolgym.training.advantages import GroupRewards, compute_advantages
@@ -159,7 +159,7 @@ class Trainer:
         if raised := tool_exceptions(everything):
             log.warning(
                 "step %d: %d tool calls raised; the first: %s",
-                self.step, len(raised), " ".join(raised[0].split())[:300],
+                self.step, len(raised), one_line(raised[0]),
             )  # fmt: skip
         trajectories, advantages = self.advantages(groups)
         t2 = time.perf_counter()
@@ -361,7 +361,7 @@ class Trainer:
             self.runtime.run(pool.retire(env))
             if isinstance(exc, ToolgymError):
                 raise
-            cause = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            cause = one_line(f"{type(exc).__name__}: {exc}")
             raise EnvBuildError(f"env '{entry.id}': its first reset raised {cause}") from exc
         pool.release(env)
         return tasks

@@ -104,7 +104,7 @@ def train_command(
     from pydantic import ValidationError
 
     from toolgym.config import load_config
-    from toolgym.errors import ConfigError
+    from toolgym.errors import ConfigError, one_line
     from toolgym.training.config import TrainConfig
     from toolgym.training.trainer import Trainer
 
@@ -117,8 +117,7 @@ def train_command(
                 {**json.loads(saved.read_text()), "run_dir": str(resume)}
             )
         except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValidationError) as exc:
-            cause = " ".join(str(exc).split())[:200]
-            raise ConfigError(f"{saved}: not a valid run config ({cause})") from None
+            raise ConfigError(f"{saved}: not a valid run config ({one_line(exc, 200)})") from None
     else:
         config = with_model_env_settings(load_config(TrainConfig, config_path, overrides))
     trainer = Trainer(config)
