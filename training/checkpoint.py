@@ -5,8 +5,9 @@ saving leaves the previous checkpoint intact. It holds the model and optimizer s
 next step (which also fixes the data position: task seeds derive from the step), and the
 random-number states of Python, NumPy and torch.
 
-The file is torch.save's bytes followed by a trailer: a marker and the SHA-256 of those bytes.
-Loading checks the digest before unpickling anything, so a file that was truncated, emptied
+The file is torch.save's bytes followed by a trailer: a marker and the SHA-256 of those bytes
+(both hashed in chunks, so nothing is held twice in memory). Loading checks the digest before
+unpickling anything, so a file that was truncated, emptied
 or overwritten in place (a bad disk, a copy gone wrong) stops the resume with one line naming
 the file, instead of training on whatever it now holds.
 """
@@ -14,7 +15,6 @@ the file, instead of training on whatever it now holds.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import random
 from pathlib import Path
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolgym.errors import ToolgymError
+from toolgym.errors import ToolgymError, one_line
 
 FILE = "checkpoint.pt"
 MARKER = b"toolgym-sha256:"
@@ -55,11 +55,10 @@ def save(
         },
         "extra": extra or {},
     }
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    payload = buffer.getvalue()
-    with open(tmp, "wb") as f:
-        f.write(payload + MARKER + hashlib.sha256(payload).digest())
+    torch.save(state, tmp)
+    digest = _sha256(tmp, os.path.getsize(tmp))
+    with open(tmp, "ab") as f:
+        f.write(MARKER + digest)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -80,8 +79,9 @@ def load(
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
     except (RuntimeError, ValueError, KeyError) as exc:
-        cause = " ".join(str(exc).split())[:300]
-        raise CheckpointError(f"{path}: its states do not fit this model: {cause}") from None
+        raise CheckpointError(
+            f"{path}: its states do not fit this model: {one_line(exc)}"
+        ) from None
     random.setstate(state["rng"]["python"])
     np.random.set_state(state["rng"]["numpy"])
     torch.set_rng_state(state["rng"]["torch"])
@@ -91,22 +91,39 @@ def load(
 def read(path: Path) -> dict[str, Any]:
     """The verified contents of the checkpoint at `path`."""
     try:
-        data = path.read_bytes()
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            f.seek(max(size - TRAILER, 0))
+            trailer = f.read()
+        digest = _sha256(path, size - TRAILER) if size >= TRAILER else b""
     except OSError as exc:
         raise CheckpointError(f"{path}: cannot be read ({exc.strerror})") from None
-    payload, trailer = data[:-TRAILER], data[-TRAILER:]
-    if len(data) < TRAILER or not trailer.startswith(MARKER):
+    if size < TRAILER or not trailer.startswith(MARKER):
         raise CheckpointError(f"{path}: not a complete toolgym checkpoint (no checksum at its end)")
-    if hashlib.sha256(payload).digest() != trailer[len(MARKER) :]:
+    if digest != trailer[len(MARKER) :]:
         raise CheckpointError(f"{path}: its checksum does not match; the file is damaged")
-    try:
-        state = torch.load(io.BytesIO(payload), weights_only=False)
+    try:  # torch's zip reader finds its directory from the end and ignores the trailer
+        state = torch.load(path, weights_only=False)
     except Exception as exc:  # verified bytes that still do not load: another format
         raise CheckpointError(f"{path}: cannot be loaded ({type(exc).__name__})") from None
     missing = {"step", "model", "optimizer", "rng"} - set(state if isinstance(state, dict) else ())
     if missing or not isinstance(state["step"], int):
         raise CheckpointError(f"{path}: incomplete (missing {sorted(missing) or ['step']})")
     return state
+
+
+def _sha256(path: Path, length: int) -> bytes:
+    """The digest of the first `length` bytes of `path`, read in chunks (a checkpoint can be
+    larger than the memory left beside the model it holds)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while length > 0:
+            chunk = f.read(min(length, 1 << 24))
+            if not chunk:
+                break
+            digest.update(chunk)
+            length -= len(chunk)
+    return digest.digest()
 
 
 def exists(run_dir: Path) -> bool:
