@@ -42,7 +42,7 @@ def eval_command(
     from toolgym.agents.trajectory import write_jsonl
     from toolgym.cli.env_settings import read_env_settings
     from toolgym.cli.train import env_kwargs
-    from toolgym.envs import make, spec
+    from toolgym.envs import spec
     from toolgym.errors import ConfigError
 
     spec(env_id)  # unknown ids and bad env arguments fail here, before any model loads
@@ -54,42 +54,44 @@ def eval_command(
         kwargs = kwargs or dict(saved.get("env_kwargs") or {})
         tool_schemas = saved["tool_schemas"] if tool_schemas is None else tool_schemas
     tool_schemas = True if tool_schemas is None else tool_schemas
-    probe = make(env_id, **kwargs)
-    tasks = probe.unwrapped.task_source()
-    probe.close()
-    draws = tasks.head(split, episodes)
-    if not draws:
-        raise ConfigError(f"{env_id} has no {split} tasks to evaluate on")
-    engine_args: dict[str, Any] = {"model": model}
-    if engine_name == "openai":
-        if not base_url:
-            raise ConfigError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-        engine_args["base_url"] = base_url
-    engine = make_engine(engine_name, **engine_args)
-    tok = getattr(engine, "tokenizer", None) or load_tokenizer(tokenizer or model, engine_name)
-    config = RolloutConfig(
-        SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed),
-        max_turns=max_turns,
-        max_context_tokens=max_context,
-    )
-    collector = RolloutCollector(
-        engine,
-        ChatRenderer(tok, tool_schemas=tool_schemas),
-        config,
-        concurrency=concurrency,
-        progress=True,
-    )
-    runtime = Runtime()
-    requests = requests_for(runtime.pool(env_id, env_id, kwargs), draws)
+    with Runtime() as runtime:
+        pool = runtime.pool(env_id, env_id, kwargs)  # built now: a bad argument stops here
+        env: Any = runtime.run(pool.acquire())
+        tasks = env.unwrapped.task_source()
+        pool.release(env)  # and serves the first episode
+        draws = tasks.head(split, episodes)
+        if not draws:
+            raise ConfigError(f"{env_id} has no {split} tasks to evaluate on")
+        engine_args: dict[str, Any] = {"model": model}
+        if engine_name == "openai":
+            if not base_url:
+                raise ConfigError(
+                    "--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)"
+                )
+            engine_args["base_url"] = base_url
+        engine = make_engine(engine_name, **engine_args)
+        tok = getattr(engine, "tokenizer", None) or load_tokenizer(tokenizer or model, engine_name)
+        config = RolloutConfig(
+            SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed),
+            max_turns=max_turns,
+            max_context_tokens=max_context,
+        )
+        collector = RolloutCollector(
+            engine,
+            ChatRenderer(tok, tool_schemas=tool_schemas),
+            config,
+            concurrency=concurrency,
+            progress=True,
+        )
+        requests = requests_for(pool, draws)
 
-    async def run() -> list[Any]:
-        try:
-            return await collector.collect(requests)
-        finally:
-            await engine.aclose()
+        async def run() -> list[Any]:
+            try:
+                return await collector.collect(requests)
+            finally:
+                await engine.aclose()
 
-    start = time.perf_counter()
-    with runtime:
+        start = time.perf_counter()
         trajectories = [t for g in runtime.run(run()) for t in g.trajectories]
     stats = summarize(trajectories, time.perf_counter() - start)
     path = write_jsonl(trajectories, out)
