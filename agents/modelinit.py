@@ -12,6 +12,7 @@ so the same tokenizer renders those families' templates with their control token
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,9 @@ def corpus(n_episodes: int = 300) -> list[str]:
     return texts
 
 
-def build_tokenizer(vocab_size: int) -> Any:
-    """A byte-level BPE tokenizer (any text encodes) with our special tokens."""
+def build_tokenizer(vocab_size: int, texts: Iterable[str] | None = None) -> Any:
+    """A byte-level BPE tokenizer (any text encodes) with our special tokens, trained on
+    `texts` (default: the envs' own text, `corpus()`)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -92,7 +94,7 @@ def build_tokenizer(vocab_size: int) -> Any:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    core.train_from_iterator(corpus(), trainer=trainer)
+    core.train_from_iterator(corpus() if texts is None else texts, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
         eos_token="<|im_end|>",
@@ -140,8 +142,12 @@ def init_model(out: str | Path, arch: str = "qwen2", size: str = "tiny", seed: i
         raise ConfigError(
             f"unknown size '{size}'.{did_you_mean(size, SIZES)} Choose from: {', '.join(SIZES)}"
         )
-    out = Path(out)
     tokenizer = build_tokenizer(SIZES[size].vocab_size)
+    return save_model(new_model(tokenizer, arch, size, seed), tokenizer, out)
+
+
+def new_model(tokenizer: Any, arch: str, size: str, seed: int) -> Any:
+    """A randomly initialised model of `size` for `tokenizer`, stopping at its end tokens."""
     eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
     model = build_model(arch, size, len(tokenizer), eos_id, tokenizer.pad_token_id, seed)
     model.generation_config.eos_token_id = [
@@ -149,6 +155,12 @@ def init_model(out: str | Path, arch: str = "qwen2", size: str = "tiny", seed: i
         tokenizer.convert_tokens_to_ids("<|endoftext|>"),
     ]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def save_model(model: Any, tokenizer: Any, out: str | Path) -> Path:
+    """Write an ordinary model directory (weights, config, tokenizer) and return its path."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

@@ -122,6 +122,55 @@ def model_init(
     raise typer.Exit(init_command(arch, size, out, seed))
 
 
+@model_app.command("pretrain")
+def model_pretrain(
+    out: Annotated[Path, typer.Option(help="Directory to write the model to.")],
+    size: Annotated[str, typer.Option(help="tiny, mini or small.")] = "tiny",
+    arch: Annotated[str, typer.Option(help="qwen2 or llama.")] = "qwen2",
+    steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 1500,
+    seq_len: Annotated[int, typer.Option(help="Tokens per training sequence.")] = 640,
+    batch_size: Annotated[int, typer.Option(help="Sequences per step.")] = 8,
+    lr: Annotated[float, typer.Option(help="Peak AdamW learning rate.")] = 3e-3,
+    copy_warmup_steps: Annotated[
+        int, typer.Option(help="First steps on periodic random rows, so copying forms first.")
+    ] = 600,
+    seed: Annotated[int, typer.Option(help="Seeds the corpus, tokenizer and weights.")] = 0,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(help="Mix in this env's scripted transcripts (repeatable)."),
+    ] = None,
+    env_arg: EnvArgs = None,
+    probes: Annotated[
+        int, typer.Option(help="Probe contexts per kind and distance after training (0: none).")
+    ] = 100,
+) -> None:
+    """Pretrain a built-in size on CPU on generated text that teaches copying and tool calls."""
+    from toolgym.cli.models import pretrain_command
+    from toolgym.cli.train import env_kwargs
+    from toolgym.training.pretrain import PretrainConfig
+
+    kwargs = env_kwargs(env_arg or [])
+    config = PretrainConfig(
+        size=size, arch=arch, steps=steps, seq_len=seq_len, batch_size=batch_size, lr=lr,
+        copy_warmup_steps=copy_warmup_steps, seed=seed, envs=list(env or []), env_kwargs={e: kwargs for e in env or []},
+    )  # fmt: skip
+    raise typer.Exit(pretrain_command(out, config, [100, 250, 500], probes))
+
+
+@model_app.command("probe")
+def model_probe(
+    model_dir: Annotated[Path, typer.Argument(help="Model directory.")],
+    n: Annotated[int, typer.Option("-n", help="Contexts per kind and distance.")] = 100,
+    distance: Annotated[
+        list[int] | None, typer.Option(help="Tokens back (repeatable; default 100, 250, 500).")
+    ] = None,
+) -> None:
+    """Measure copying and key-value recall at several distances back in the context."""
+    from toolgym.cli.models import probe_command
+
+    raise typer.Exit(probe_command(model_dir, distance or [100, 250, 500], n))
+
+
 @serve_app.command("model")
 def serve_model(
     model_dir: Annotated[

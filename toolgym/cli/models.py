@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from toolgym.cli.show import console
 
@@ -32,3 +33,66 @@ def serve_command(
     limits = ServerLimits(max_body_bytes=max_body_mb * 1024 * 1024, max_choices=max_choices)
     serve_model(model_dir, host, port, served_model_name, limits=limits)
     return 0
+
+
+def pretrain_command(out: Path, config: Any, distances: list[int], probes: int) -> int:
+    import json
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from toolgym.agents.corpus.probes import run_probes
+    from toolgym.errors import ConfigError
+    from toolgym.training.pretrain import RECORD, pretrain
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; give a directory for the model")
+    columns = (TextColumn("pretraining"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn())  # fmt: skip
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("pretrain", total=config.steps, loss="-")
+
+        def on_step(step: int, loss: float) -> None:
+            bar.update(task, completed=step + 1, loss=f"{loss:.3f}")
+
+        result = pretrain(out, config, on_step)
+    console.print(
+        f"Pretrained a {config.size} {config.arch} model ({result.parameters:,} parameters) "
+        f"for {config.steps} steps in {result.seconds:.0f} s; final loss "
+        f"{sum(result.losses[-20:]) / len(result.losses[-20:]):.3f}"
+    )
+    if probes > 0:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(result.path)
+        tokenizer = AutoTokenizer.from_pretrained(result.path)
+        found = run_probes(model, tokenizer, distances, probes)
+        _print_probes(found)
+        record_path = result.path / RECORD
+        record = json.loads(record_path.read_text())
+        record["probes"] = [vars(p) for p in found]
+        record_path.write_text(json.dumps(record, indent=1) + "\n")
+    console.print(f"Wrote [bold]{result.path}[/]")
+    return 0
+
+
+def probe_command(model_dir: Path, distances: list[int], n: int) -> int:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from toolgym.agents.corpus.probes import run_probes
+    from toolgym.errors import ConfigError
+
+    if not (model_dir / "config.json").is_file():
+        raise ConfigError(f"{model_dir} is not a model directory (no config.json)")
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    _print_probes(run_probes(model, tokenizer, distances, n))
+    return 0
+
+
+def _print_probes(results: list[Any]) -> None:
+    from rich.table import Table
+
+    table = Table("probe", "tokens back", "exact", "per token")
+    for r in results:
+        table.add_row(r.kind, str(r.distance), f"{r.accuracy:.1%}", f"{r.token_accuracy:.1%}")
+    console.print(table)

@@ -1,0 +1,102 @@
+"""`toolgym model pretrain`: the generated corpus, the probes and the command end to end."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolgym.agents.corpus import CorpusSpec, documents
+from toolgym.agents.corpus.kinds import KINDS
+from toolgym.agents.corpus.probes import PROBES
+from toolgym.agents.corpus.repeats import periodic_row
+from toolgym.agents.corpus.strings import Strings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_corpus_is_a_pure_function_of_its_seed():
+    first = list(itertools.islice(documents(CorpusSpec(seed=3)), 12))
+    again = list(itertools.islice(documents(CorpusSpec(seed=3)), 12))
+    other = list(itertools.islice(documents(CorpusSpec(seed=4)), 12))
+    assert first == again
+    assert first != other
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_writes_about_the_length_asked(kind):
+    text = KINDS[kind](Strings(random.Random(kind)), 2000)
+    assert 2000 <= len(text) < 6000
+    text.encode("utf-8")  # valid Unicode
+
+
+def test_copy_documents_repeat_passages_word_for_word():
+    text = KINDS["copy"](Strings(random.Random(1)), 4000)
+    lines = text.split("\n")
+    assert len(lines) - len(set(lines)) >= 5  # whole lines come back
+
+
+def test_env_transcripts_are_rendered_chat_turns():
+    spec = CorpusSpec(seed=0, weights={}, envs=["toolgym/Maze-v0"])
+    text = next(documents(spec))
+    assert text.startswith("<|im_start|>system\n")
+    assert "<|im_start|>assistant\n<tool_call>" in text
+
+
+def test_periodic_rows_repeat_with_their_period():
+    row = periodic_row(random.Random(0), 128, 10, 1000)
+    period = next(p for p in range(16, 65) if row[p:] == row[:-p])
+    assert row[:period] != row[1 : period + 1]
+    assert all(10 <= t < 1000 for t in row)
+
+
+@pytest.mark.parametrize("kind", sorted(PROBES))
+def test_probes_ask_for_eight_tokens_from_the_distance_asked(kind):
+    def encode(text):  # one id per character: lengths in tokens are exact
+        return [ord(c) for c in text]
+
+    context, target = PROBES[kind](Strings(random.Random(0)), encode, 500)
+    assert len(target) == 8
+    assert 495 <= len(context) <= 520
+    if kind == "copy":
+        cue = context[-2:]
+        where = [i for i in range(len(context) - 2) if context[i : i + 2] == cue]
+        assert len(where) == 1  # the cue occurs once before, at the span
+        assert context[where[0] + 2 : where[0] + 10] == target
+
+
+def test_pretrain_command_writes_an_ordinary_model_directory(tmp_path):
+    out = tmp_path / "model"
+    run = subprocess.run(
+        [sys.executable, "-m", "toolgym", "model", "pretrain", "--out", str(out), "--steps", "4",
+         "--copy-warmup-steps", "2", "--seq-len", "64", "--batch-size", "2", "--probes", "2",
+         "--env", "kv_lookup_env:kv/Lookup-v0"],
+        capture_output=True, text=True, timeout=600,
+        env={**__import__("os").environ, "PYTHONPATH": str(FIXTURES)},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert tokenizer.chat_template and model.config.vocab_size == len(tokenizer)
+    record = json.loads((out / "toolgym_pretrain.json").read_text())
+    assert len(record["losses"]) == 4
+    assert {p["kind"] for p in record["probes"]} == {"copy", "recall"}
+    assert record["config"]["envs"] == ["kv_lookup_env:kv/Lookup-v0"]
+
+
+def test_pretrain_rejects_a_warmup_longer_than_the_run(tmp_path):
+    run = subprocess.run(
+        [sys.executable, "-m", "toolgym", "model", "pretrain", "--out", str(tmp_path / "m"),
+         "--steps", "10", "--copy-warmup-steps", "10"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "copy_warmup_steps" in run.stdout + run.stderr
+    assert "Traceback" not in run.stdout + run.stderr

@@ -1,0 +1,152 @@
+"""`toolgym model pretrain`: a built-in size trained from scratch on the generated corpus
+(copying, recall, tool-call syntax, chat turns, named envs' transcripts) with a tokenizer
+trained on the same corpus. Next-token loss on packed sequences, AdamW, warm-up then cosine.
+
+Deterministic from the seed on a given machine: the corpus, the tokenizer, the initial weights
+and the batch order all derive from it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from toolgym.agents.corpus import CorpusSpec, documents, packed
+from toolgym.agents.corpus.repeats import periodic_row
+from toolgym.agents.modelinit import (
+    ARCHS,
+    SIZES,
+    SPECIAL_TOKENS,
+    build_tokenizer,
+    new_model,
+    save_model,
+)
+from toolgym.errors import ConfigError, did_you_mean
+from toolgym.training.schedule import lr_factor
+
+RECORD = "toolgym_pretrain.json"
+"""Written next to the model: the settings, the loss curve, the wall clock and the probes."""
+
+
+@dataclass
+class PretrainConfig:
+    size: str = "tiny"
+    arch: str = "qwen2"
+    steps: int = 1500
+    seq_len: int = 640
+    batch_size: int = 8
+    lr: float = 3e-3
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    seed: int = 0
+    envs: Sequence[str] = ()
+    env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tokenizer_docs: int = 3000
+    """Corpus documents the tokenizer is trained on (from a stream of its own)."""
+    copy_warmup_steps: int = 600
+    """Steps on short periodic random rows before any text, so the copy circuit forms first
+    (`agents/corpus/repeats.py`); at a constant learning rate."""
+    copy_warmup_seq_len: int = 128
+    copy_warmup_batch_size: int = 32
+    periodic_share: float = 0.25
+    """Share of the rows after the warm-up that are periodic, keeping the circuit."""
+
+    def check(self) -> None:
+        if self.arch not in ARCHS:
+            raise ConfigError(f"unknown arch '{self.arch}'.{did_you_mean(self.arch, ARCHS)}")
+        if self.size not in SIZES:
+            raise ConfigError(f"unknown size '{self.size}'.{did_you_mean(self.size, SIZES)}")
+        for name, value, least in (("steps", self.steps, 1), ("seq_len", self.seq_len, 16),
+                                   ("batch_size", self.batch_size, 1), ("tokenizer_docs", self.tokenizer_docs, 10)):  # fmt: skip
+            if value < least:
+                raise ConfigError(f"{name} must be at least {least}, got {value}")
+        if not 0 <= self.copy_warmup_steps < self.steps:
+            raise ConfigError(
+                f"copy_warmup_steps must be in [0, steps), got {self.copy_warmup_steps}"
+            )
+        if not 0 <= self.periodic_share < 1:
+            raise ConfigError(f"periodic_share must be in [0, 1), got {self.periodic_share}")
+        if not 0 < self.lr < 1:
+            raise ConfigError(f"lr must be in (0, 1), got {self.lr}")
+
+
+@dataclass
+class PretrainResult:
+    path: Path
+    losses: list[float]
+    seconds: float
+    parameters: int
+
+
+def pretrain(out: str | Path, config: PretrainConfig,
+             on_step: Callable[[int, float], None] | None = None) -> PretrainResult:  # fmt: skip
+    """Build, train and save a model to `out`; `on_step(step, loss)` after each update."""
+    config.check()
+    torch.manual_seed(config.seed)
+    start = time.perf_counter()
+    spec = CorpusSpec(seed=config.seed, envs=list(config.envs), env_kwargs=config.env_kwargs)
+    tokenizer_spec = CorpusSpec(**{**asdict(spec), "seed": config.seed + 1_000_003})
+    tokenizer = build_tokenizer(
+        SIZES[config.size].vocab_size,
+        itertools.islice(documents(tokenizer_spec), config.tokenizer_docs),
+    )
+    model = new_model(tokenizer, config.arch, config.size, config.seed)
+    eos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False))
+
+    sequences = packed(documents(spec), encode, eos, config.seq_len)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95)
+    )
+    rows = random.Random(f"periodic-{config.seed}")
+    low, high = len(SPECIAL_TOKENS), tokenizer.vocab_size
+
+    def batch_at(step: int) -> torch.Tensor:
+        if step < config.copy_warmup_steps:
+            return torch.tensor([periodic_row(rows, config.copy_warmup_seq_len, low, high)
+                                 for _ in range(config.copy_warmup_batch_size)])  # fmt: skip
+        return torch.tensor([
+            periodic_row(rows, config.seq_len, low, high)
+            if rows.random() < config.periodic_share else next(sequences)
+            for _ in range(config.batch_size)
+        ])  # fmt: skip
+
+    losses: list[float] = []
+    model.train()
+    text_steps = config.steps - config.copy_warmup_steps
+    for step in range(config.steps):
+        text_step = step - config.copy_warmup_steps
+        factor = 1.0 if text_step < 0 else lr_factor(
+            text_step, text_steps, "cosine", config.warmup_steps, config.min_lr_ratio
+        )  # fmt: skip
+        for group in optimizer.param_groups:
+            group["lr"] = config.lr * factor
+        batch = batch_at(step)
+        loss = model(input_ids=batch, labels=batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(step, losses[-1])
+    model.eval()
+    seconds = time.perf_counter() - start
+    path = save_model(model, tokenizer, out)
+    parameters = sum(p.numel() for p in model.parameters())
+    record = {"config": asdict(config), "seconds": round(seconds, 1), "parameters": parameters,
+              "losses": [round(x, 4) for x in losses]}  # fmt: skip
+    (path / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    return PretrainResult(path, losses, seconds, parameters)
