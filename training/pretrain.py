@@ -86,6 +86,8 @@ class PretrainResult:
     losses: list[float]
     seconds: float
     parameters: int
+    model: Any
+    tokenizer: Any
 
 
 def pretrain(out: str | Path, config: PretrainConfig,
@@ -149,4 +151,4 @@ def pretrain(out: str | Path, config: PretrainConfig,
     record = {"config": asdict(config), "seconds": round(seconds, 1), "parameters": parameters,
               "losses": [round(x, 4) for x in losses]}  # fmt: skip
     (path / RECORD).write_text(json.dumps(record, indent=1) + "\n")
-    return PretrainResult(path, losses, seconds, parameters)
+    return PretrainResult(path, losses, seconds, parameters, model, tokenizer)

@@ -4,6 +4,7 @@ text of the hermes format that toolgym's envs parse."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from toolgym.agents.corpus.strings import Strings
@@ -53,3 +54,13 @@ def system_prompt(instructions: str, tools: list[dict[str, Any]]) -> str:
         f"{instructions}\n\nTools:\n{listing}\n\nCall a tool by writing "
         '<tool_call>{"name": "<tool name>", "arguments": {...}}</tool_call>.'
     )
+
+
+def conversations(strings: Strings, chars: int, conversation: Callable[[Strings], str]) -> str:
+    """Rendered conversations, one after another, until about `chars` characters."""
+    parts: list[str] = []
+    size = 0
+    while size < chars or not parts:
+        parts.append(conversation(strings))
+        size += len(parts[-1])
+    return "".join(parts)

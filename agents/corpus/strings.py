@@ -9,37 +9,8 @@ from __future__ import annotations
 import random
 import string
 
-_ONSETS = [
-    "b",
-    "c",
-    "d",
-    "f",
-    "g",
-    "h",
-    "k",
-    "l",
-    "m",
-    "n",
-    "p",
-    "r",
-    "s",
-    "t",
-    "v",
-    "z",
-    "br",
-    "dr",
-    "fr",
-    "gr",
-    "kr",
-    "pr",
-    "tr",
-    "st",
-    "th",
-    "sh",
-    "ch",
-]
-_VOWELS = ["a", "e", "i", "o", "u", "ae", "ai", "ei", "ou", "ia"]
-_CODAS = [""] * 6 + ["n", "r", "s", "l", "th", "x", "m", "k"]
+from toolgym.envs.search.world import CODAS, ONSETS, VOWELS
+
 _FIELDS = [
     "id",
     "name",
@@ -72,7 +43,7 @@ class Strings:
 
     def syllable(self) -> str:
         r = self.rng
-        return r.choice(_ONSETS) + r.choice(_VOWELS) + r.choice(_CODAS)
+        return r.choice(ONSETS) + r.choice(VOWELS) + r.choice(CODAS)
 
     def word(self) -> str:
         return "".join(self.syllable() for _ in range(self.rng.randint(1, 3)))

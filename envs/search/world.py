@@ -25,7 +25,8 @@ SIZES = {"small": 60, "medium": 2_000, "large": 60_000}
 """People per world; cities, organisations, events and countries scale with it. "large" gives
 about 100k documents (for benchmarks)."""
 
-_ONSETS = [
+# Syllable parts of made-up names (the pretraining corpus draws from them too).
+ONSETS = [
     "b",
     "c",
     "d",
@@ -54,8 +55,8 @@ _ONSETS = [
     "sh",
     "ch",
 ]
-_VOWELS = ["a", "e", "i", "o", "u", "ae", "ai", "ei", "ou", "ia"]
-_CODAS = [""] * 6 + ["n", "r", "s", "l", "th", "x", "m", "k"]
+VOWELS = ["a", "e", "i", "o", "u", "ae", "ai", "ei", "ou", "ia"]
+CODAS = [""] * 6 + ["n", "r", "s", "l", "th", "x", "m", "k"]
 _PROFESSIONS = "cartographer glassblower astronomer archivist shipwright botanist luthier "
 _PROFESSIONS += "mapmaker clockmaker engraver surveyor chemist weaver translator"
 _INDUSTRIES = "shipping textiles optics printing mining brewing ceramics rail salt timber"
@@ -249,5 +250,5 @@ class World:
 
     def _word(self, syllables: int) -> str:
         pick = self.rng.choice
-        word = "".join(pick(_ONSETS) + pick(_VOWELS) for _ in range(syllables)) + pick(_CODAS)
+        word = "".join(pick(ONSETS) + pick(VOWELS) for _ in range(syllables)) + pick(CODAS)
         return word.capitalize()

@@ -61,11 +61,7 @@ def pretrain_command(out: Path, config: Any, distances: list[int], probes: int) 
         f"{sum(result.losses[-20:]) / len(result.losses[-20:]):.3f}"
     )
     if probes > 0:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        model = AutoModelForCausalLM.from_pretrained(result.path)
-        tokenizer = AutoTokenizer.from_pretrained(result.path)
-        found = run_probes(model, tokenizer, distances, probes)
+        found = run_probes(result.model, result.tokenizer, distances, probes)
         _print_probes(found)
         record_path = result.path / RECORD
         record = json.loads(record_path.read_text())

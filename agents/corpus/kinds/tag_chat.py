@@ -3,7 +3,7 @@ reads numbered documents inside <information>, and copies the answer into <answe
 
 from __future__ import annotations
 
-from toolgym.agents.corpus.chat import Message, render
+from toolgym.agents.corpus.chat import Message, conversations, render
 from toolgym.agents.corpus.strings import Strings
 
 _INSTRUCTIONS = (
@@ -14,13 +14,7 @@ _INSTRUCTIONS = (
 
 
 def document(strings: Strings, chars: int) -> str:
-    parts: list[str] = []
-    size = 0
-    while size < chars or not parts:
-        text = conversation(strings)
-        parts.append(text)
-        size += len(text)
-    return "".join(parts)
+    return conversations(strings, chars, conversation)
 
 
 def conversation(strings: Strings) -> str:

@@ -7,18 +7,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolgym.agents.corpus.chat import Message, render, schema, system_prompt, tool_call
+from toolgym.agents.corpus.chat import (
+    Message,
+    conversations,
+    render,
+    schema,
+    system_prompt,
+    tool_call,
+)
 from toolgym.agents.corpus.strings import Strings
 
 
 def document(strings: Strings, chars: int) -> str:
-    parts: list[str] = []
-    size = 0
-    while size < chars or not parts:
-        text = conversation(strings)
-        parts.append(text)
-        size += len(text)
-    return "".join(parts)
+    return conversations(strings, chars, conversation)
 
 
 def conversation(strings: Strings) -> str:
