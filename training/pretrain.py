@@ -63,9 +63,13 @@ class PretrainConfig:
 
     def check(self) -> None:
         if self.arch not in ARCHS:
-            raise ConfigError(f"unknown arch '{self.arch}'.{did_you_mean(self.arch, ARCHS)}")
+            raise ConfigError(
+                f"unknown arch '{self.arch}'.{did_you_mean(self.arch, ARCHS)} Choose from: {', '.join(ARCHS)}"
+            )
         if self.size not in SIZES:
-            raise ConfigError(f"unknown size '{self.size}'.{did_you_mean(self.size, SIZES)}")
+            raise ConfigError(
+                f"unknown size '{self.size}'.{did_you_mean(self.size, SIZES)} Choose from: {', '.join(SIZES)}"
+            )
         for name, value, least in (("steps", self.steps, 1), ("seq_len", self.seq_len, 16),
                                    ("batch_size", self.batch_size, 1), ("tokenizer_docs", self.tokenizer_docs, 10)):  # fmt: skip
             if value < least:
