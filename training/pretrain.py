@@ -1,6 +1,11 @@
-"""`toolgym model pretrain`: a built-in size trained from scratch on the generated corpus
-(copying, recall, tool-call syntax, chat turns, named envs' transcripts) with a tokenizer
-trained on the same corpus. Next-token loss on packed sequences, AdamW, warm-up then cosine.
+"""`toolgym model pretrain`: a built-in size trained from scratch for copying, with a tokenizer
+trained on the generated corpus (copying, recall, tool-call syntax, chat turns, named envs'
+transcripts), so names, ids and numbers do not shatter into bytes.
+
+Two phases (`agents/corpus/repeats.py` says why): a copy warm-up on short periodic rows at a
+constant learning rate, then full-length rows, periodic with periods up to the row length
+(and corpus text, by `periodic_share`), on a cosine schedule. Next-token loss; the first
+period of a periodic row is not learned.
 
 Deterministic from the seed on a given machine: the corpus, the tokenizer, the initial weights
 and the batch order all derive from it.
@@ -40,11 +45,12 @@ RECORD = "toolgym_pretrain.json"
 class PretrainConfig:
     size: str = "tiny"
     arch: str = "qwen2"
-    steps: int = 1500
+    steps: int = 1400
     seq_len: int = 640
     batch_size: int = 8
     lr: float = 3e-3
-    warmup_steps: int = 100
+    warmup_steps: int = 0
+    """Warm-up of the main phase's cosine schedule (the copy warm-up runs before it)."""
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.01
     grad_clip: float = 1.0
@@ -53,13 +59,18 @@ class PretrainConfig:
     env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
     tokenizer_docs: int = 3000
     """Corpus documents the tokenizer is trained on (from a stream of its own)."""
-    copy_warmup_steps: int = 600
+    copy_warmup_steps: int = 400
     """Steps on short periodic random rows before any text, so the copy circuit forms first
     (`agents/corpus/repeats.py`); at a constant learning rate."""
     copy_warmup_seq_len: int = 128
     copy_warmup_batch_size: int = 32
-    periodic_share: float = 0.25
-    """Share of the rows after the warm-up that are periodic, keeping the circuit."""
+    periodic_share: float = 1.0
+    """Share of the main phase's rows that are periodic (the rest is the corpus), with periods
+    up to the row length and alphabets down to `periodic_min_alphabet` tokens: they stretch
+    the circuit to the whole context and make it match on more than one token. On the tiny
+    size any share of text measured so far erodes copying from far back (15% text: 0% at 500
+    tokens), so by default the corpus trains the tokenizer and the rows are all periodic."""
+    periodic_min_alphabet: int = 16
 
     def check(self) -> None:
         if self.arch not in ARCHS:
@@ -70,7 +81,7 @@ class PretrainConfig:
             raise ConfigError(
                 f"unknown size '{self.size}'.{did_you_mean(self.size, SIZES)} Choose from: {', '.join(SIZES)}"
             )
-        for name, value, least in (("steps", self.steps, 1), ("seq_len", self.seq_len, 16),
+        for name, value, least in (("steps", self.steps, 1), ("seq_len", self.seq_len, 32),
                                    ("batch_size", self.batch_size, 1), ("tokenizer_docs", self.tokenizer_docs, 10)):  # fmt: skip
             if value < least:
                 raise ConfigError(f"{name} must be at least {least}, got {value}")
@@ -78,8 +89,12 @@ class PretrainConfig:
             raise ConfigError(
                 f"copy_warmup_steps must be in [0, steps), got {self.copy_warmup_steps}"
             )
-        if not 0 <= self.periodic_share < 1:
-            raise ConfigError(f"periodic_share must be in [0, 1), got {self.periodic_share}")
+        if not 0 <= self.periodic_share <= 1:
+            raise ConfigError(f"periodic_share must be in [0, 1], got {self.periodic_share}")
+        if not 2 <= self.periodic_min_alphabet <= SIZES[self.size].vocab_size - len(SPECIAL_TOKENS):
+            raise ConfigError(
+                f"periodic_min_alphabet must be in [2, vocab size], got {self.periodic_min_alphabet}"
+            )
         if not 0 < self.lr < 1:
             raise ConfigError(f"lr must be in (0, 1), got {self.lr}")
 
@@ -119,15 +134,20 @@ def pretrain(out: str | Path, config: PretrainConfig,
     rows = random.Random(f"periodic-{config.seed}")
     low, high = len(SPECIAL_TOKENS), tokenizer.vocab_size
 
-    def batch_at(step: int) -> torch.Tensor:
+    def row() -> tuple[list[int], list[int]]:
+        if rows.random() < config.periodic_share:
+            return periodic_row(rows, config.seq_len, low, high, max_period=config.seq_len - 8,
+                                min_alphabet=config.periodic_min_alphabet)  # fmt: skip
+        text = next(sequences)
+        return text, text
+
+    def batch_at(step: int) -> tuple[torch.Tensor, torch.Tensor]:
         if step < config.copy_warmup_steps:
-            return torch.tensor([periodic_row(rows, config.copy_warmup_seq_len, low, high)
-                                 for _ in range(config.copy_warmup_batch_size)])  # fmt: skip
-        return torch.tensor([
-            periodic_row(rows, config.seq_len, low, high)
-            if rows.random() < config.periodic_share else next(sequences)
-            for _ in range(config.batch_size)
-        ])  # fmt: skip
+            batch = [periodic_row(rows, config.copy_warmup_seq_len, low, high)
+                     for _ in range(config.copy_warmup_batch_size)]  # fmt: skip
+        else:
+            batch = [row() for _ in range(config.batch_size)]
+        return torch.tensor([b[0] for b in batch]), torch.tensor([b[1] for b in batch])
 
     losses: list[float] = []
     model.train()
@@ -139,8 +159,8 @@ def pretrain(out: str | Path, config: PretrainConfig,
         )  # fmt: skip
         for group in optimizer.param_groups:
             group["lr"] = config.lr * factor
-        batch = batch_at(step)
-        loss = model(input_ids=batch, labels=batch).loss
+        ids, labels = batch_at(step)
+        loss = model(input_ids=ids, labels=labels).loss
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)

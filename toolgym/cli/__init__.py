@@ -127,17 +127,21 @@ def model_pretrain(
     out: Annotated[Path, typer.Option(help="Directory to write the model to.")],
     size: Annotated[str, typer.Option(help="tiny, mini or small.")] = "tiny",
     arch: Annotated[str, typer.Option(help="qwen2 or llama.")] = "qwen2",
-    steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 1500,
+    steps: Annotated[int, typer.Option(help="Optimizer steps, the copy warm-up included.")] = 1400,
     seq_len: Annotated[int, typer.Option(help="Tokens per training sequence.")] = 640,
     batch_size: Annotated[int, typer.Option(help="Sequences per step.")] = 8,
     lr: Annotated[float, typer.Option(help="Peak AdamW learning rate.")] = 3e-3,
     copy_warmup_steps: Annotated[
         int, typer.Option(help="First steps on periodic random rows, so copying forms first.")
-    ] = 600,
+    ] = 400,
+    periodic_share: Annotated[
+        float,
+        typer.Option(help="Share of periodic rows after the warm-up; the rest is corpus text."),
+    ] = 1.0,
     seed: Annotated[int, typer.Option(help="Seeds the corpus, tokenizer and weights.")] = 0,
     env: Annotated[
         list[str] | None,
-        typer.Option(help="Mix in this env's scripted transcripts (repeatable)."),
+        typer.Option(help="Mix this env's scripted transcripts into the corpus (repeatable)."),
     ] = None,
     env_arg: EnvArgs = None,
     probes: Annotated[
@@ -152,7 +156,7 @@ def model_pretrain(
     kwargs = env_kwargs(env_arg or [])
     config = PretrainConfig(
         size=size, arch=arch, steps=steps, seq_len=seq_len, batch_size=batch_size, lr=lr,
-        copy_warmup_steps=copy_warmup_steps, seed=seed, envs=list(env or []), env_kwargs={e: kwargs for e in env or []},
+        copy_warmup_steps=copy_warmup_steps, periodic_share=periodic_share, seed=seed, envs=list(env or []), env_kwargs={e: kwargs for e in env or []},
     )  # fmt: skip
     raise typer.Exit(pretrain_command(out, config, [100, 250, 500], probes))
 
