@@ -130,7 +130,12 @@ def model_pretrain(
     steps: Annotated[int, typer.Option(help="Optimizer steps, the copy warm-up included.")] = 1400,
     seq_len: Annotated[int, typer.Option(help="Tokens per training sequence.")] = 640,
     batch_size: Annotated[int, typer.Option(help="Sequences per step.")] = 8,
-    lr: Annotated[float, typer.Option(help="Peak AdamW learning rate.")] = 3e-3,
+    lr: Annotated[
+        float | None,
+        typer.Option(
+            help="Peak AdamW learning rate (by size if unset: tiny 3e-3, mini 1e-3, small 5e-4)."
+        ),
+    ] = None,
     copy_warmup_steps: Annotated[
         int, typer.Option(help="First steps on periodic random rows, so copying forms first.")
     ] = 400,
