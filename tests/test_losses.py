@@ -42,6 +42,19 @@ def test_asymmetric_clipping():
     assert loss == pytest.approx(0.8) and grad == [0.0]
 
 
+def test_dual_clip_caps_negative_advantages_far_above_the_ratio():
+    # A < 0, ratio 5 > clip_dual 3: PPO alone would give loss 5 with gradient 5; capped at 3, none
+    loss, grad, metrics = loss_of([math.log(5.0)], [0.0], [-1.0])
+    assert loss == pytest.approx(3.0) and grad == [0.0] and metrics["dual_clip_fraction"] == 1
+    # A < 0, ratio 2 < 3: plain PPO (loss r * |A|, gradient r * |A|)
+    loss, grad, metrics = loss_of([math.log(2.0)], [0.0], [-1.0])
+    assert loss == pytest.approx(2.0) and grad == [pytest.approx(2.0)]
+    assert metrics["dual_clip_fraction"] == 0
+    # A > 0 is never dual-clipped: ratio 5 is held at 1 + clip_high by the ordinary clip
+    loss, _, metrics = loss_of([math.log(5.0)], [0.0], [1.0])
+    assert loss == pytest.approx(-1.28) and metrics["dual_clip_fraction"] == 0
+
+
 def test_kl_k3_and_entropy_terms():
     same, _, m = loss_of(
         [-1.0],

@@ -130,6 +130,9 @@ class LossSection(ConfigModel):
     """PPO's clip below 1: the importance ratio is cut at 1 - clip_low."""
     clip_high: float = Field(0.28, ge=0)
     """PPO's clip above 1 (1 + clip_high; higher than clip_low, as DAPO's clip-higher)."""
+    clip_dual: float = Field(3.0, gt=1)
+    """Dual clip: a token with a negative advantage loses at most clip_dual x |A|, so one
+    whose ratio has run far above 1 cannot dominate an update (Ye et al., 2020)."""
     kl_coef: float = Field(0.0, ge=0)
     """Weight of the k3 KL to the frozen start policy (> 0 keeps a reference copy: the base
     model with its adapter switched off under LoRA, else a second copy of the weights)."""

@@ -1,9 +1,11 @@
 """Token-level PPO-clip (Schulman et al., 2017) with asymmetric clipping (DAPO's clip-higher),
-an optional KL penalty to a frozen reference (Schulman's k3 estimator) and an entropy bonus.
+dual clipping of negative advantages (Ye et al., 2020), an optional KL penalty to a frozen
+reference (Schulman's k3 estimator) and an entropy bonus.
 
 Per loss token, with ratio r = exp(logp - logp_behaviour) and advantage A:
 
     pg   = -min(r * A, clip(r, 1 - clip_low, 1 + clip_high) * A)
+    pg   = min(pg, -clip_dual * A)                               where A < 0
     kl   = exp(logp_ref - logp) - (logp_ref - logp) - 1          (k3, >= 0)
     loss = pg + kl_coef * kl - entropy_coef * entropy
 
@@ -23,6 +25,7 @@ from toolgym.training.losses.aggregate import Normalizer, aggregate
 class PPOConfig:
     clip_low: float = 0.2
     clip_high: float = 0.28
+    clip_dual: float = 3.0
     kl_coef: float = 0.0
     entropy_coef: float = 0.0
     aggregation: str = "token-mean"
@@ -44,6 +47,10 @@ def ppo_clip_loss(
     ratio = torch.exp(log_ratio)
     clipped = torch.clamp(ratio, 1 - config.clip_low, 1 + config.clip_high)
     per_token = -torch.minimum(ratio * advantages, clipped * advantages)
+    # PPO's min leaves r * A unbounded for A < 0 once r grows: one token whose probability
+    # already rose far (a later minibatch) can then dominate the update. Cap it at clip_dual.
+    capped = torch.minimum(per_token, -config.clip_dual * advantages)
+    per_token = torch.where(advantages < 0, capped, per_token)
     metrics: dict[str, float] = {}
     if config.kl_coef and ref_logprobs is not None:
         delta = ref_logprobs - logprobs
@@ -56,6 +63,8 @@ def ppo_clip_loss(
     with torch.no_grad():
         was_clipped = ((ratio * advantages) > (clipped * advantages)).float()
         metrics["clip_fraction"] = _masked_mean(was_clipped, mask)
+        dual_clipped = ((advantages < 0) & (ratio > config.clip_dual)).float()
+        metrics["dual_clip_fraction"] = _masked_mean(dual_clipped, mask)
         metrics["approx_kl"] = _masked_mean(0.5 * log_ratio**2, mask)
         metrics["ratio_mean"] = _masked_mean(ratio, mask)
         if entropy is not None:
