@@ -96,7 +96,7 @@ def _message(message: Any, where: str) -> dict[str, Any]:
             param="messages",
         )  # fmt: skip
     role = message.get("role")
-    if role not in _MESSAGE:
+    if not isinstance(role, str) or role not in _MESSAGE:
         raise ApiError(
             400, f"{where}: message role {role!r} is not one of {sorted(_MESSAGE)}",
             param="messages",

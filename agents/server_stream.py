@@ -1,7 +1,7 @@
 """`stream=true`: completions and chat answers as server-sent events, token by token, in the
 chunk shapes the official `openai` client reads (`data: {...}` events, then `data: [DONE]`).
 
-Each choice's text is decoded from all its tokens so far and released only up to a point that
+Each choice's text is decoded as its tokens arrive and released only up to a point that
 cannot change: not past a stop string or the start of one, not into a half-written UTF-8
 character, and, when the reply may call tools, not past the start of a `<tool_call>` tag. The
 calls themselves go out as one `tool_calls` delta once the choice has finished and parsed.
@@ -34,28 +34,46 @@ class ChoiceText:
     marker: str | None = None
     """Release nothing from here on (a tool call's opening tag)."""
     tokens: list[int] = field(default_factory=list)
+    decoded: str = ""
+    """The text of `tokens[:read]`: whole characters only."""
+    context: int = 0
+    read: int = 0
     sent: str = ""
 
     def push(self, token: int) -> str:
         self.tokens.append(token)
-        text = self.prefix + self.tokenizer.decode(
-            self.tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        self._advance()
+        return self._release(self._visible(self.prefix + self.decoded))
+
+    def _advance(self) -> None:
+        """Decode only the tokens since the last whole character, with the chunk before them as
+        context (a tokenizer may render a token's leading space differently at the start), so a
+        long reply costs linear time, not a full decode per token."""
+        window = self._decode(self.tokens[self.context :])
+        if window.endswith("\ufffd"):
+            return  # a character split across tokens: wait for its other bytes
+        known = self._decode(self.tokens[self.context : self.read])
+        if window.startswith(known):
+            self.decoded += window[len(known) :]
+        else:
+            self.decoded = self._decode(self.tokens)
+        self.context, self.read = self.read, len(self.tokens)
+
+    def _decode(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(
+            tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
-        return self._release(self._visible(text, final=False))
 
     def finish(self, final: str) -> str:
         return self._release(final)
 
-    def _visible(self, text: str, final: bool) -> str:
+    def _visible(self, text: str) -> str:
+        """Up to the first stop or marker, less any tail that may be the start of one."""
         ends = [*self.stops, *([self.marker] if self.marker else [])]
         cut = min((i for s in ends if (i := text.find(s)) >= 0), default=len(text))
         text = text[:cut]
-        if not final:
-            held = max(
-                (k for s in ends for k in range(1, len(s)) if text.endswith(s[:k])), default=0
-            )
-            text = text[: len(text) - held].rstrip("\ufffd")
-        return text
+        held = max((k for s in ends for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+        return text[: len(text) - held]
 
     def _release(self, text: str) -> str:
         if not text.startswith(self.sent) or len(text) == len(self.sent):

@@ -94,6 +94,7 @@ MODEL_CASES = {
     "n x prompts": ({"model": "tiny", "prompt": ["x"] * 20, "n": 16, "max_tokens": 1}, None),
     "image part": ({"model": "tiny", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, None),
     "messages not objects": ({"model": "tiny", "messages": [1, "x", None]}, None),
+    "role a list": ({"model": "tiny", "messages": [{"role": [], "content": "x"}]}, None),
     "tools wrong shape": ({"model": "tiny", "messages": CHAT_MESSAGES, "tools": [{"type": "function"}]}, None),
     "max_tokens a string": ({"model": "tiny", "prompt": "x", "max_tokens": "many"}, None),
     "prompt ids out of range": ({"model": "tiny", "prompt": [-1, 10**12], "max_tokens": 1}, None),

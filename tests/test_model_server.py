@@ -306,3 +306,20 @@ def test_lora_adapters_load_serve_and_unload(
     missing = json.dumps({"lora_name": "x", "lora_path": str(tmp_path / "none")}).encode()
     status, body = raw(f"{model_server}/v1/load_lora_adapter", missing)
     assert status == 400 and "adapter_config.json is missing" in body
+
+
+@pytest.mark.parametrize(
+    "text", ["plain words and numbers 12345", "naïve café, 東京 and 🙂🙃 emoji", "a\nb  c\tSTOP d"]
+)
+def test_streamed_text_decodes_token_by_token_to_the_whole_text(tiny_tokenizer, text):
+    """Each token is decoded against only the chunk before it; the released pieces must still
+    join to the full decode (cut at the stop), never split a character."""
+    from toolgym.agents.server_stream import ChoiceText
+
+    ids = tiny_tokenizer.encode(text, add_special_tokens=False)
+    whole = tiny_tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    choice = ChoiceText(tiny_tokenizer, ["STOP"])
+    pieces = [choice.push(token) for token in ids]
+    assert all("\ufffd" not in piece for piece in pieces)
+    assert "".join(pieces) + choice.finish(whole.split("STOP")[0]) == whole.split("STOP")[0]
+    assert len([p for p in pieces if p]) > 3  # released as it went, not all at the end
