@@ -48,7 +48,7 @@ class ChoiceText:
     def _advance(self) -> None:
         """Decode only the tokens since the last whole character, with the chunk before them as
         context (a tokenizer may render a token's leading space differently at the start), so a
-        long reply costs linear time, not a full decode per token."""
+        long reply is not decoded again from its start at every token."""
         window = self._decode(self.tokens[self.context :])
         if window.endswith("\ufffd"):
             return  # a character split across tokens: wait for its other bytes
