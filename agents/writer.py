@@ -1,11 +1,16 @@
-"""A text writer over any generation engine: what the simulated search engine (tools) writes
-its documents with, handed to it by injection (the runtime's "writer" provider)."""
+"""Text writers: what the simulated search engine (tools) writes its documents with, handed to
+it by injection (the runtime's "writer" provider, `toolgym serve search --simulator`).
+
+Two kinds: over an in-process generation engine (`EngineWriter`, the model's own chat
+template), and over any OpenAI-compatible chat endpoint (`ChatWriter`: vLLM serving a 3B-7B
+simulator on a GPU, or `toolgym serve model`), which applies its own template."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from toolgym.agents.engines.base import Engine, SamplingParams
+from toolgym.agents.engines.base import Engine, EngineError, SamplingParams
 from toolgym.agents.render import ChatRenderer
 
 
@@ -38,3 +43,33 @@ class EngineWriter:
     async def aclose(self) -> None:
         if self.owns_engine:
             await self.engine.aclose()
+
+
+class ChatWriter:
+    """Writes through `POST {base_url}/chat/completions` with the request's seed, so a server
+    that honours seeds (vLLM does) writes the same text for the same seed. Retries as the
+    `openai` engine does; an answer with no text is an EngineError."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None) -> None:
+        from toolgym.agents.engines.openai_http import OpenAIEngine
+
+        self.http = OpenAIEngine(base_url, model, api_key=api_key)
+
+    async def write(
+        self, messages: list[dict[str, str]], max_tokens: int, temperature: float, seed: int
+    ) -> str:
+        payload: dict[str, Any] = {
+            "model": self.http.model, "messages": messages, "max_tokens": max_tokens,
+            "temperature": temperature, "seed": seed,
+        }  # fmt: skip
+        data = await self.http.post("/chat/completions", payload)
+        try:
+            text = data["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            text = None
+        if not isinstance(text, str):
+            raise EngineError(f"{self.http.base_url} answered without a message: {str(data)[:200]}")
+        return text
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

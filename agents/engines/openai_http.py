@@ -88,24 +88,25 @@ class OpenAIEngine:
             payload["stop_token_ids"] = sampling.stop_token_ids
         if sampling.seed is not None:
             payload["seed"] = sampling.seed
-        data = await self._post("/completions", payload)
+        data = await self.post("/completions", payload)
         return _completion(data, len(prompt_ids))
 
     async def load_adapter(self, name: str, path: str) -> None:
         """Load a LoRA adapter on the server (vLLM's runtime LoRA route) and use it by name."""
-        await self._post(
+        await self.post(
             "/load_lora_adapter", {"lora_name": name, "lora_path": path}, expect_json=False
         )
 
     async def unload_adapter(self, name: str) -> None:
-        await self._post("/unload_lora_adapter", {"lora_name": name}, expect_json=False)
+        await self.post("/unload_lora_adapter", {"lora_name": name}, expect_json=False)
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
 
-    async def _post(self, route: str, payload: dict[str, Any], expect_json: bool = True) -> Any:
+    async def post(self, route: str, payload: dict[str, Any], expect_json: bool = True) -> Any:
+        """POST `payload` to `route` under /v1, with the retries above."""
         url = self.base_url + route
         for attempt in range(self.max_retries + 1):
             try:

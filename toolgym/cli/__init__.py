@@ -358,7 +358,30 @@ def index_build(
 
 @serve_app.command("search")
 def serve_search(
-    index: Annotated[Path, typer.Option(help="Index directory from `toolgym index build`.")],
+    index: Annotated[
+        Path | None, typer.Option(help="Index directory from `toolgym index build`.")
+    ] = None,
+    simulator: Annotated[
+        str | None,
+        typer.Option(help="Model directory that writes the documents (a simulated engine)."),
+    ] = None,
+    simulator_url: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible server that writes the documents (e.g. vLLM)."),
+    ] = None,
+    simulator_model: Annotated[
+        str | None, typer.Option(help="The model name to ask --simulator-url for.")
+    ] = None,
+    noise: Annotated[
+        tuple[float, float, float],
+        typer.Option(help="Noise schedule p_start p_end base, read at a request's step."),
+    ] = (0.0, 0.5, 4.0),
+    total_steps: Annotated[
+        int, typer.Option(help="Training steps the schedule spans, when a request gives none.")
+    ] = 1,
+    doc_tokens: Annotated[int, typer.Option(help="Most tokens per written document.")] = 96,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature of the writer.")] = 1.0,
+    cache: Annotated[int, typer.Option(help="Seeded documents kept in memory.")] = 4096,
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     topk: Annotated[int, typer.Option(help="Results per query when a request gives none.")] = 3,
@@ -368,10 +391,15 @@ def serve_search(
     ] = 16384,
     max_body_mb: Annotated[int, typer.Option(help="Largest request body, in MiB.")] = 64,
 ) -> None:
-    """Serve an index over Search-R1's retriever API (POST /retrieve, GET /health)."""
-    from toolgym.cli.search import serve_command
+    """Serve an index, or a model that writes the results, over Search-R1's retriever API
+    (POST /retrieve, GET /health)."""
+    from toolgym.cli.search import Simulator, serve_command
 
-    raise typer.Exit(serve_command(index, host, port, topk, max_topk, max_queries, max_body_mb))
+    sim = Simulator(simulator, simulator_url, simulator_model, noise, total_steps, doc_tokens,
+                    temperature, cache)  # fmt: skip
+    raise typer.Exit(
+        serve_command(index, sim, host, port, topk, max_topk, max_queries, max_body_mb)
+    )
 
 
 def main() -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from toolgym.cli.show import console
+from toolgym.errors import ConfigError
 
 
 def index_command(
@@ -25,24 +27,82 @@ def index_command(
     return 0
 
 
+@dataclass(frozen=True)
+class Simulator:
+    """`toolgym serve search`'s simulated-engine options."""
+
+    model_dir: str | None
+    url: str | None
+    model: str | None
+    noise: tuple[float, float, float]
+    total_steps: int
+    doc_tokens: int
+    temperature: float
+    cache: int
+
+    @property
+    def chosen(self) -> bool:
+        return self.model_dir is not None or self.url is not None
+
+    def check(self) -> None:
+        if self.model_dir is not None and self.url is not None:
+            raise ConfigError("give --simulator or --simulator-url, not both")
+        if self.url is not None and not self.model:
+            raise ConfigError("--simulator-url needs --simulator-model (the name it serves)")
+        if self.model_dir is not None and not (Path(self.model_dir) / "config.json").is_file():
+            raise ConfigError(
+                f"--simulator {self.model_dir} is not a model directory (no config.json)"
+            )
+        for name, value, least in (("total-steps", self.total_steps, 1),
+                                   ("doc-tokens", self.doc_tokens, 1), ("cache", self.cache, 0)):  # fmt: skip
+            if value < least:
+                raise ConfigError(f"--{name} must be at least {least}, got {value}")
+        if not 0 <= self.temperature <= 10:
+            raise ConfigError(f"--temperature must be in [0, 10], got {self.temperature}")
+
+    def engine(self) -> Any:
+        from toolgym.agents.writer import ChatWriter, EngineWriter
+        from toolgym.tools.search.engines.simulated import NoiseSchedule, SimulatedEngine
+
+        schedule = NoiseSchedule(*self.noise)
+        writer = (EngineWriter.load(self.model_dir) if self.model_dir is not None
+                  else ChatWriter(str(self.url), str(self.model)))  # fmt: skip
+        engine = SimulatedEngine(writer, schedule, max_tokens=self.doc_tokens,
+                                 temperature=self.temperature, cache_size=self.cache)  # fmt: skip
+        engine.set_training_step(0, self.total_steps)
+        return engine, writer
+
+
 def serve_command(
-    index: Path, host: str, port: int, topk: int, max_topk: int, max_queries: int, max_body_mb: int
-) -> int:
+    index: Path | None, simulator: Simulator, host: str, port: int, topk: int, max_topk: int,
+    max_queries: int, max_body_mb: int,
+) -> int:  # fmt: skip
     from aiohttp import web
 
-    from toolgym.tools.search.index import load_engine, read_meta
     from toolgym.tools.search.server import Limits, SearchServer
 
-    meta = read_meta(index)
-    engine = load_engine(index)
+    if (index is None) == (not simulator.chosen):
+        raise ConfigError(
+            "give an --index to serve, or a --simulator (or --simulator-url), one of them"
+        )
     limits = Limits(
         max_topk=max_topk, max_queries=max_queries, max_body_bytes=max_body_mb * 1024 * 1024
     )
-    server = SearchServer(engine, meta["documents"], limits, default_topk=topk)
-    console.print(
-        f"serving {meta['kind']} index {index} ({meta['documents']} documents) "
-        f"on http://{host}:{port}/retrieve"
-    )
+    if index is not None:
+        from toolgym.tools.search.index import load_engine, read_meta
+
+        meta = read_meta(index)
+        server = SearchServer(load_engine(index), meta["documents"], limits, default_topk=topk)
+        what = f"{meta['kind']} index {index} ({meta['documents']} documents)"
+    else:
+        simulator.check()
+        engine, writer = simulator.engine()
+        server = SearchServer(engine, None, limits, default_topk=topk)
+        what = f"documents written by {simulator.model_dir or simulator.url}"
+    app = server.app()
+    if index is None:
+        app.on_cleanup.append(lambda _: writer.aclose())
+    console.print(f"serving {what} on http://{host}:{port}/retrieve")
     # a client that disconnects drops its queued queries
-    web.run_app(server.app(), host=host, port=port, print=None, handler_cancellation=True)
+    web.run_app(app, host=host, port=port, print=None, handler_cancellation=True)
     return 0

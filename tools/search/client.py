@@ -1,7 +1,11 @@
 """An async client for any Search-R1 `/retrieve` server (ours or the original), usable as a
 SearchEngine. Connection failures, timeouts and 5xx answers are retried with backoff; when the
 retries run out it raises SearchUnavailable, an InfraError, so the env masks that step instead
-of scoring the policy 0. A 4xx answer is the request's fault and raises ValueError at once."""
+of scoring the policy 0. A 4xx answer is the request's fault and raises ValueError at once.
+
+The trainer's step (`set_training_step`) travels with each request as "step" and
+"total_steps", so a simulated server reads its noise schedule where training is; a server
+without a schedule (Search-R1's own, or a real index) ignores them."""
 
 from __future__ import annotations
 
@@ -31,11 +35,17 @@ class RemoteEngine(SearchEngine):
         self.retries, self.backoff_s = retries, backoff_s
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.training_step: tuple[int, int] | None = None
+
+    def set_training_step(self, step: int, total: int) -> None:
+        self.training_step = (max(step, 0), max(total, 1))
 
     async def search(self, queries: list[str], topk: int) -> list[list[Hit]]:
         if not queries:
             return []
-        payload = {"queries": queries, "topk": topk, "return_scores": True}
+        payload: dict[str, Any] = {"queries": queries, "topk": topk, "return_scores": True}
+        if self.training_step is not None:
+            payload["step"], payload["total_steps"] = self.training_step
         data = await self._post(payload)
         try:
             rows = data["result"]

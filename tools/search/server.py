@@ -3,7 +3,13 @@
     POST /retrieve  {"queries": [...], "topk": 3, "return_scores": true}
                  -> {"result": [[{"document": {"id", "contents"}, "score": s}, ...], ...]}
                     (without return_scores, each result is the bare document list)
-    GET  /health -> {"status": "ok", "engine": ..., "documents": N}
+    GET  /health -> {"status": "ok", "engine": ..., "documents": N, ...the engine's stats}
+
+A request may also carry controls that Search-R1's own server does not know (and so a client
+that sends them works against either): "noise" (the share of noisy documents, 0 to 1),
+"step" and "total_steps" (read the server's noise schedule at that training step) and "seed"
+(the same request, the same documents). An engine without the knob ignores it: a real index
+has no noise, and its results are already a function of the query.
 
 Requests that arrive while the engine is busy wait in a queue; the next engine call takes all
 of them at once (up to `max_batch` queries), so 64 clients cost a few batched searches, not 64
@@ -22,9 +28,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
-from toolgym.tools.search.engines.base import Hit, SearchEngine
+from toolgym.tools.search.engines.base import NO_CONTROLS, Controls, Hit, SearchEngine
 
 
 @dataclass(frozen=True)
@@ -43,6 +58,15 @@ class RetrieveRequest(BaseModel):
     queries: list[StrictStr]
     topk: StrictInt | None = None
     return_scores: StrictBool = False
+    noise: StrictInt | StrictFloat | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    step: StrictInt | None = Field(default=None, ge=0, le=2**31)
+    total_steps: StrictInt | None = Field(default=None, ge=1, le=2**31)
+    seed: StrictInt | None = Field(default=None, ge=0, lt=2**63)
+
+    def controls(self) -> Controls:
+        step = None if self.step is None else (self.step, self.total_steps)
+        noise = None if self.noise is None else float(self.noise)
+        return Controls(noise=noise, step=step, seed=self.seed)
 
 
 class BadRequest(Exception):
@@ -55,6 +79,7 @@ class BadRequest(Exception):
 class _Pending:
     queries: list[str]
     topk: int
+    controls: Controls
     future: asyncio.Future[list[list[Hit]]]
 
 
@@ -68,19 +93,22 @@ class Batcher:
         self.worker: asyncio.Task[None] | None = None
         self.calls = 0
 
-    async def search(self, queries: list[str], topk: int) -> list[list[Hit]]:
+    async def search(
+        self, queries: list[str], topk: int, controls: Controls = NO_CONTROLS
+    ) -> list[list[Hit]]:
         if len(queries) > self.max_batch:
             step = self.max_batch
-            parts = await asyncio.gather(
-                *(self.search(queries[i : i + step], topk) for i in range(0, len(queries), step))
-            )
+            parts = await asyncio.gather(*(
+                self.search(queries[i : i + step], topk, controls)
+                for i in range(0, len(queries), step)
+            ))  # fmt: skip
             return [row for part in parts for row in part]
         if not queries:
             return []
         if self.worker is None:
             self.worker = asyncio.create_task(self._run())
         future: asyncio.Future[list[list[Hit]]] = asyncio.get_running_loop().create_future()
-        self.pending.append(_Pending(queries, topk, future))
+        self.pending.append(_Pending(queries, topk, controls, future))
         self.wakeup.set()
         return await future
 
@@ -94,23 +122,30 @@ class Batcher:
             await self.wakeup.wait()
             self.wakeup.clear()
             while self.pending:
-                if self.pending[0].future.done():  # its client went away: no work for it
-                    self.pending.popleft()
-                    continue
-                batch = [self.pending.popleft()]
-                size = len(batch[0].queries)
-                while self.pending and size + len(self.pending[0].queries) <= self.max_batch:
+                # one engine call serves requests of one topk, so none is written for nothing
+                batch: list[_Pending] = []
+                size, rest = 0, deque[_Pending]()
+                while self.pending:
                     waiting = self.pending.popleft()
-                    if not waiting.future.done():
+                    if waiting.future.done():  # its client went away: no work for it
+                        continue
+                    fits = size + len(waiting.queries) <= self.max_batch
+                    if not batch or (waiting.topk == batch[0].topk and fits):
                         batch.append(waiting)
                         size += len(waiting.queries)
+                    else:
+                        rest.append(waiting)
+                self.pending = rest
+                if not batch:
+                    break
                 await self._serve(batch)
 
     async def _serve(self, batch: list[_Pending]) -> None:
         queries = [q for p in batch for q in p.queries]
+        controls = [p.controls for p in batch for _ in p.queries]
         self.calls += 1
         try:
-            hits = await self.engine.search(queries, max(p.topk for p in batch))
+            hits = await self.engine.search_with(queries, batch[0].topk, controls)
         except Exception as exc:  # the engine failed: every waiting request hears why
             for p in batch:
                 if not p.future.done():
@@ -119,7 +154,7 @@ class Batcher:
         start = 0
         for p in batch:
             if not p.future.done():  # its client may have gone away
-                p.future.set_result([h[: p.topk] for h in hits[start : start + len(p.queries)]])
+                p.future.set_result(hits[start : start + len(p.queries)])
             start += len(p.queries)
 
 
@@ -140,14 +175,15 @@ class SearchServer:
         return app
 
     async def health(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {"status": "ok", "engine": self.engine.name, "documents": self.documents}
-        )
+        return web.json_response({
+            "status": "ok", "engine": self.engine.name, "documents": self.documents,
+            **self.engine.stats(),
+        })  # fmt: skip
 
     async def retrieve(self, request: web.Request) -> web.Response:
         body = self._validate(await _json(request))
         topk = body.topk if body.topk is not None else self.default_topk
-        hits = await self.batcher.search(body.queries, topk)
+        hits = await self.batcher.search(body.queries, topk, body.controls())
         if body.return_scores:
             result: list[list[Any]] = [[h.to_json() for h in row] for row in hits]
         else:

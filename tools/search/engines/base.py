@@ -14,6 +14,23 @@ from toolgym.tools.search.corpus import Document
 
 
 @dataclass(frozen=True)
+class Controls:
+    """What one request may ask of an engine besides its queries. Engines without the matching
+    knob ignore it, as a real index has no noise: so a trainer that sends its curriculum works
+    against either kind of server."""
+
+    noise: float | None = None
+    """The share of noisy documents to write (a simulated engine's curriculum value)."""
+    step: tuple[int, int | None] | None = None
+    """(training step, total steps or None): the engine's own noise schedule at that step."""
+    seed: int | None = None
+    """Make the results a function of (query, seed): the same request, the same documents."""
+
+
+NO_CONTROLS = Controls()
+
+
+@dataclass(frozen=True)
 class Hit:
     document: Document
     score: float
@@ -29,6 +46,16 @@ class SearchEngine(ABC):
     @abstractmethod
     async def search(self, queries: list[str], topk: int) -> list[list[Hit]]:
         """For each query, at most `topk` hits, best first."""
+
+    async def search_with(
+        self, queries: list[str], topk: int, controls: list[Controls]
+    ) -> list[list[Hit]]:
+        """`search` with each query's request controls; engines that have none ignore them."""
+        return await self.search(queries, topk)
+
+    def stats(self) -> dict[str, object]:
+        """What the server's /health reports of the engine's work so far."""
+        return {}
 
     def set_training_step(self, step: int, total: int) -> None:  # noqa: B027  (optional hook)
         """Where training is (step of total); engines with a curriculum use it."""

@@ -7,13 +7,19 @@ ZeroSearch-style: each document is written as "useful" (relevant to the query) o
 a curriculum that starts clean (p_s) and grows noisier towards p_e, faster near the end when
 b > 1 (b = 4 by default). The trainer supplies i and m through `set_training_step`.
 
+A request may instead name its noisy share outright (`Controls.noise`: a trainer that runs
+its own curriculum sends its p_i) or the step to read the schedule at (`Controls.step`).
+
 SSRL-style self-search (`SimulatedEngine.self_search(writer)`): the policy being trained
 writes its own results from what it already knows, with no noise.
 
 The documents' ids are stable per (query, rank, kind), so repeated searches land in the same
 state for GiGPO; the writing model's sampling decides their text. One engine is meant to be
 shared by every episode of a process (the search env asks for it as a shared resource): its
-generator runs on, so each episode draws its own useful/noisy pattern.
+generator runs on, so each episode draws its own useful/noisy pattern. A request with a seed
+(`Controls.seed`) is instead a function of (query, seed, noise): each rank's kind and its
+sampling seed are drawn from them alone, and such documents are cached, so asking again
+costs nothing.
 
 The model reaches this module through the `Writer` protocol, by injection: tools sit below
 the generation engines (agents), which provide a writer over any engine (hf, openai, vllm).
@@ -24,12 +30,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from toolgym.errors import ConfigError
 from toolgym.tools.search.corpus import Document
-from toolgym.tools.search.engines.base import Hit, SearchEngine
+from toolgym.tools.search.engines.base import NO_CONTROLS, Controls, Hit, SearchEngine
 
 USEFUL = (
     "You are a search engine. Write one short encyclopedia passage (about 40 words) that "
@@ -44,6 +51,11 @@ SELF = (
     "Write one short passage (about 40 words) with what you know that helps answer the query. "
     "First line: a title; then the passage."
 )
+
+
+MAX_BODY_CHARS = 4000
+"""A document's text is cut here whatever the writer returns (max_tokens bounds a model, not
+a misbehaving server)."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +93,11 @@ class Writer(Protocol):
 
 class SimulatedEngine(SearchEngine):
     """`writer` writes the documents. The engine does not close it: its maker does (the
-    policy under SSRL, the runtime's shared resources otherwise)."""
+    policy under SSRL, the runtime's shared resources otherwise).
+
+    Args:
+        cache_size: seeded documents kept (least recently used go first); 0 keeps none.
+    """
 
     name = "simulated"
 
@@ -92,13 +108,16 @@ class SimulatedEngine(SearchEngine):
         max_tokens: int = 96,
         temperature: float = 1.0,
         seed: int = 0,
+        cache_size: int = 4096,
     ) -> None:
         self.writer, self.schedule = writer, schedule
         self.max_tokens, self.temperature = max_tokens, temperature
         self.rng = random.Random(seed)
         self.step, self.total_steps = 0, 1
         self.written = {"useful": 0, "noisy": 0, "self": 0}
-        """Documents written so far, by kind (to log the noise actually served)."""
+        """Documents served so far, by kind (to log the noise actually served)."""
+        self.cache: OrderedDict[tuple[str, int, int, str], Document] = OrderedDict()
+        self.cache_size, self.cache_hits = cache_size, 0
 
     @classmethod
     def self_search(cls, policy: Writer, **kwargs: Any) -> SimulatedEngine:
@@ -110,40 +129,72 @@ class SimulatedEngine(SearchEngine):
 
     @property
     def noise(self) -> float:
-        return 0.0 if self.schedule is None else self.schedule.at(self.step, self.total_steps)
+        return self.noise_for(NO_CONTROLS)
+
+    def noise_for(self, controls: Controls) -> float:
+        """The noisy share a request gets: its own, else the schedule at its step, else at the
+        engine's step."""
+        if self.schedule is None:
+            return 0.0
+        if controls.noise is not None:
+            return controls.noise
+        step, total = controls.step or (self.step, self.total_steps)
+        return self.schedule.at(step, self.total_steps if total is None else total)
+
+    def stats(self) -> dict[str, object]:
+        return {"written": dict(self.written), "noise": self.noise,
+                "cache": {"documents": len(self.cache), "hits": self.cache_hits}}  # fmt: skip
 
     async def search(self, queries: list[str], topk: int) -> list[list[Hit]]:
-        kinds = [[self._kind() for _ in range(topk)] for _ in queries]
-        docs = await asyncio.gather(
-            *(
-                self._write(q, rank, kind)
-                for q, row in zip(queries, kinds, strict=True)
-                for rank, kind in enumerate(row)
-            )
-        )
+        return await self.search_with(queries, topk, [NO_CONTROLS] * len(queries))
+
+    async def search_with(
+        self, queries: list[str], topk: int, controls: list[Controls]
+    ) -> list[list[Hit]]:
+        jobs = [
+            self._document(query, rank, c) for query, c in zip(queries, controls, strict=True)
+            for rank in range(topk)
+        ]  # fmt: skip
+        docs = await asyncio.gather(*jobs)
         return [
             [Hit(docs[i * topk + r], 1.0 / (1 + r)) for r in range(topk)]
             for i in range(len(queries))
         ]
 
-    def _kind(self) -> str:
+    async def _document(self, query: str, rank: int, controls: Controls) -> Document:
+        if controls.seed is None:
+            rng = self.rng
+        else:  # drawn from the request alone, so the same request gets the same documents
+            rng = random.Random(f"{controls.seed}\0{rank}\0{query}")
         if self.schedule is None:
             kind = "self"
         else:
-            kind = "noisy" if self.rng.random() < self.noise else "useful"
+            kind = "noisy" if rng.random() < self.noise_for(controls) else "useful"
+        seed = rng.randrange(2**31)
         self.written[kind] += 1
-        return kind
+        if controls.seed is None or self.cache_size <= 0:
+            return await self._write(query, rank, kind, seed)
+        key = (query, rank, controls.seed, kind)
+        if key in self.cache:
+            self.cache_hits += 1
+            self.cache.move_to_end(key)
+            return self.cache[key]
+        document = await self._write(query, rank, kind, seed)
+        self.cache[key] = document
+        while len(self.cache) > self.cache_size:
+            self.cache.popitem(last=False)
+        return document
 
-    async def _write(self, query: str, rank: int, kind: str) -> Document:
+    async def _write(self, query: str, rank: int, kind: str, seed: int) -> Document:
         instruction = {"useful": USEFUL, "noisy": NOISY, "self": SELF}[kind]
         messages = [
             {"role": "system", "content": instruction},
             {"role": "user", "content": f"Query: {query}"},
         ]
-        seed = self.rng.randrange(2**31)
         text = (await self.writer.write(messages, self.max_tokens, self.temperature, seed)).strip()
         text = text or query
         title, _, body = text.partition("\n")
         # The kind is part of the id's hash, never readable in it: the agent must not be told.
         digest = hashlib.sha1(f"{kind}\0{rank}\0{query}".encode()).hexdigest()[:12]
-        return Document(f"sim-{digest}", f"{title.strip()[:120]}\n{body.strip()}")
+        body = body.strip()[:MAX_BODY_CHARS]
+        return Document(f"sim-{digest}", f"{title.strip()[:120]}\n{body}")

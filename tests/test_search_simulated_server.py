@@ -1,0 +1,169 @@
+"""`toolgym serve search --simulator`: a real tiny model writes the results behind Search-R1's
+`/retrieve`, as a real process on loopback. Search-R1's requests get the documented shapes;
+the noisy share asked for (per request, or by the server's schedule at a request's step) is
+what is served over a thousand requests; a seed makes results repeatable and cached; the env
+trains against it; bad controls get a 400; and the documents can come from any
+OpenAI-compatible server instead of an in-process model."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import math
+import urllib.request
+
+import pytest
+from test_search_server import passages_to_string, post
+
+import toolgym
+from conftest import serve
+from toolgym.tools.records import ToolCall
+
+
+def health(url: str) -> dict:
+    with urllib.request.urlopen(f"{url}/health", timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def simulated_server(tiny_model_dir):
+    yield from serve(
+        ["serve", "search", "--simulator", str(tiny_model_dir), "--doc-tokens", "6",
+         "--noise", "0.1", "0.9", "4", "--total-steps", "10"],
+        "simulated search server",
+    )  # fmt: skip
+
+
+def test_search_r1_requests_get_written_documents_in_its_shape(simulated_server):
+    url = f"{simulated_server}/retrieve"
+    status, body = post(url, {"queries": ["who founded Trelix", "Zoumar capital"], "topk": 3,
+                              "return_scores": True})  # fmt: skip
+    assert status == 200 and len(body["result"]) == 2
+    for row in body["result"]:
+        assert len(row) == 3 and [h["score"] for h in row] == sorted(
+            (h["score"] for h in row), reverse=True
+        )
+        assert all(h["document"]["id"].startswith("sim-") for h in row)
+        text = passages_to_string(row)  # what Search-R1's rollout does with them
+        assert text.startswith("Doc 1(Title: ") and "Doc 3(Title: " in text
+    status, body = post(url, {"queries": ["Trelix"]})  # bare documents, the default topk 3
+    assert status == 200 and len(body["result"][0]) == 3 and "contents" in body["result"][0][0]
+    assert post(url, {"queries": []}) == (200, {"result": []})
+    h = health(simulated_server)
+    assert h["status"] == "ok" and h["engine"] == "simulated" and h["noise"] == pytest.approx(0.1)
+
+
+def _served(server: str, bodies: list[dict]) -> dict[str, int]:
+    """Post `bodies` from 32 concurrent clients; the documents written meanwhile, by kind."""
+    before = health(server)["written"]
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(lambda b: post(f"{server}/retrieve", b), bodies))
+    assert all(status == 200 and len(body["result"][0]) == 1 for status, body in answers)
+    after = health(server)["written"]
+    return {kind: after[kind] - before[kind] for kind in after}
+
+
+def _within(noisy: int, n: int, p: float) -> bool:
+    return abs(noisy / n - p) <= 4 * math.sqrt(max(p * (1 - p), 1e-9) / n)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3, 1.0])
+def test_the_noisy_share_asked_per_request_is_served(simulated_server, share):
+    n = 1000
+    bodies = [{"queries": [f"capital of place {i}"], "topk": 1, "noise": share} for i in range(n)]
+    written = _served(simulated_server, bodies)
+    assert written["useful"] + written["noisy"] == n  # one document each, none wasted
+    assert _within(written["noisy"], n, share), (written, share)
+
+
+def test_the_server_schedule_is_read_at_each_requests_step(simulated_server):
+    n = 600
+    for step, p in ((0, 0.1), (5, 0.1 + (2 - 1) / 3 * 0.8), (10, 0.9)):  # 4 ** 0.5 = 2
+        bodies = [{"queries": [f"river {i}"], "topk": 1, "step": step} for i in range(n)]
+        written = _served(simulated_server, bodies)
+        assert _within(written["noisy"], n, p), (step, written, p)
+    # a request's own total overrides the server's: step 5 of 5 is the schedule's end
+    written = _served(simulated_server, [{"queries": ["x"], "topk": 1, "step": 5,
+                                          "total_steps": 5}] * 200)  # fmt: skip
+    assert written["noisy"] >= 200 * 0.9 - 4 * math.sqrt(0.09 / 200) * 200
+
+
+def test_a_seed_makes_the_results_repeatable_and_the_repeat_is_cached(simulated_server):
+    url = f"{simulated_server}/retrieve"
+    body = {"queries": ["who built the Vell bridge"], "topk": 3, "seed": 7, "noise": 0.5}
+    first = post(url, body)
+    hits = health(simulated_server)["cache"]["hits"]
+    assert post(url, body) == first
+    assert health(simulated_server)["cache"]["hits"] == hits + 3
+    others = [post(url, {**body, "seed": s})[1]["result"][0] for s in range(8, 16)]
+    assert any(row != first[1]["result"][0] for row in others)  # the seed decides them
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"noise": 1.5}, "noise"),
+        ({"noise": -0.1}, "noise"),
+        ({"noise": "0.3"}, "noise"),
+        ({"noise": None, "step": -1}, "step"),
+        ({"step": 3, "total_steps": 0}, "total_steps"),
+        ({"seed": -1}, "seed"),
+        ({"seed": 2**70}, "seed"),
+        ({"seed": 1.5}, "seed"),
+    ],
+)
+def test_bad_controls_get_a_400_that_names_them(simulated_server, change, message):
+    status, body = post(f"{simulated_server}/retrieve", {"queries": ["a"], **change})
+    assert status == 400 and body["error"].startswith(message), body
+
+
+def test_non_finite_noise_is_refused(simulated_server):
+    raw = b'{"queries": ["a"], "noise": NaN}'
+    status, body = post(f"{simulated_server}/retrieve", None, raw=raw)
+    assert status == 400 and "noise" in body["error"], body
+
+
+def test_the_search_env_trains_against_it_and_sends_the_trainer_step(simulated_server):
+    env = toolgym.make("toolgym/Search-v0", server_url=simulated_server, topk=10)
+    noisy = {}
+    for step in (0, 10):  # the schedule's start (p = 0.1) and end (p = 0.9)
+        before = health(simulated_server)["written"]
+        env.reset(seed=0, options={"training_step": (step, 10)})
+        for _ in range(3):
+            call = ToolCall("search", {"query": "Trelix founder"})
+            obs, *_ = env.step(env.parser.render([call]))
+            assert obs[0]["content"].startswith("Doc 1 [id sim-")
+        after = health(simulated_server)["written"]
+        assert sum(after.values()) - sum(before.values()) == 30
+        noisy[step] = after["noisy"] - before["noisy"]
+    assert noisy[0] <= 10 and noisy[10] >= 20, noisy
+    env.close()
+
+
+def test_an_openai_compatible_server_can_write_the_documents(model_server):
+    gen = serve(
+        ["serve", "search", "--simulator-url", f"{model_server}/v1", "--simulator-model", "tiny",
+         "--doc-tokens", "6"],
+        "simulated search server over HTTP",
+    )  # fmt: skip
+    url = next(gen)
+    try:
+        body = {"queries": ["Trelix"], "topk": 2, "seed": 3}
+        status, first = post(f"{url}/retrieve", body)
+        assert status == 200 and len(first["result"][0]) == 2
+        assert health(url)["written"]["useful"] + health(url)["written"]["noisy"] == 2
+        assert post(f"{url}/retrieve", body) == (200, first)
+    finally:
+        gen.close()
+
+
+def test_the_server_needs_one_source_of_documents(cli, tiny_model_dir, world_bm25_index):
+    result = cli("serve", "search")
+    assert result.returncode == 2 and "give an --index to serve, or a --simulator" in result.stderr
+    result = cli("serve", "search", "--index", str(world_bm25_index), "--simulator",
+                 str(tiny_model_dir))  # fmt: skip
+    assert result.returncode == 2 and "one of them" in result.stderr
+    result = cli("serve", "search", "--simulator-url", "http://127.0.0.1:1/v1")
+    assert result.returncode == 2 and "needs --simulator-model" in result.stderr
+    result = cli("serve", "search", "--simulator", str(tiny_model_dir), "--noise", "0", "2", "4")
+    assert result.returncode == 2 and "noise probabilities must be in [0, 1]" in result.stderr
