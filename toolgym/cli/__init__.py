@@ -101,10 +101,12 @@ model_app = typer.Typer(help="Make models.", no_args_is_help=True)
 serve_app = typer.Typer(help="Serve models and tools over HTTP.", no_args_is_help=True)
 rollouts_app = typer.Typer(help="Inspect recorded trajectories.", no_args_is_help=True)
 index_app = typer.Typer(help="Build search indexes.", no_args_is_help=True)
+search_app = typer.Typer(help="Train simulated search engines.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
 app.add_typer(serve_app, name="serve")
 app.add_typer(rollouts_app, name="rollouts")
 app.add_typer(index_app, name="index")
+app.add_typer(search_app, name="search")
 
 
 @model_app.command("init")
@@ -400,6 +402,71 @@ def serve_search(
     raise typer.Exit(
         serve_command(index, sim, host, port, topk, max_topk, max_queries, max_body_mb)
     )
+
+
+@search_app.command("simulator-data")
+def search_simulator_data(
+    out: Annotated[Path, typer.Option(help="JSONL file to write the labelled results to.")],
+    server_url: Annotated[
+        str | None, typer.Option(help="A Search-R1 /retrieve server to play against.")
+    ] = None,
+    index: Annotated[Path | None, typer.Option(help="An index directory to play against.")] = None,
+    world_seed: Annotated[int, typer.Option(help="The synthetic world the questions are on.")] = 0,
+    world_size: Annotated[str, typer.Option(help="small, medium or large.")] = "small",
+    questions: Annotated[int, typer.Option(help="Questions per hop count.")] = 200,
+    hops: Annotated[
+        list[int] | None, typer.Option(help="Hop counts to ask (repeatable; default 1 and 2).")
+    ] = None,
+    topk: Annotated[int, typer.Option(help="Real results kept per query.")] = 5,
+) -> None:
+    """Label a real engine's results for the world's questions: useful if it holds the answer."""
+    from toolgym.cli.simulator import data_command
+
+    raise typer.Exit(
+        data_command(
+            out, server_url, index, world_seed, world_size, questions, hops or [1, 2], topk
+        )
+    )
+
+
+@search_app.command("simulator-sft")
+def search_simulator_sft(
+    data: Annotated[Path, typer.Option(help="Labelled results from `simulator-data`.")],
+    model: Annotated[Path, typer.Option(help="Model directory to fine-tune.")],
+    out: Annotated[Path, typer.Option(help="Directory to write the simulator to.")],
+    epochs: Annotated[int, typer.Option(help="Passes over the documents.")] = 20,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
+    batch_size: Annotated[int, typer.Option(help="Documents per optimizer step.")] = 16,
+    noisy_per_query: Annotated[
+        int, typer.Option(help="Best-ranked noisy results kept per query.")
+    ] = 1,
+    seed: Annotated[int, typer.Option(help="Shuffling seed.")] = 0,
+    samples: Annotated[
+        int, typer.Option(help="Documents written per query and kind for the report (0: none).")
+    ] = 2,
+    doc_tokens: Annotated[int, typer.Option(help="Most tokens per document.")] = 128,
+) -> None:
+    """Fine-tune a model to write useful or noisy documents on demand (ZeroSearch)."""
+    from toolgym.cli.simulator import sft_command
+
+    raise typer.Exit(
+        sft_command(
+            data, model, out, epochs, lr, batch_size, noisy_per_query, seed, samples, doc_tokens
+        )
+    )
+
+
+@search_app.command("simulator-report")
+def search_simulator_report(
+    data: Annotated[Path, typer.Option(help="Labelled results from `simulator-data`.")],
+    simulator: Annotated[Path, typer.Option(help="Model directory that writes the documents.")],
+    samples: Annotated[int, typer.Option(help="Documents written per query and kind.")] = 2,
+    doc_tokens: Annotated[int, typer.Option(help="Most tokens per document.")] = 128,
+) -> None:
+    """How often a simulator's documents hold the answer, next to the real engine's."""
+    from toolgym.cli.simulator import report_command
+
+    raise typer.Exit(report_command(data, simulator, samples, doc_tokens))
 
 
 def main() -> None:

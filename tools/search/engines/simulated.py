@@ -53,6 +53,17 @@ SELF = (
 )
 
 
+INSTRUCTIONS = {"useful": USEFUL, "noisy": NOISY, "self": SELF}
+
+
+def prompt(kind: str, query: str) -> list[dict[str, str]]:
+    """The chat a document of `kind` is written from (and a simulator is fine-tuned on)."""
+    return [
+        {"role": "system", "content": INSTRUCTIONS[kind]},
+        {"role": "user", "content": f"Query: {query}"},
+    ]
+
+
 MAX_BODY_CHARS = 4000
 """A document's text is cut here whatever the writer returns (max_tokens bounds a model, not
 a misbehaving server)."""
@@ -186,11 +197,7 @@ class SimulatedEngine(SearchEngine):
         return document
 
     async def _write(self, query: str, rank: int, kind: str, seed: int) -> Document:
-        instruction = {"useful": USEFUL, "noisy": NOISY, "self": SELF}[kind]
-        messages = [
-            {"role": "system", "content": instruction},
-            {"role": "user", "content": f"Query: {query}"},
-        ]
+        messages = prompt(kind, query)
         text = (await self.writer.write(messages, self.max_tokens, self.temperature, seed)).strip()
         text = text or query
         title, _, body = text.partition("\n")
