@@ -36,3 +36,4 @@ bench: install
 	$(PYTHON) bench/env_step.py
 	cd bench && $(PYTHON) rollout_overhead.py && $(PYTHON) async_vs_lockstep.py
 	$(PYTHON) bench/search_server.py
+	$(PYTHON) bench/simulated_search.py

@@ -434,7 +434,7 @@ def search_simulator_sft(
     data: Annotated[Path, typer.Option(help="Labelled results from `simulator-data`.")],
     model: Annotated[Path, typer.Option(help="Model directory to fine-tune.")],
     out: Annotated[Path, typer.Option(help="Directory to write the simulator to.")],
-    epochs: Annotated[int, typer.Option(help="Passes over the documents.")] = 20,
+    epochs: Annotated[int, typer.Option(help="Passes over the documents.")] = 40,
     lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
     batch_size: Annotated[int, typer.Option(help="Documents per optimizer step.")] = 16,
     noisy_per_query: Annotated[
