@@ -135,7 +135,7 @@ def _call(call: dict[str, Any], where: str) -> dict[str, Any]:
     function = call["function"]
     try:
         arguments = json.loads(function["arguments"])
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number too long to read
         arguments = function["arguments"]  # the model's own malformed call, kept as written
     return {**call, "function": {"name": function["name"], "arguments": arguments}}
 

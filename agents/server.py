@@ -430,8 +430,10 @@ class ModelServer:
 async def _parse(request: web.Request, model: type[BaseModel]) -> Any:
     try:
         data = json.loads(await request.text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"the request body is not valid JSON: {exc}") from None
+    except ValueError as exc:  # invalid JSON, bad UTF-8, or an integer too long to read
+        raise ApiError(
+            400, f"the request body is not valid JSON: {str(exc).split(';')[0][:200]}"
+        ) from None
     except RecursionError:
         raise ApiError(400, "the request body is nested too deeply") from None
     if not isinstance(data, dict):

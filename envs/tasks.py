@@ -208,6 +208,10 @@ def _read_jsonl(path: Path) -> list[Task]:
             raise ConfigError(
                 f"{path}:{number}: not valid JSON ({exc.msg}, column {exc.colno})"
             ) from None
+        except ValueError as exc:  # an integer too long to read
+            raise ConfigError(
+                f"{path}:{number}: not readable ({str(exc).split(';')[0][:200]})"
+            ) from None
         if not isinstance(task, dict):
             raise ConfigError(
                 f"{path}:{number}: a task is a JSON object, got {type(task).__name__}"

@@ -25,6 +25,9 @@ HOSTILE = {
     "deep JSON, unclosed": "<tool_call>" + "[" * 1000,
     "deep arguments": '<tool_call>{"name": "x", "arguments": ' + '{"a": ' * 500 + "1" + "}" * 501
     + "</tool_call>",
+    "5,000-digit number": '<tool_call>{"name": "x", "arguments": {"a": ' + "1" * 5000 + "}}</tool_call>",
+    "5,000-digit number in string arguments": '<tool_call>{"name": "x", "arguments": "{\\"a\\": '
+    + "1" * 5000 + '}"}</tool_call>',
     "lone surrogate name": '<tool_call>{"name": "\\ud800"}</tool_call>',
     "lone surrogate argument": '<tool_call>{"name": "move", "arguments": {"direction": "\\udfff"}}</tool_call>',
     "10 MB name": '<tool_call>{"name": "' + "x" * 10_000_000 + '", "arguments": {}}</tool_call>',

@@ -88,6 +88,7 @@ MODEL_CASES = {
     "tool_calls not a list": ({"model": "tiny", "messages": [{"role": "assistant", "content": "x", "tool_calls": 5}]}, None),
     "tool_calls wrong items": ({"model": "tiny", "messages": [{"role": "assistant", "content": "x", "tool_calls": [{"id": 1}]}]}, None),
     "seed beyond 64 bits": ({"model": "tiny", "prompt": "x", "max_tokens": 2, "seed": 2**70}, None),
+    "5,000-digit number": (None, b'{"model": "tiny", "prompt": "x", "max_tokens": ' + b"1" * 5000 + b"}"),
     "lone surrogate prompt": (None, b'{"model": "tiny", "prompt": "a\\ud800b", "max_tokens": 2}'),
     "lone surrogate message": (None, b'{"model": "tiny", "messages": [{"role": "user", "content": "\\udc00"}]}'),
     "10,000 prompts": ({"model": "tiny", "prompt": ["x"] * 10_000, "max_tokens": 1}, None),
@@ -170,6 +171,8 @@ SEARCH_CASES = {
     "10k-deep JSON": b'{"queries": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",
     "lone surrogate": b'{"queries": ["\\ud800"]}',
     "not JSON": b"\xff\xfe",
+    "5,000-digit number": b'{"queries": ["a"], "topk": ' + b"1" * 5000 + b"}",
+    "5,000-digit seed": b'{"queries": ["a"], "seed": ' + b"1" * 5000 + b"}",
 }
 
 

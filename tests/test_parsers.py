@@ -35,6 +35,19 @@ def test_hermes_invalid_json_names_the_position():
     ]
 
 
+def test_hermes_a_number_too_long_to_read_is_a_mistake_not_a_crash():
+    digits = "1" * 5000
+    parsed = HermesParser().parse(
+        f'<tool_call>{{"name": "a", "arguments": {{"x": {digits}}}}}</tool_call>'
+        f'<tool_call>{{"name": "b", "arguments": "{{\\"x\\": {digits}}}"}}</tool_call>'
+        '<tool_call>{"name": "c", "arguments": {}}</tool_call>'
+    )
+    assert [c.name for c in parsed.calls] == ["c"]
+    assert parsed.errors[0].startswith("tool call 1 cannot be read: Exceeds the limit")
+    assert parsed.errors[1].startswith('tool call 2: "arguments" cannot be read: Exceeds')
+    assert all(len(e) < 300 for e in parsed.errors)
+
+
 def test_hermes_reports_each_bad_call_and_keeps_the_good_ones():
     text = (
         '<tool_call>{"name": "a", "arguments": {}}</tool_call>'

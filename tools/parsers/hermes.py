@@ -55,6 +55,8 @@ class HermesParser(ActionParser):
                 f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno} "
                 f"(char {exc.pos}), near: {near!r}."
             )
+        except ValueError as exc:  # e.g. an integer of more digits than Python will read
+            return None, f"{where} cannot be read: {str(exc).split(';')[0][:200]}."
         if not isinstance(data, dict):
             return (
                 None,
@@ -74,6 +76,8 @@ class HermesParser(ActionParser):
                     None,
                     f'{where}: "arguments" is a string that is not valid JSON ({exc.msg} at char {exc.pos}).',
                 )
+            except ValueError as exc:
+                return None, f'{where}: "arguments" cannot be read: {str(exc).split(";")[0][:200]}.'
         if not isinstance(arguments, dict):
             return (
                 None,

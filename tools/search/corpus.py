@@ -87,6 +87,8 @@ def _parse(line: str, where: str) -> Document:
         record = json.loads(line)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+    except ValueError as e:  # an integer too long to read
+        raise ConfigError(f"{where}: not readable ({str(e).split(';')[0][:200]})") from None
     if not isinstance(record, dict):
         raise ConfigError(f"{where}: expected an object with id and contents")
     doc_id, contents = record.get("id"), record.get("contents")

@@ -219,8 +219,10 @@ class SearchServer:
 async def _json(request: web.Request) -> Any:
     try:
         data = json.loads(await request.text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+    except ValueError as exc:  # invalid JSON, bad UTF-8, or an integer too long to read
+        raise BadRequest(
+            f"the request body is not valid JSON: {str(exc).split(';')[0][:200]}"
+        ) from None
     except RecursionError:
         raise BadRequest("the request body is nested too deeply") from None
     try:
