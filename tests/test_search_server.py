@@ -71,23 +71,24 @@ def test_health(search_server):
         assert json.loads(response.read()) == {"status": "ok", "engine": "bm25", "documents": 102}
 
 
-@pytest.mark.parametrize(
-    ("body", "message"),
-    [
-        ({"topk": 3}, "queries: Field required"),
-        ({"queries": "one string"}, "queries: Input should be a valid list"),
-        ({"queries": [1, 2]}, "queries.0: Input should be a valid string"),
-        ({"queries": ["q" * 5000]}, "queries.0: 5000 characters; at most 4096"),
-        ({"queries": ["q"], "topk": 0}, "topk: 0; it must be between 1 and 100"),
-        ({"queries": ["q"], "topk": 101}, "topk: 101; it must be between 1 and 100"),
-        ({"queries": ["q"], "topk": "3"}, "topk: Input should be a valid integer"),
-        (
-            {"queries": ["q"], "return_scores": "yes"},
-            "return_scores: Input should be a valid boolean",
-        ),
-        (["q"], "the request body must be a JSON object"),
-    ],
-)
+BAD_REQUESTS = [
+    ({"topk": 3}, "queries: Field required"),
+    ({"queries": "one string"}, "queries: Input should be a valid list"),
+    ({"queries": [1, 2]}, "queries.0: Input should be a valid string"),
+    ({"queries": ["q" * 5000]}, "queries.0: 5000 characters; at most 4096"),
+    ({"queries": ["q"], "topk": 0}, "topk: 0; it must be between 1 and 100"),
+    ({"queries": ["q"], "topk": 101}, "topk: 101; it must be between 1 and 100"),
+    ({"queries": ["q"], "topk": "3"}, "topk: Input should be a valid integer"),
+    (
+        {"queries": ["q"], "return_scores": "yes"},
+        "return_scores: Input should be a valid boolean",
+    ),
+    (["q"], "the request body must be a JSON object"),
+]
+"""Requests every `/retrieve` server refuses, and what its 400 says."""
+
+
+@pytest.mark.parametrize(("body", "message"), BAD_REQUESTS)
 def test_bad_requests_get_a_400_that_says_what_to_change(search_server, body, message):
     status, answer = post(f"{search_server}/retrieve", body)
     assert status == 400 and message in answer["error"]

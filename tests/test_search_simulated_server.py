@@ -13,7 +13,7 @@ import math
 import urllib.request
 
 import pytest
-from test_search_server import passages_to_string, post
+from test_search_server import BAD_REQUESTS, passages_to_string, post
 
 import toolgym
 from conftest import serve
@@ -97,6 +97,84 @@ def test_a_seed_makes_the_results_repeatable_and_the_repeat_is_cached(simulated_
     assert health(simulated_server)["cache"]["hits"] == hits + 3
     others = [post(url, {**body, "seed": s})[1]["result"][0] for s in range(8, 16)]
     assert any(row != first[1]["result"][0] for row in others)  # the seed decides them
+
+
+@pytest.mark.parametrize(("body", "message"), BAD_REQUESTS)
+def test_the_index_servers_bad_requests_get_the_same_400s(simulated_server, body, message):
+    status, answer = post(f"{simulated_server}/retrieve", body)
+    assert status == 400 and message in answer["error"]
+
+
+def test_search_r1s_whole_training_batch_in_one_request(simulated_server):
+    """One turn's searches for 512 prompts x 5 rollouts, as Search-R1's trainer sends them
+    (top 1 here: each result is a document to write, and the 2,560 queries are the point)."""
+    queries = [f"entity {i % 97}" for i in range(2560)]
+    status, body = post(f"{simulated_server}/retrieve", {"queries": queries, "topk": 1,
+                                                         "return_scores": True})  # fmt: skip
+    assert status == 200 and len(body["result"]) == 2560
+    assert all(len(row) == 1 and passages_to_string(row) for row in body["result"])
+
+
+@pytest.fixture(scope="module")
+def searching_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny model taught, by a few hundred steps on a few search episodes' turns, to
+    answer with a search call: a real policy that searches whatever it is asked."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from toolgym.agents.render import ChatRenderer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    renderer = ChatRenderer(tokenizer)
+    env = toolgym.make("toolgym/Search-v0", hops=1, max_turns=2)
+    call = env.unwrapped.parser.render([ToolCall("search", {"query": "Trelix"})])
+    answer = renderer.encode(call) + renderer.closing_ids()
+    rows = []
+    for seed in range(6):  # both turns of six episodes
+        messages, _ = env.reset(seed=seed)
+        messages = list(messages)
+        for _ in range(2):
+            prompt = renderer.prompt_ids(messages, env.unwrapped.tool_schemas())
+            rows.append(
+                (torch.tensor([prompt + answer]), torch.tensor([[-100] * len(prompt) + answer]))
+            )
+            obs, *_ = env.step(call)
+            messages += [{"role": "assistant", "content": call}, *obs]
+    env.close()
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for step in range(600):
+        ids, labels = rows[step % len(rows)]
+        loss = model(input_ids=ids, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    out = tmp_path_factory.mktemp("searching-model")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def test_a_short_training_run_against_it(simulated_server, searching_model_dir, tmp_path):
+    from toolgym.config import load_config
+    from toolgym.training.config import TrainConfig
+    from toolgym.training.trainer import Trainer
+
+    before = sum(health(simulated_server)["written"].values())
+    config = load_config(TrainConfig, None, [
+        f"model={searching_model_dir}", f"run_dir={tmp_path}", "steps=2",
+        "env.id=toolgym/Search-v0", f"env.kwargs.server_url={simulated_server}",
+        "env.kwargs.hops=1", "env.kwargs.max_turns=2", "rollout.tasks_per_step=2",
+        "rollout.rollouts_per_task=2", "rollout.max_tokens=32", "optim.micro_batch_size=4",
+        "eval.every_steps=100",
+    ])  # fmt: skip
+    metrics = Trainer(config).run()
+    assert [m["step"] for m in metrics] == [0, 1]
+    assert all(m["rollout/valid_actions"] > 0.25 and m["rollout/masked"] == 0 for m in metrics)
+    assert all(m["train/tokens"] > 0 for m in metrics)
+    # the rollouts' searches reached the simulated server (of 2 steps x 4 episodes x 2 turns x 3)
+    assert sum(health(simulated_server)["written"].values()) - before >= 0.3 * 2 * 4 * 2 * 3
 
 
 @pytest.mark.parametrize(
