@@ -83,8 +83,13 @@ async def load(url: str, queries: list[str], clients: int, topk: int) -> tuple[f
 
 
 def serve(index: Path, port: int) -> subprocess.Popen[bytes]:
+    return serve_search(["--index", str(index)], port)
+
+
+def serve_search(args: list[str], port: int) -> subprocess.Popen[bytes]:
+    """`toolgym serve search ARGS` on `port`, once its /health answers."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "toolgym", "serve", "search", "--index", str(index), "--port", str(port)],
+        [sys.executable, "-m", "toolgym", "serve", "search", *args, "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.monotonic() + 300
@@ -95,7 +100,7 @@ def serve(index: Path, port: int) -> subprocess.Popen[bytes]:
         except OSError:
             time.sleep(0.2)
     process.kill()
-    raise RuntimeError("the search server did not start")
+    raise RuntimeError(f"the search server {args} did not start")
 
 
 def split_cores() -> tuple[set[int], set[int]]:

@@ -19,31 +19,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 from common import tiny_model
-from search_server import load, queries_for
+from search_server import load, queries_for, serve_search
 
 from toolgym.envs.search.world import World
 from toolgym.tools.search.corpus import write_corpus
-
-
-def serve(args: list[str], port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "toolgym", "serve", "search", *args, "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
-                return process
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError(f"the server {args} did not start")
 
 
 def main() -> None:
@@ -67,8 +49,8 @@ def main() -> None:
                        check=True, stdout=subprocess.DEVNULL)  # fmt: skip
         model = tiny_model(args.model)
         servers = {
-            "bm25": serve(["--index", str(index)], 18101),
-            "simulated": serve(
+            "bm25": serve_search(["--index", str(index)], 18101),
+            "simulated": serve_search(
                 ["--simulator", str(model), "--doc-tokens", str(args.doc_tokens)], 18102
             ),
         }

@@ -50,8 +50,8 @@ def quality(writer: Writer, results: Sequence[Result], split: str = "eval", samp
         texts = [row[0].document.contents for row in rows]
         return [texts[i * samples : (i + 1) * samples] for i in range(len(keys))]
 
-    async def both() -> tuple[list[list[str]], list[list[str]]]:
-        return await written(0.0), await written(1.0)
+    async def both() -> list[list[list[str]]]:  # one batch: the writer serves them together
+        return list(await asyncio.gather(written(0.0), written(1.0)))
 
     useful, noisy = asyncio.run(both())
 
