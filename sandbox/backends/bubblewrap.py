@@ -1,0 +1,99 @@
+"""bubblewrap: each sandbox is a `bwrap` process with every namespace unshared (user, pid,
+network, ipc, uts, cgroup, mount), the host's runtime (/usr and its links) read-only, a tmpfs
+work dir and /tmp of bounded size, nothing else of the host (no home, no /tmp, no project
+files, no /etc but the linker cache), all capabilities dropped, a new terminal session, and
+death with its parent. The guest runs as pid 1 of its namespace, so code cannot signal it.
+
+Started by root, bwrap itself runs as `nobody`: the kernel does not count processes against
+RLIMIT_NPROC for a namespace that maps to host root, so a fork bomb would go unbounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from toolgym.sandbox.backends.base import START_TIMEOUT_S, Backend, Mode
+from toolgym.sandbox.channel import Channel, process_channel
+from toolgym.sandbox.result import Limits, SandboxError
+
+RUNTIME_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+RUNTIME_FILES = ("/etc/ld.so.cache", "/etc/alternatives")
+NOBODY = 65534
+INSTALL_HINT = "install it (Debian/Ubuntu: apt-get install bubblewrap)"
+
+
+class BubblewrapBackend(Backend):
+    """Args:
+    python: the interpreter inside (default /usr/bin/python3, the system's); one outside
+        /usr gets its installation prefix bound read-only too.
+    bwrap: the bubblewrap binary.
+    """
+
+    name = "bubblewrap"
+
+    def __init__(self, python: str | None = None, bwrap: str = "bwrap") -> None:
+        self.python = python or _default_python()
+        self.bwrap = shutil.which(bwrap) or bwrap
+
+    def check(self) -> None:
+        if not Path(self.bwrap).is_file():
+            raise SandboxError(f"the bubblewrap sandbox needs `bwrap`, not found: {INSTALL_HINT}")
+        if not Path(self.python).is_file():
+            raise SandboxError(f"the sandbox's interpreter {self.python} does not exist")
+        probe = subprocess.run(
+            [*self.argv(Limits(), "probe"), self.python, "-I", "-c", "pass"],
+            capture_output=True,
+            timeout=30,
+            **self._as_user(),  # type: ignore[arg-type]
+        )
+        if probe.returncode != 0:
+            why = probe.stderr.decode("utf-8", "replace").strip()[-500:]
+            raise SandboxError(
+                f"bubblewrap cannot start a sandbox here ({why or 'exit ' + str(probe.returncode)}); "
+                "it needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 "
+                "or a kernel that allows them)"
+            )
+
+    async def open(self, mode: Mode, limits: Limits) -> Channel:
+        argv = [*self.argv(limits, mode), *self.guest_argv(self.python, mode)]
+        return await process_channel(argv, START_TIMEOUT_S, **self._as_user())
+
+    def argv(self, limits: Limits, mode: str) -> list[str]:
+        size = str(limits.work_mb << 20)
+        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1"]
+        args += ["--cap-drop", "ALL", "--uid", str(NOBODY), "--gid", str(NOBODY)]
+        args += ["--hostname", "sandbox", "--clearenv", "--setenv", "TOOLGYM_WORK", "/work"]
+        if mode == "repl":
+            args += ["--setenv", "TOOLGYM_LIMITS", json.dumps(self.guest_limits(limits))]
+        for path in RUNTIME_DIRS:
+            if os.path.islink(path):
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                args += ["--ro-bind", path, path]
+        for path in RUNTIME_FILES:
+            if os.path.exists(path):
+                args += ["--ro-bind", path, path]
+        prefix = Path(os.path.realpath(self.python)).parent.parent
+        if not str(prefix).startswith("/usr"):
+            args += ["--ro-bind", str(prefix), str(prefix)]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/work"]
+        return [*args, "--chdir", "/work"]
+
+    def describe(self) -> dict[str, object]:
+        return {**super().describe(), "python": self.python}
+
+    @staticmethod
+    def _as_user() -> dict[str, object]:
+        if os.geteuid() != 0:
+            return {}
+        return {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+
+
+def _default_python() -> str:
+    return "/usr/bin/python3" if Path("/usr/bin/python3").is_file() else "python3"
+
