@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -174,3 +176,28 @@ def world_bm25_index(world_corpus, tmp_path_factory):
 def search_server(world_bm25_index):
     """`toolgym serve search` over the small world's bm25 index, on loopback."""
     yield from serve(["serve", "search", "--index", str(world_bm25_index)], "search server")
+
+
+class LoopThread:
+    """An event loop in a thread, so sync tests can share async resources (a sandbox pool)
+    across tests: `loop.call(coro)` runs a coroutine there and returns its result."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def call(self, coro, timeout: float = 120):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def loop_thread() -> Iterator[LoopThread]:
+    thread = LoopThread()
+    yield thread
+    thread.close()

@@ -1,7 +1,7 @@
 """bubblewrap: each sandbox is a `bwrap` process with every namespace unshared (user, pid,
 network, ipc, uts, cgroup, mount), the host's runtime (/usr and its links) read-only, a tmpfs
 work dir and /tmp of bounded size, nothing else of the host (no home, no /tmp, no project
-files, no /etc but the linker cache), all capabilities dropped, a new terminal session, and
+files, no /etc but the linker cache; the root itself read-only), all capabilities dropped, a new terminal session, and
 death with its parent. The guest runs as pid 1 of its namespace, so code cannot signal it.
 
 Started by root, bwrap itself runs as `nobody`: the kernel does not count processes against
@@ -82,7 +82,7 @@ class BubblewrapBackend(Backend):
             args += ["--ro-bind", str(prefix), str(prefix)]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/work"]
-        return [*args, "--chdir", "/work"]
+        return [*args, "--remount-ro", "/", "--chdir", "/work"]
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "python": self.python}

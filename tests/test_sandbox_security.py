@@ -1,0 +1,211 @@
+"""The sandbox's security suite, on bubblewrap and on Docker: each attack is contained, and
+the pool answers a plain call correctly afterwards. Real bwrap, a real Docker engine and the
+locally built image (the Makefile's `system-deps` installs and starts them)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+from conftest import ROOT
+
+from toolgym.sandbox import Limits, SandboxPool, Status
+
+BACKENDS = ["bubblewrap", "docker"]
+LIMITS = Limits(timeout_s=3, memory_mb=256, processes=32, output_bytes=4096, work_mb=16)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def pool(request, loop_thread):
+    made = SandboxPool(request.param, size=2, limits=LIMITS, health_interval_s=0)
+    loop_thread.call(made.start())
+    made.call = lambda code, **kw: loop_thread.call(made.run(code, **kw))
+    made.check_healthy = lambda: _healthy(made, loop_thread)
+    yield made
+    loop_thread.call(made.aclose())
+
+
+def _healthy(pool, loop_thread):
+    result = pool.call("print(sum(range(10)))")
+    assert (result.status, result.stdout) == (Status.OK, "45\n"), result
+    assert loop_thread.call(pool.health())["ok"]
+
+
+@pytest.fixture(scope="module")
+def loopback_server():
+    """A listening TCP server on the host's loopback: the sandbox must not reach it."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    stop.set()
+    thread.join(2)
+    server.close()
+
+
+def test_no_network(pool, loopback_server):
+    port, accepted = loopback_server
+    code = f"""
+import socket, os
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2)
+    print("CONNECTED")
+except OSError as exc:
+    print("refused", exc.errno)
+print(sorted(os.listdir("/sys/class/net")) if os.path.exists("/sys/class/net") else "no-sys")
+print(open("/proc/net/dev").read().count(":"))
+"""
+    result = pool.call(code)
+    assert result.status is Status.OK, result
+    assert "CONNECTED" not in result.stdout and "refused" in result.stdout
+    assert result.stdout.splitlines()[-1] == "1", "only the loopback interface may exist"
+    assert accepted == []
+    pool.check_healthy()
+
+
+def test_host_files_are_invisible(pool, tmp_path_factory):
+    secret = tmp_path_factory.mktemp("host") / "secret.txt"
+    secret.write_text("host secret")
+    secret.chmod(0o644)
+    paths = ["/etc/shadow", str(ROOT / "README.md"), str(secret), "/root", "/home"]
+    code = f"""
+import os
+for path in {paths!r}:
+    try:
+        if os.path.isdir(path):
+            print(path, "LISTED", os.listdir(path))
+        else:
+            print(path, "READ", open(path).read(40))
+    except OSError as exc:
+        print(path, "denied", type(exc).__name__)
+"""
+    result = pool.call(code)
+    assert result.status is Status.OK, result
+    assert "host secret" not in result.stdout
+    for line in result.stdout.splitlines():
+        if line.startswith(("/etc/shadow", str(ROOT), str(secret))):
+            assert "denied" in line, line
+        if "LISTED" in line:
+            assert line.endswith("[]"), line  # an image's own empty /root or /home at most
+    pool.check_healthy()
+
+
+def test_cannot_write_outside_the_work_dir(pool, tmp_path):
+    code = """
+import os
+for path in ["/usr/evil", "/etc/evil", "/evil", "/bin/evil", "/proc/sys/kernel/hostname"]:
+    try:
+        with open(path, "w") as f:
+            f.write("x")
+        print(path, "WROTE")
+    except OSError as exc:
+        print(path, "denied")
+open("/tmp/mine", "w").write("ok")
+open("here.txt", "w").write("ok")
+print(os.getcwd())
+"""
+    result = pool.call(code)
+    assert result.status is Status.OK, result
+    assert "WROTE" not in result.stdout
+    assert result.stdout.splitlines()[-1] == "/work"
+    # the next call starts clean: nothing of this one is left
+    after = pool.call("import os; print(os.listdir('.'), os.listdir('/tmp'))")
+    assert after.stdout == "[] []\n", after
+
+
+def test_fork_bomb(pool):
+    result = pool.call("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass")
+    assert result.status in (Status.TIMEOUT, Status.ERROR), result
+    bash = pool.call(":(){ :|:& };:", language="bash")
+    assert bash.status in (Status.TIMEOUT, Status.ERROR, Status.OK), bash
+    leftovers = pool.call(
+        "import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))"
+    )
+    assert int(leftovers.stdout) <= 3, leftovers  # the server, this call (and bwrap's init)
+    pool.check_healthy()
+
+
+def test_memory_bomb(pool):
+    result = pool.call("x = []\nwhile True:\n    x.append(bytearray(50 * 2**20))")
+    assert result.status is Status.MEMORY, result
+    assert "MemoryError" in result.stderr
+    pool.check_healthy()
+
+
+def test_endless_loop_and_sleeping_forever(pool):
+    for code in ("while True: pass", "import time; time.sleep(10**6)"):
+        start = time.monotonic()
+        result = pool.call(code, timeout_s=1)
+        assert result.status is Status.TIMEOUT, result
+        assert time.monotonic() - start < 5
+    # a process left behind in the background does not outlive its call
+    pool.call("import subprocess; subprocess.Popen(['sleep', '1000'])")
+    procs = pool.call(
+        "import os\nprint([open(f'/proc/{p}/cmdline').read() for p in os.listdir('/proc') if p.isdigit()])"
+    )
+    assert "sleep" not in procs.stdout, procs
+    pool.check_healthy()
+
+
+def test_huge_output(pool):
+    result = pool.call("import sys\nwhile True: sys.stdout.write('x' * 65536)")
+    assert result.status is Status.OUTPUT_LIMIT, result
+    assert len(result.stdout) < 4096 + 200 and "output cut" in result.stdout
+    disk = pool.call("open('big', 'wb').write(b'0' * (64 << 20))")
+    assert disk.status is Status.ERROR, disk  # file size and work-dir size are bounded
+    pool.check_healthy()
+
+
+def test_signalling_the_parent(pool):
+    for code in (
+        "import os, signal; os.kill(os.getppid(), signal.SIGKILL)",
+        "import os, signal; os.kill(1, signal.SIGKILL); os.kill(1, signal.SIGTERM)",
+        "import os, signal; os.kill(-1, signal.SIGKILL)",
+    ):
+        result = pool.call(code)
+        assert result.status in (Status.OK, Status.ERROR), result
+    pool.check_healthy()
+
+
+def test_proc_tricks(pool):
+    code = """
+import ctypes, os
+print("pids", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+for path in ["/proc/1/environ", "/proc/1/mem", "/proc/1/fd/0", "/proc/1/root/etc/shadow",
+             "/proc/sysrq-trigger", "/proc/kcore"]:
+    try:
+        with open(path, "rb") as f:
+            f.read(16)
+        print(path, "OPENED")
+    except OSError:
+        print(path, "denied")
+libc = ctypes.CDLL(None, use_errno=True)
+print("ptrace", libc.ptrace(16, 1, 0, 0))   # PTRACE_ATTACH to the server
+print("uid", os.getuid())
+try:
+    os.setuid(0)
+    print("SETUID")
+except OSError:
+    print("setuid denied")
+"""
+    result = pool.call(code)
+    assert result.status is Status.OK, result
+    assert "OPENED" not in result.stdout and "SETUID" not in result.stdout, result.stdout
+    assert "ptrace -1" in result.stdout
+    pids = eval(result.stdout.splitlines()[0].split(" ", 1)[1])
+    assert len(pids) <= 3, pids  # its own namespace: none of the host's processes
+    assert "uid 0" not in result.stdout
+    pool.check_healthy()
