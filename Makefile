@@ -6,13 +6,17 @@ PIP := $(PYTHON) -m pip
 SUBPACKAGES := envs tools agents training sandbox
 TYPECHECK_TREE := build/typecheck
 
-.PHONY: install quickstart test lint typecheck bench
+.PHONY: install system-deps quickstart test lint typecheck bench
 
 # torch is pinned first: on a CPU machine this takes the local CPU build, on a GPU machine
 # the same pin pulls the CUDA build; the editable install then finds it already satisfied.
 install:
 	$(PIP) install --quiet "torch==2.13.0"
 	$(PIP) install --quiet -e ".[dev]"
+
+# bubblewrap, a running Docker engine and the sandbox image, for the code sandboxes' tests.
+system-deps: install
+	PYTHON=$(PYTHON) bash scripts/system-deps.sh
 
 quickstart: install
 	$(PYTHON) -m toolgym quickstart
@@ -29,7 +33,7 @@ typecheck:
 	for d in $(SUBPACKAGES); do ln -s "$$PWD/$$d" $(TYPECHECK_TREE)/toolgym/$$d; done
 	cd $(TYPECHECK_TREE) && $(PYTHON) -m mypy -p toolgym --config-file $(CURDIR)/pyproject.toml
 
-test: install lint typecheck
+test: install system-deps lint typecheck
 	$(PYTHON) -m pytest
 
 bench: install

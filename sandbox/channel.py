@@ -8,6 +8,7 @@ and any breach is a `SandboxError` that ends this sandbox, never a hang of the c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import struct
 from collections.abc import Awaitable, Callable
@@ -91,10 +92,8 @@ class Channel:
         if not self.alive:
             return
         self.alive = False
-        try:
+        with contextlib.suppress(Exception):
             self.writer.close()
-        except Exception:
-            pass
         await self._kill()
 
     async def close(self, timeout_s: float = 2.0) -> None:
@@ -134,14 +133,10 @@ async def process_channel(
 
     async def kill() -> None:
         if process.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 process.kill()
-            except ProcessLookupError:
-                pass
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), 5)
-        except TimeoutError:
-            pass
         if cleanup is not None:
             cleanup()
 

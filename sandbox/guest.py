@@ -18,6 +18,7 @@ backend never passes it, and then only the code's process group is killed.
 """
 
 import base64
+import contextlib
 import ctypes
 import io
 import json
@@ -82,10 +83,8 @@ class Channel:
 
 def make_undumpable():
     """No other process of the sandbox's user may ptrace this one or open its /proc files."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
-    except (OSError, AttributeError):
-        pass
 
 
 def set_limits(limits, cpu_s):
@@ -114,10 +113,10 @@ def set_limits(limits, cpu_s):
 def safe_path(name):
     """A path inside the work dir, or ValueError for anything that would leave it."""
     if not isinstance(name, str) or not name or "\0" in name or name.startswith("/"):
-        raise ValueError("file names are relative paths inside the work dir: %r" % (name,))
+        raise ValueError(f"file names are relative paths inside the work dir: {name!r}")
     parts = name.split("/")
     if any(p in ("", ".", "..") for p in parts):
-        raise ValueError("file names may not contain '', '.' or '..' parts: %r" % (name,))
+        raise ValueError(f"file names may not contain '', '.' or '..' parts: {name!r}")
     return os.path.join(WORK, *parts)
 
 
@@ -130,7 +129,7 @@ def write_files(files):
 
 
 def read_files(names, limit):
-    out = {}
+    out: dict = {}
     for name in names or []:
         try:
             path = safe_path(name)
@@ -217,7 +216,7 @@ class Capture:
     def text(self, which):
         text = self.kept[which].decode("utf-8", "replace")
         if self.total[which] > self.cap:
-            text += "\n[... output cut at %d bytes; %d in all]" % (self.cap, self.total[which])
+            text += f"\n[... output cut at {self.cap} bytes; {self.total[which]} in all]"
         return text
 
 
@@ -248,10 +247,8 @@ def python_child(code):
         status = 1
         print_error()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(BaseException):
             stream.flush()
-        except BaseException:
-            pass
     os._exit(status)
 
 
@@ -265,20 +262,16 @@ def exit_status(exc):
         return 0
     if isinstance(exc.code, int):
         return exc.code & 0xFF
-    try:
+    with contextlib.suppress(BaseException):
         sys.stderr.write(str(exc.code) + "\n")
-    except BaseException:
-        pass
     return 1
 
 
 def print_error():
     """The traceback as Python prints it, less this program's own frame."""
     kind, value, tb = sys.exc_info()
-    try:
+    with contextlib.suppress(BaseException):
         traceback.print_exception(kind, value, tb.tb_next if tb else tb, file=sys.stderr)
-    except BaseException:
-        pass
 
 
 def run_forked(req, contained):
@@ -314,7 +307,7 @@ def run_forked(req, contained):
             python_child(req["code"])
         except BaseException as exc:
             try:
-                os.write(2, ("sandbox: could not start the code: %s\n" % exc).encode())
+                os.write(2, (f"sandbox: could not start the code: {exc}\n").encode())
             finally:
                 os._exit(126)
     for fd in (stdin, out_w, err_w, flag_w):
@@ -397,10 +390,8 @@ def collect(pid, out_r, err_r, capture, deadline):
         selector.close()
         os.close(pidfd)
     if exited is None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         exited = os.waitpid(pid, 0)[1]
     if os.WIFSIGNALED(exited):
         return result, 128 + os.WTERMSIG(exited), os.WTERMSIG(exited)
@@ -444,7 +435,7 @@ class ReplSession:
             os.close(w)
             thread = threading.Thread(target=drain, args=(r, which, capture), daemon=True)
             thread.start()
-            readers.append((thread, r))
+            readers.append(thread)
         sys.stdout = io.TextIOWrapper(
             io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace"
         )
@@ -455,7 +446,7 @@ class ReplSession:
         start = time.monotonic()
         signal.setitimer(signal.ITIMER_REAL, float(req["timeout"]))
         try:
-            self.exec_cell(req["code"], "cell%d.py" % self.cells)
+            self.exec_cell(req["code"], f"cell{self.cells}.py")
         except CellTimeout:
             status, code = "timeout", 1
             sys.stderr.write("TimeoutError: the cell ran past its time limit\n")
@@ -472,16 +463,14 @@ class ReplSession:
             signal.setitimer(signal.ITIMER_REAL, 0)
         duration = time.monotonic() - start
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(BaseException):
                 stream.flush()
-            except BaseException:
-                pass
         if self.contained:
             kill_others(True, 0)
-        for which, fd in zip((1, 2), saved):
+        for which, fd in ((1, saved[0]), (2, saved[1])):
             os.dup2(fd, which)
             os.close(fd)
-        for thread, r in readers:
+        for thread in readers:
             thread.join(1.0)
         if status == "ok" and capture.over:
             status = "output_limit"

@@ -69,7 +69,7 @@ def _from_debootstrap(client: Any, tag: str, suite: str, mirror: str | None) -> 
         with tarfile.open(archive, "w") as tar:
             tar.add(root, arcname=".")
         shutil.rmtree(root)
-        changes = ['USER 65534:65534', 'WORKDIR /work', 'CMD ["python3"]']
+        changes = ["USER 65534:65534", "WORKDIR /work", 'CMD ["python3"]']
         repository, version = _split(tag)
         out = client.api.import_image_from_file(
             str(archive), repository=repository, tag=version, changes=changes

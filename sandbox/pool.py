@@ -26,6 +26,7 @@ from toolgym.sandbox.result import (
     SandboxError,
     Status,
     b64,
+    check_file_name,
     check_language,
 )
 from toolgym.sandbox.session import Session
@@ -127,6 +128,8 @@ class SandboxPool:
         are read back after the run into `RunResult.files`.
         """
         limits = self.limits.override(timeout_s, memory_mb)
+        for name in [*(files or {}), *fetch_files]:
+            check_file_name(name)
         request = {
             "op": "run",
             "code": code,
@@ -157,6 +160,9 @@ class SandboxPool:
                             Status.ERROR, None, "", f"sandbox: the code's sandbox died ({exc})", 0.0
                         )
                     continue
+                except BaseException:  # cancelled: the code must not run on unobserved
+                    self._retire(worker)
+                    raise
                 finally:
                     self._busy -= 1
                 result = RunResult.from_reply(reply)
@@ -177,7 +183,9 @@ class SandboxPool:
         Use as `async with pool.session() as s: await s.run("x = 1")`."""
         if self._closed:
             raise SandboxError("the sandbox pool is closed")
-        return Session(self.backend, self.limits.override(timeout_s, memory_mb), self._session_slots)
+        return Session(
+            self.backend, self.limits.override(timeout_s, memory_mb), self._session_slots
+        )
 
     async def health(self) -> dict[str, Any]:
         """Ping every idle sandbox (replacing dead ones) and report the pool's state."""

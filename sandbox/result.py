@@ -17,7 +17,7 @@ class SandboxError(ToolgymError, RuntimeError):
     that died under us): an infrastructure error, never the code's result."""
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     OK = "ok"
     """exit code 0."""
     ERROR = "error"
@@ -121,6 +121,17 @@ class RunResult:
             files=files,
             signal=reply.get("signal"),
         )
+
+
+def check_file_name(name: str) -> str:
+    """A file name must stay inside the work dir: relative, without '..' or empty parts."""
+    parts = name.split("/") if isinstance(name, str) else [""]
+    if not name or name.startswith("/") or "\0" in name or any(p in ("", ".", "..") for p in parts):
+        raise ConfigError(
+            f"file name {str(name)[:200]!r}: give a relative path inside the work dir "
+            "(no leading '/', no '..')"
+        )
+    return name
 
 
 def check_language(language: str) -> str:

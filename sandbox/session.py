@@ -10,7 +10,6 @@ started at all is an infrastructure failure (`SandboxError`).
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import Mapping, Sequence
 
 from toolgym.sandbox.backends.base import Backend
@@ -70,6 +69,9 @@ class Session:
                 return RunResult(
                     Status.ERROR, None, "", f"the interpreter ended during this call. {LOST}", 0.0
                 )
+            except BaseException:  # cancelled: stop the cell rather than let it run unobserved
+                await asyncio.shield(self._lose())
+                raise
             return RunResult.from_reply(reply)
 
     async def reset(self) -> None:
@@ -102,4 +104,3 @@ class Session:
         if self._channel is not None:
             await self._channel.kill()
             self._channel = None
-

@@ -9,8 +9,8 @@ import threading
 import time
 
 import pytest
-from conftest import ROOT
 
+from conftest import ROOT
 from toolgym.sandbox import Limits, SandboxPool, Status
 
 BACKENDS = ["bubblewrap", "docker"]
@@ -127,13 +127,13 @@ print(os.getcwd())
 
 
 def test_fork_bomb(pool):
-    result = pool.call("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass")
+    result = pool.call(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    )
     assert result.status in (Status.TIMEOUT, Status.ERROR), result
     bash = pool.call(":(){ :|:& };:", language="bash")
     assert bash.status in (Status.TIMEOUT, Status.ERROR, Status.OK), bash
-    leftovers = pool.call(
-        "import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))"
-    )
+    leftovers = pool.call("import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))")
     assert int(leftovers.stdout) <= 3, leftovers  # the server, this call (and bwrap's init)
     pool.check_healthy()
 

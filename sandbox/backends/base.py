@@ -27,14 +27,14 @@ class Backend(ABC):
     isolated: bool = True
     """False only for the local backend: it then cleans up by process group, not kill(-1)."""
 
-    def check(self) -> None:
+    def check(self) -> None:  # noqa: B027  (a backend with nothing to check keeps this)
         """Raise SandboxError, saying what to install or fix, if this backend cannot run here."""
 
     @abstractmethod
     async def open(self, mode: Mode, limits: Limits) -> Channel:
         """Start one sandbox running the guest in `mode`, handshake done."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027
         """Release what the backend itself holds (a client connection)."""
 
     def guest_limits(self, limits: Limits) -> dict[str, Any]:

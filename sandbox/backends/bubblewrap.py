@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from toolgym.sandbox.backends.base import START_TIMEOUT_S, Backend, Mode
 from toolgym.sandbox.channel import Channel, process_channel
@@ -48,7 +49,7 @@ class BubblewrapBackend(Backend):
             [*self.argv(Limits(), "probe"), self.python, "-I", "-c", "pass"],
             capture_output=True,
             timeout=30,
-            **self._as_user(),  # type: ignore[arg-type]
+            **self._as_user(),
         )
         if probe.returncode != 0:
             why = probe.stderr.decode("utf-8", "replace").strip()[-500:]
@@ -88,7 +89,7 @@ class BubblewrapBackend(Backend):
         return {**super().describe(), "python": self.python}
 
     @staticmethod
-    def _as_user() -> dict[str, object]:
+    def _as_user() -> dict[str, Any]:
         if os.geteuid() != 0:
             return {}
         return {"user": NOBODY, "group": NOBODY, "extra_groups": []}
@@ -96,4 +97,3 @@ class BubblewrapBackend(Backend):
 
 def _default_python() -> str:
     return "/usr/bin/python3" if Path("/usr/bin/python3").is_file() else "python3"
-

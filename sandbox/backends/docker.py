@@ -8,6 +8,7 @@ container's attached stdin/stdout, so a call is a fork inside, not a `docker exe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import struct
@@ -60,10 +61,8 @@ class DockerBackend(Backend):
         container = await asyncio.to_thread(self._create, mode, limits)
 
         async def remove() -> None:
-            try:
+            with contextlib.suppress(Exception):
                 await asyncio.to_thread(container.remove, force=True)
-            except Exception:
-                pass
 
         async def describe() -> str:
             try:

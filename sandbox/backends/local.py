@@ -33,7 +33,11 @@ class LocalBackend(Backend):
 
     async def open(self, mode: Mode, limits: Limits) -> Channel:
         root = tempfile.mkdtemp(prefix="toolgym-local-sandbox-")
-        env = {"TOOLGYM_WORK": f"{root}/work", "TOOLGYM_TMP": f"{root}/tmp", "PATH": "/usr/bin:/bin"}
+        env = {
+            "TOOLGYM_WORK": f"{root}/work",
+            "TOOLGYM_TMP": f"{root}/tmp",
+            "PATH": "/usr/bin:/bin",
+        }
         if mode == "repl":
             env["TOOLGYM_LIMITS"] = json.dumps(self.guest_limits(limits))
         return await process_channel(

@@ -102,11 +102,13 @@ serve_app = typer.Typer(help="Serve models and tools over HTTP.", no_args_is_hel
 rollouts_app = typer.Typer(help="Inspect recorded trajectories.", no_args_is_help=True)
 index_app = typer.Typer(help="Build search indexes.", no_args_is_help=True)
 search_app = typer.Typer(help="Train simulated search engines.", no_args_is_help=True)
+sandbox_app = typer.Typer(help="Code sandboxes: build the image, run code.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
 app.add_typer(serve_app, name="serve")
 app.add_typer(rollouts_app, name="rollouts")
 app.add_typer(index_app, name="index")
 app.add_typer(search_app, name="search")
+app.add_typer(sandbox_app, name="sandbox")
 
 
 @model_app.command("init")
@@ -402,6 +404,64 @@ def serve_search(
     raise typer.Exit(
         serve_command(index, sim, host, port, topk, max_topk, max_queries, max_body_mb)
     )
+
+
+@serve_app.command("sandbox")
+def serve_sandbox(
+    backend: Annotated[
+        str, typer.Option(help="bubblewrap, docker (or local: unisolated).")
+    ] = "bubblewrap",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    pool_size: Annotated[int, typer.Option(help="Sandboxes kept warm.")] = 4,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Runs at once (default: the pool size).")
+    ] = None,
+    max_timeout: Annotated[
+        float, typer.Option(help="Largest run_timeout honoured, in seconds (more is cut to it).")
+    ] = 30.0,
+    memory_mb: Annotated[int, typer.Option(help="Memory limit of a run, in MiB.")] = 1024,
+    max_body_mb: Annotated[int, typer.Option(help="Largest request body, in MiB.")] = 32,
+) -> None:
+    """Serve a warm sandbox pool over SandboxFusion's API (POST /run_code, GET /health)."""
+    from toolgym.cli.sandbox import serve_command
+
+    raise typer.Exit(serve_command(backend, host, port, pool_size, concurrency, max_timeout,
+                                   memory_mb, max_body_mb))  # fmt: skip
+
+
+@sandbox_app.command("build-image")
+def sandbox_build_image(
+    tag: Annotated[str, typer.Option(help="Image name to build.")] = "toolgym-sandbox:latest",
+    suite: Annotated[
+        str | None, typer.Option(help="Debian release for debootstrap (default: this host's).")
+    ] = None,
+    mirror: Annotated[str | None, typer.Option(help="Debian mirror for debootstrap.")] = None,
+    base: Annotated[
+        str | None,
+        typer.Option(help="Build FROM this image instead (where a registry is reachable)."),
+    ] = None,
+) -> None:
+    """Build the Docker backend's image locally (debootstrap + docker import; needs root)."""
+    from toolgym.cli.sandbox import build_image_command
+
+    raise typer.Exit(build_image_command(tag, suite, mirror, base))
+
+
+@sandbox_app.command("run")
+def sandbox_run(
+    code: Annotated[str | None, typer.Argument(help="The code to run.")] = None,
+    file: Annotated[Path | None, typer.Option(help="Run this file instead.")] = None,
+    language: Annotated[str, typer.Option(help="python or bash.")] = "python",
+    backend: Annotated[str, typer.Option(help="bubblewrap, docker or local.")] = "bubblewrap",
+    timeout: Annotated[float, typer.Option(help="Wall-clock limit, in seconds.")] = 10.0,
+    memory_mb: Annotated[int, typer.Option(help="Memory limit, in MiB.")] = 1024,
+    stdin: Annotated[bool, typer.Option(help="Pass this command's stdin to the code.")] = False,
+) -> None:
+    """Run code once in a sandbox and exit with its exit code."""
+    from toolgym.cli.sandbox import run_command
+
+    raise typer.Exit(run_command(code, file, language, backend, timeout, memory_mb, stdin))
 
 
 @search_app.command("simulator-data")

@@ -22,7 +22,6 @@ empty list is answered `{"result": []}`, as Search-R1's own server does. Bad req
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +38,7 @@ from pydantic import (
     ValidationError,
 )
 
+from toolgym.http import BadRequest, error_middleware, explain, read_json
 from toolgym.tools.search.engines.base import NO_CONTROLS, Controls, Hit, SearchEngine
 
 
@@ -67,12 +67,6 @@ class RetrieveRequest(BaseModel):
         step = None if self.step is None else (self.step, self.total_steps)
         noise = None if self.noise is None else float(self.noise)
         return Controls(noise=noise, step=step, seed=self.seed)
-
-
-class BadRequest(Exception):
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass
@@ -168,7 +162,10 @@ class SearchServer:
         self.batcher = Batcher(engine, limits.max_batch)
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[_errors], client_max_size=self.limits.max_body_bytes)
+        app = web.Application(
+            middlewares=[error_middleware("search failed")],
+            client_max_size=self.limits.max_body_bytes,
+        )
         app.router.add_post("/retrieve", self.retrieve)
         app.router.add_get("/health", self.health)
         app.on_cleanup.append(lambda _: self.batcher.close())
@@ -181,7 +178,7 @@ class SearchServer:
         })  # fmt: skip
 
     async def retrieve(self, request: web.Request) -> web.Response:
-        body = self._validate(await _json(request))
+        body = self._validate(await read_json(request))
         topk = body.topk if body.topk is not None else self.default_topk
         hits = await self.batcher.search(body.queries, topk, body.controls())
         if body.return_scores:
@@ -196,9 +193,7 @@ class SearchServer:
         try:
             body = RetrieveRequest.model_validate(data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise BadRequest(f"{where}: {first['msg']}") from None
+            raise BadRequest(explain(exc)) from None
         limits = self.limits
         if len(body.queries) > limits.max_queries:
             raise BadRequest(
@@ -214,41 +209,3 @@ class SearchServer:
         if body.topk is not None and not 1 <= body.topk <= limits.max_topk:
             raise BadRequest(f"topk: {body.topk}; it must be between 1 and {limits.max_topk}")
         return body
-
-
-async def _json(request: web.Request) -> Any:
-    try:
-        data = json.loads(await request.text())
-    except ValueError as exc:  # invalid JSON, bad UTF-8, or an integer too long to read
-        raise BadRequest(
-            f"the request body is not valid JSON: {str(exc).split(';')[0][:200]}"
-        ) from None
-    except RecursionError:
-        raise BadRequest("the request body is nested too deeply") from None
-    try:
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadRequest(
-            "the request holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode"
-        ) from None
-    return data
-
-
-@web.middleware
-async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except BadRequest as exc:
-        return web.json_response({"error": str(exc)}, status=exc.status)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return web.json_response(
-            {"error": f"{request.method} {request.path}: {exc.reason}"}, status=exc.status
-        )
-    except asyncio.CancelledError:
-        raise  # the client went away
-    except Exception as exc:  # the engine failed; the client may retry
-        return web.json_response(
-            {"error": f"search failed: {type(exc).__name__}: {exc}"}, status=500
-        )
