@@ -36,8 +36,9 @@ typecheck:
 test: install system-deps lint typecheck
 	$(PYTHON) -m pytest
 
-bench: install
+bench: install system-deps
 	$(PYTHON) bench/env_step.py
 	cd bench && $(PYTHON) rollout_overhead.py && $(PYTHON) async_vs_lockstep.py
 	$(PYTHON) bench/search_server.py
 	$(PYTHON) bench/simulated_search.py
+	$(PYTHON) bench/sandbox_pool.py
