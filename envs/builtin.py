@@ -27,3 +27,13 @@ def register_builtin_envs() -> None:
         "toolgym.envs.search:SearchR1Env",
         description="multi-hop questions over a corpus; Search-R1's <search> / <answer> tags",
     )
+    register(
+        "toolgym/Code-v0",
+        "toolgym.envs.code:CodeEnv",
+        description="HumanEval (or your JSONL tasks); run_python / submit, hidden tests",
+    )
+    register(
+        "toolgym/MathCode-v0",
+        "toolgym.envs.code:MathCodeEnv",
+        description="arithmetic word problems; <python> runs code, <answer> ends",
+    )

@@ -1,0 +1,144 @@
+"""toolgym/MathCode-v0: arithmetic word problems solved by running code (ToRL and
+R1-Code-Interpreter style).
+
+Observation: the question; the output of each `<python>` block as `<output>...</output>`.
+Actions (tags): <python>code</python> runs in the episode's Python session (variables
+    persist); <answer>number</answer> ends the episode. Other text (<think>) is prose.
+Reward: 1.0 when the answer equals the truth (as a number), else `format_reward` for a
+    well-formed wrong answer (0 by default).
+Episode end: terminated by an answer; truncated after `max_turns` turns.
+state_key: a hash of the latest observation (the default): trajectories whose code printed
+    the same output share a state.
+Infrastructure: a sandbox that cannot start or dies under a call flags the step
+    `infra_error` (masked from training), never reward 0.
+Arguments: tasks (JSONL path or list of {"question", "answer"}; default: generated problems,
+    `SeedTasks`), max_turns, format_reward, the sandbox's backend, pool_size, timeout_s and
+    memory_mb, plus ToolEnv's.
+Versions: v0, first release.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from toolgym.envs.code.math_problems import generate_problem
+from toolgym.envs.code.sandbox_access import SandboxConfig, run_in_session
+from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource
+from toolgym.envs.tool_env import Outcome, ToolEnv
+from toolgym.errors import ConfigError
+from toolgym.sandbox import Session
+from toolgym.tools.parsers import XmlTagParser
+from toolgym.tools.records import ToolCall
+from toolgym.tools.tool import tool
+
+TAGS = {"python": ("python", "code"), "answer": ("answer", "text")}
+OUTPUT_CHARS = 1000
+
+
+class MathCodeEnv(ToolEnv):
+    instructions = (
+        "Solve the problem. To compute, write Python inside <python> and </python>; its output "
+        "comes back inside <output> and </output>. Give the final number alone inside <answer> "
+        "and </answer>, e.g. <answer> 42 </answer>."
+    )
+
+    def __init__(
+        self,
+        tasks: str | Path | Iterable[Mapping[str, Any]] | None = None,
+        max_turns: int = 4,
+        format_reward: float = 0.0,
+        backend: str = "bubblewrap",
+        pool_size: int = 2,
+        timeout_s: float = 5.0,
+        memory_mb: int = 512,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("parser", XmlTagParser(TAGS))
+        kwargs.setdefault("max_calls_per_turn", 1)
+        super().__init__(max_turns=max_turns, **kwargs)
+        self.tasks = ListTasks.load(tasks) if tasks is not None else None
+        self.format_reward = format_reward
+        self.sandbox = SandboxConfig(backend, pool_size, timeout_s, memory_mb)
+        self.task: dict[str, Any] = {}
+        self.session: Session | None = None
+        self.answered: float | None = None
+        self.last_output: str | None = None
+
+    async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
+        await self._end_session()
+        task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
+        given = (options or {}).get("task")
+        if given is not None and set(given) == {"seed"} and isinstance(given["seed"], int):
+            task = generate_problem(given["seed"])
+        elif given is not None:
+            task = dict(given)
+        elif self.tasks is not None:
+            task = self.tasks.task("train", task_seed)
+        else:
+            task = generate_problem(task_seed)
+        if "question" not in task or "answer" not in task:
+            raise ConfigError(f"a math task needs 'question' and 'answer', got keys {sorted(task)}")
+        self.task, self.answered, self.last_output = task, None, None
+        return [{"role": "user", "content": task["question"]}]
+
+    def task_source(self) -> TaskSource:
+        return self.tasks if self.tasks is not None else SeedTasks()
+
+    @tool
+    async def python(self, code: str) -> str:
+        """Run Python in your session; variables persist. Print what you want to see.
+
+        Args:
+            code: Python source, e.g. "print(37 * 24)".
+        """
+        if self.session is None:
+            self.session = (await self.sandbox.pool(self)).session()
+        result = await run_in_session(self.session, code)
+        self.last_output = result.observation(OUTPUT_CHARS)
+        return f"<output>{self.last_output}</output>"
+
+    @tool
+    async def answer(self, text: str) -> str:
+        """Give the final answer; this ends the episode.
+
+        Args:
+            text: the number alone, e.g. "42".
+        """
+        correct = _same_number(text, self.task["answer"])
+        self.answered = 1.0 if correct else self.format_reward
+        return "Correct." if correct else "Incorrect."
+
+    def outcome(self) -> Outcome:
+        return Outcome() if self.answered is None else Outcome(self.answered, True)
+
+    def scripted_action(self) -> str | None:
+        """Print the expression, then answer with what it printed."""
+        if "expression" not in self.task:
+            return self.parser.render([ToolCall("answer", {"text": str(self.task["answer"])})])
+        if self.last_output is None:
+            return self.parser.render(
+                [ToolCall("python", {"code": f"print({self.task['expression']})"})]
+            )
+        return self.parser.render([ToolCall("answer", {"text": self.last_output.strip()})])
+
+    async def aclose(self) -> None:
+        await self._end_session()
+        await super().aclose()
+
+    async def _end_session(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            await session.aclose()
+
+
+def _same_number(text: str, truth: Any) -> bool:
+    """The answer as a number (commas and a trailing period allowed) equals the truth."""
+    cleaned = text.strip().replace(",", "").rstrip(".")
+    try:
+        value, expected = float(cleaned), float(truth)
+    except (TypeError, ValueError):
+        return str(text).strip() == str(truth).strip()
+    return math.isfinite(value) and math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-6)
