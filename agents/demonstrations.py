@@ -19,6 +19,7 @@ from toolgym.agents.engines.base import Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig, run_episode
 from toolgym.agents.trajectory import Trajectory
+from toolgym.envs.resources import Resources
 from toolgym.envs.tasks import TaskDraw
 from toolgym.errors import ConfigError
 
@@ -68,25 +69,32 @@ def demonstrations(
     mistake_rate: float = 0.0,
     max_context_tokens: int = 4096,
     env_id: str = "",
+    max_concurrent: int = 32,
 ) -> list[Demonstration]:
     """One scripted episode per drawn task (e.g. `source.head("train", 300)`); mistakes are
-    drawn from a generator seeded by the draw's seed."""
+    drawn from a generator seeded by the draw's seed. At most `max_concurrent` episodes run at
+    once, and their envs share one set of resources (one sandbox pool, not one per episode)."""
     if not 0.0 <= mistake_rate < 1.0:
         raise ConfigError(f"mistake_rate (--mistakes) must be in [0, 1), got {mistake_rate}")
     config = RolloutConfig(
         SamplingParams(max_tokens=max_context_tokens), max_context_tokens=max_context_tokens
     )
 
+    resources = Resources()
+    slots = asyncio.Semaphore(max_concurrent)
+
     async def play(draw: TaskDraw) -> Demonstration:
-        env = env_fn()
-        engine = ScriptedEngine(env, renderer, mistake_rate, draw.seed)
-        try:
-            trajectory = await run_episode(
-                env, engine, renderer, config, seed=draw.seed, task=draw.task,
-                trajectory_id=f"demo:{draw.split}:{draw.index}", env_id=env_id,
-            )  # fmt: skip
-        finally:
-            await env.aclose()
+        async with slots:
+            env = env_fn()
+            env.unwrapped.use_resources(resources)
+            engine = ScriptedEngine(env, renderer, mistake_rate, draw.seed)
+            try:
+                trajectory = await run_episode(
+                    env, engine, renderer, config, seed=draw.seed, task=draw.task,
+                    trajectory_id=f"demo:{draw.split}:{draw.index}", env_id=env_id,
+                )  # fmt: skip
+            finally:
+                await env.aclose()
         if trajectory.infra_error:  # a demonstration that cannot be played is a bug, not data
             raise RuntimeError(
                 f"demonstration of {draw.split} task {draw.index} failed: {trajectory.infra_error}"
@@ -94,6 +102,9 @@ def demonstrations(
         return Demonstration(trajectory, engine.imitate[: len(trajectory.steps)])
 
     async def all_draws() -> list[Demonstration]:
-        return list(await asyncio.gather(*(play(d) for d in draws)))
+        try:
+            return list(await asyncio.gather(*(play(d) for d in draws)))
+        finally:
+            await resources.aclose()
 
     return asyncio.run(all_draws())

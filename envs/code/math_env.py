@@ -12,7 +12,9 @@ state_key: a hash of the latest observation (the default): trajectories whose co
 Infrastructure: a sandbox that cannot start or dies under a call flags the step
     `infra_error` (masked from training), never reward 0.
 Arguments: tasks (JSONL path or list of {"question", "answer"}; default: generated problems,
-    `SeedTasks`), max_turns, format_reward, the sandbox's backend, pool_size, timeout_s and
+    `SeedTasks`), max_turns, format_reward, solver_slips (the share of episodes in which the
+    scripted solver miscopies one digit into its code: a weaker demonstrator, whose SFT
+    student RL can then surpass), the sandbox's backend, pool_size, timeout_s and
     memory_mb, plus ToolEnv's.
 Versions: v0, first release.
 """
@@ -20,6 +22,8 @@ Versions: v0, first release.
 from __future__ import annotations
 
 import math
+import random
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,6 +54,7 @@ class MathCodeEnv(ToolEnv):
         tasks: str | Path | Iterable[Mapping[str, Any]] | None = None,
         max_turns: int = 4,
         format_reward: float = 0.0,
+        solver_slips: float = 0.0,
         backend: str = "bubblewrap",
         pool_size: int = 2,
         timeout_s: float = 5.0,
@@ -60,7 +65,11 @@ class MathCodeEnv(ToolEnv):
         kwargs.setdefault("max_calls_per_turn", 1)
         super().__init__(max_turns=max_turns, **kwargs)
         self.tasks = ListTasks.load(tasks) if tasks is not None else None
+        if not 0.0 <= solver_slips <= 1.0:
+            raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
         self.format_reward = format_reward
+        self.solver_slips = solver_slips
+        self.slip: random.Random | None = None
         self.sandbox = SandboxConfig(backend, pool_size, timeout_s, memory_mb)
         self.task: dict[str, Any] = {}
         self.session: Session | None = None
@@ -82,6 +91,8 @@ class MathCodeEnv(ToolEnv):
         if "question" not in task or "answer" not in task:
             raise ConfigError(f"a math task needs 'question' and 'answer', got keys {sorted(task)}")
         self.task, self.answered, self.last_output = task, None, None
+        chooser = random.Random(f"slip-{task_seed}")
+        self.slip = chooser if chooser.random() < self.solver_slips else None
         return [{"role": "user", "content": task["question"]}]
 
     def task_source(self) -> TaskSource:
@@ -119,9 +130,10 @@ class MathCodeEnv(ToolEnv):
         if "expression" not in self.task:
             return self.parser.render([ToolCall("answer", {"text": str(self.task["answer"])})])
         if self.last_output is None:
-            return self.parser.render(
-                [ToolCall("python", {"code": f"print({self.task['expression']})"})]
-            )
+            expression = self.task["expression"]
+            if self.slip is not None:
+                expression = miscopy(expression, self.slip)
+            return self.parser.render([ToolCall("python", {"code": f"print({expression})"})])
         return self.parser.render([ToolCall("answer", {"text": self.last_output.strip()})])
 
     async def aclose(self) -> None:
@@ -132,6 +144,18 @@ class MathCodeEnv(ToolEnv):
         session, self.session = self.session, None
         if session is not None:
             await session.aclose()
+
+
+def miscopy(expression: str, rng: random.Random) -> str:
+    """`expression` with one digit of one number changed (never to a leading zero)."""
+    numbers = list(re.finditer(r"\d+", expression))
+    if not numbers:
+        return expression
+    number = rng.choice(numbers)
+    position = rng.randrange(number.start(), number.end())
+    leading = position == number.start() and number.end() - number.start() > 1
+    allowed = [d for d in "0123456789" if d != expression[position] and not (leading and d == "0")]
+    return expression[:position] + rng.choice(allowed) + expression[position + 1 :]
 
 
 def _same_number(text: str, truth: Any) -> bool:
