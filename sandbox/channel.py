@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from toolgym.sandbox.result import SandboxError
 
 MAX_REPLY_BYTES = 64 << 20
+EXIT_GRACE_S = 1.0
 
 
 class ByteReader(Protocol):
@@ -43,6 +44,7 @@ class Channel:
         self.reader, self.writer = reader, writer
         self._kill, self._describe = kill, describe
         self.alive = True
+        self.exit_requested = False
         self.info: dict[str, Any] = {}
 
     async def handshake(self, timeout_s: float) -> None:
@@ -99,6 +101,7 @@ class Channel:
     async def close(self, timeout_s: float = 2.0) -> None:
         """Ask the guest to exit, then make sure it has."""
         if self.alive:
+            self.exit_requested = True
             try:
                 data = json.dumps({"op": "exit"}).encode()
                 self.writer.write(struct.pack(">I", len(data)) + data)
@@ -132,6 +135,11 @@ async def process_channel(
     assert process.stdin is not None and process.stdout is not None
 
     async def kill() -> None:
+        # A guest asked to exit gets a moment to do so: killing a process that has just
+        # exited lets Popen reap it behind asyncio's back (which then logs an unknown child).
+        if channel.exit_requested and process.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), EXIT_GRACE_S)
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()

@@ -35,6 +35,8 @@ log = get_logger(__name__)
 GRACE_S = 3.0
 """How long past a call's own time limit the host waits before it kills the sandbox."""
 RETIRE_AFTER = (Status.TIMEOUT, Status.MEMORY)
+CLOSE_WAIT_S = 40.0
+"""How long closing a pool waits for sandboxes still starting or stopping."""
 
 
 @dataclass
@@ -87,6 +89,7 @@ class SandboxPool:
         self._starting = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
+        self._health: asyncio.Future[None] | None = None
         self.counts = {"started": 0, "retired": 0, "calls": 0, "died": 0, "start_failures": 0}
 
     async def start(self) -> SandboxPool:
@@ -103,7 +106,7 @@ class SandboxPool:
                 await self.aclose()
                 raise failures[0]
         if self.health_interval_s > 0:
-            self._spawn(self._health_loop())
+            self._health = asyncio.ensure_future(self._health_loop())
         return self
 
     async def __aenter__(self) -> SandboxPool:
@@ -214,9 +217,17 @@ class SandboxPool:
     async def aclose(self) -> None:
         """Stop every sandbox and background task; safe to call twice."""
         self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
+        if self._health is not None:
+            self._health.cancel()
+            with contextlib.suppress(BaseException):
+                await self._health
+        # sandboxes being stopped or started finish (each bounded) rather than leak a process
+        pending = list(self._tasks)
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=CLOSE_WAIT_S)
+            for task in late:
+                task.cancel()
+        for task in pending:
             with contextlib.suppress(BaseException):
                 await task
         idle, self._idle = self._idle, []
