@@ -125,3 +125,21 @@ def test_tool_exceptions_are_their_own_kind_and_metric(tiny_tokenizer):
         lambda: make("fixture/Coin-v0"), ChatRenderer(tiny_tokenizer), source.head("train", 3)
     )
     assert summarize([d.trajectory for d in working]).tool_exception_rate == 0.0
+
+
+def test_a_trained_policy_keeps_the_env_settings_it_was_trained_with(cli, tiny_model_dir, tmp_path):
+    """`toolgym eval --model RUN/policy` must prompt as training did (no schemas here)."""
+    tuned = cli(
+        "sft", "toolgym/Maze-v0", "--model", str(tiny_model_dir), "--out", str(tmp_path / "sft"),
+        "--episodes", "4", "--epochs", "1", "--no-tool-schemas", "--env-arg", "size=2",
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr
+    trained = cli(
+        "train", f"model={tmp_path / 'sft'}", f"run_dir={tmp_path / 'rl'}", "steps=1",
+        "rollout.tasks_per_step=2", "rollout.rollouts_per_task=2", "rollout.max_tokens=8",
+        "optim.micro_batch_size=4",
+        "eval.every_steps=5", "eval.episodes=2",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-2000:]
+    saved = json.loads((tmp_path / "rl" / "policy" / "toolgym_env.json").read_text())
+    assert saved == {"env_id": "toolgym/Maze-v0", "env_kwargs": {"size": 2}, "tool_schemas": False}

@@ -124,6 +124,13 @@ def train_command(
     metrics = trainer.run(
         resume=resume is not None, overwrite=overwrite
     )  # closes the trainer's runtime
+    policy = Path(config.run_dir) / "policy"
+    if not config.envs and policy.is_dir():  # `toolgym eval --model RUN/policy` prompts alike
+        from toolgym.cli.env_settings import write_env_settings
+
+        write_env_settings(
+            policy, config.env.id, dict(config.env.kwargs), config.rollout.tool_schemas_in_prompt
+        )
     last = metrics[-1] if metrics else {}
     shown = {
         k: round(v, 3) if isinstance(v, float) else v
