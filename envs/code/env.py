@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.envs.code.grading import grade
-from toolgym.envs.code.sandbox_access import SandboxConfig, run_in_session
+from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig
 from toolgym.envs.code.tasks import HUMANEVAL, CodeTask, humaneval_rows
 from toolgym.envs.tasks import ListTasks, TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
-from toolgym.sandbox import Session
 from toolgym.tools.records import ToolCall
 from toolgym.tools.tool import tool
 
@@ -63,12 +62,12 @@ class CodeEnv(ToolEnv):
         self.max_submissions = max_submissions
         self.sandbox = SandboxConfig(backend, pool_size, timeout_s, memory_mb)
         self.task: CodeTask | None = None
-        self.session: Session | None = None
+        self.python_session = EpisodeSession(self.sandbox)
         self.submissions = 0
         self.passed: bool | None = None
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
-        await self._end_session()
+        await self.python_session.end()
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         options = options or {}
         row = dict(options["task"]) if "task" in options else self.tasks.task("train", task_seed)
@@ -86,9 +85,7 @@ class CodeEnv(ToolEnv):
         Args:
             code: Python source, e.g. "print(sum([1, 2]))". A last bare expression is shown.
         """
-        if self.session is None:
-            self.session = (await self.sandbox.pool(self)).session()
-        result = await run_in_session(self.session, code)
+        result = await self.python_session.run(self, code)
         return f"{result.observation(OBSERVATION_CHARS)}\n{self._turns_left()}"
 
     @tool
@@ -116,14 +113,9 @@ class CodeEnv(ToolEnv):
         return self.parser.render([ToolCall("submit", {"code": self.task.solution})])
 
     async def aclose(self) -> None:
-        await self._end_session()
+        await self.python_session.end()
         await super().aclose()
 
     def _turns_left(self) -> str:
         left = self.max_turns - (self.turn or 0)
         return f"[{left} turn{'s' if left != 1 else ''} left]"
-
-    async def _end_session(self) -> None:
-        session, self.session = self.session, None
-        if session is not None:
-            await session.aclose()

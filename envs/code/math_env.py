@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.envs.code.math_problems import generate_problem
-from toolgym.envs.code.sandbox_access import SandboxConfig, run_in_session
+from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig
 from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
-from toolgym.sandbox import Session
 from toolgym.tools.parsers import XmlTagParser
 from toolgym.tools.records import ToolCall
 from toolgym.tools.tool import tool
@@ -72,12 +71,12 @@ class MathCodeEnv(ToolEnv):
         self.slip: random.Random | None = None
         self.sandbox = SandboxConfig(backend, pool_size, timeout_s, memory_mb)
         self.task: dict[str, Any] = {}
-        self.session: Session | None = None
+        self.python_session = EpisodeSession(self.sandbox)
         self.answered: float | None = None
         self.last_output: str | None = None
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
-        await self._end_session()
+        await self.python_session.end()
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         given = (options or {}).get("task")
         if given is not None and set(given) == {"seed"} and isinstance(given["seed"], int):
@@ -105,9 +104,7 @@ class MathCodeEnv(ToolEnv):
         Args:
             code: Python source, e.g. "print(37 * 24)".
         """
-        if self.session is None:
-            self.session = (await self.sandbox.pool(self)).session()
-        result = await run_in_session(self.session, code)
+        result = await self.python_session.run(self, code)
         self.last_output = result.observation(OUTPUT_CHARS)
         return f"<output>{self.last_output}</output>"
 
@@ -137,13 +134,8 @@ class MathCodeEnv(ToolEnv):
         return self.parser.render([ToolCall("answer", {"text": self.last_output.strip()})])
 
     async def aclose(self) -> None:
-        await self._end_session()
+        await self.python_session.end()
         await super().aclose()
-
-    async def _end_session(self) -> None:
-        session, self.session = self.session, None
-        if session is not None:
-            await session.aclose()
 
 
 def miscopy(expression: str, rng: random.Random) -> str:

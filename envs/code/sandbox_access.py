@@ -54,8 +54,23 @@ async def run_in_pool(pool: SandboxPool, code: str, **options: Any) -> RunResult
         raise InfraError(f"the sandbox failed: {exc}") from exc
 
 
-async def run_in_session(session: Session, code: str, **options: Any) -> RunResult:
-    try:
-        return await session.run(code, **options)
-    except SandboxError as exc:
-        raise InfraError(f"the sandbox failed: {exc}") from exc
+class EpisodeSession:
+    """An episode's Python session, opened from the env's shared pool on first use and
+    ended with the episode (`end`), so variables never cross into the next one."""
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+        self.session: Session | None = None
+
+    async def run(self, env: Env, code: str) -> RunResult:
+        if self.session is None:
+            self.session = (await self.config.pool(env)).session()
+        try:
+            return await self.session.run(code)
+        except SandboxError as exc:
+            raise InfraError(f"the sandbox failed: {exc}") from exc
+
+    async def end(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            await session.aclose()
