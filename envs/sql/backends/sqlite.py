@@ -1,0 +1,188 @@
+"""SQLite, the embedded default: each database file opened read-only and immutable, an
+authorizer that admits reading and nothing else, a time budget enforced by a progress
+handler, and caps on string length, rows and result size.
+
+Databases are found by id under `root`: `root/<id>.sqlite` (or .db), or Spider's layout
+`root/<id>/<id>.sqlite`. Queries run on a small thread pool (sqlite3 releases the GIL while
+it works); each thread keeps its own connection per database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from toolgym.envs.sql.backends.base import SQLBackend, Table
+from toolgym.envs.sql.readonly import check_read_only
+from toolgym.envs.sql.results import (
+    DatabaseUnavailable,
+    QueryError,
+    QueryLimits,
+    QueryResult,
+    fetch_bounded,
+)
+
+SUFFIXES = (".sqlite", ".db", ".sqlite3")
+PROGRESS_OPCODES = 2000
+"""How often (in virtual-machine instructions) the progress handler checks the clock."""
+READ_PRAGMAS = frozenset(
+    {"table_info", "table_xinfo", "index_list", "index_info", "foreign_key_list"}
+)
+ALLOWED = {
+    sqlite3.SQLITE_SELECT,
+    sqlite3.SQLITE_READ,
+    sqlite3.SQLITE_FUNCTION,
+    sqlite3.SQLITE_RECURSIVE,
+}
+DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"})
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+    """Reading, functions and recursive CTEs; schema pragmas with no value; nothing else."""
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    if action in ALLOWED:
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in READ_PRAGMAS and arg2 is None:
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
+
+
+class SQLiteBackend(SQLBackend):
+    """Read-only SQLite databases under a folder.
+
+    Args:
+        root: the folder holding the database files.
+        threads: queries that may run at once.
+    """
+
+    name = "sqlite"
+
+    def __init__(self, root: str | Path, threads: int = 4) -> None:
+        self.root = Path(root)
+        self._executor = ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="toolgym-sqlite"
+        )
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._tables: dict[str, list[Table]] = {}
+
+    def path(self, db_id: str) -> Path:
+        if not db_id or "/" in db_id or "\\" in db_id or db_id.startswith("."):
+            raise DatabaseUnavailable(f"no database {db_id!r}: an id is a plain name")
+        for base in (self.root, self.root / db_id):
+            for suffix in SUFFIXES:
+                if (base / f"{db_id}{suffix}").is_file():
+                    return base / f"{db_id}{suffix}"
+        raise DatabaseUnavailable(f"no database {db_id!r} under {self.root}")
+
+    def _connection(self, db_id: str) -> sqlite3.Connection:
+        cache: dict[str, sqlite3.Connection] = self._local.__dict__.setdefault("connections", {})
+        conn = cache.get(db_id)
+        if conn is None:
+            uri = f"file:{quote(str(self.path(db_id).resolve()))}?mode=ro&immutable=1"
+            try:
+                conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            except sqlite3.Error as exc:
+                raise DatabaseUnavailable(f"cannot open database {db_id!r}: {exc}") from exc
+            conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 100_000)
+            conn.set_authorizer(_authorize)
+            cache[db_id] = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _run(
+        self, db_id: str, sql: str, limits: QueryLimits, started: list[sqlite3.Connection]
+    ) -> QueryResult:
+        conn = self._connection(db_id)
+        started.append(conn)
+        deadline = time.monotonic() + limits.timeout_s
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, limits.max_cell_chars))
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_OPCODES)
+        cursor = conn.cursor()
+        try:
+            cursor.execute(sql)
+            columns = tuple(d[0] for d in cursor.description or ())
+            rows, truncated = fetch_bounded(cursor.fetchmany, limits)
+        except sqlite3.Error as exc:
+            raise _query_error(exc, limits, time.monotonic() > deadline) from exc
+        finally:
+            cursor.close()
+            conn.set_progress_handler(None, 0)
+        return QueryResult(columns, rows, truncated)
+
+    async def query(self, db_id: str, sql: str, limits: QueryLimits) -> QueryResult:
+        statement = check_read_only(sql)
+        started: list[sqlite3.Connection] = []
+        future = asyncio.get_running_loop().run_in_executor(
+            self._executor, self._run, db_id, statement, limits, started
+        )
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            for conn in started:  # stop the query, so its thread is free again
+                conn.interrupt()
+            raise
+
+    def _describe(self, db_id: str) -> list[Table]:
+        """The schema, read with the authorizer lifted for our own fixed statements."""
+        conn = self._connection(db_id)
+        conn.set_authorizer(None)
+        try:
+            listing = conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            ).fetchall()
+            found = []
+            for name, create in listing:
+                quoted = '"' + name.replace('"', '""') + '"'
+                columns = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({quoted})"))
+                found.append(Table(name, create or "", columns))
+            return found
+        except sqlite3.Error as exc:
+            raise DatabaseUnavailable(f"cannot read the schema of {db_id!r}: {exc}") from exc
+        finally:
+            conn.set_authorizer(_authorize)
+
+    async def tables(self, db_id: str) -> list[Table]:
+        if db_id not in self._tables:
+            loop = asyncio.get_running_loop()
+            self._tables[db_id] = await loop.run_in_executor(self._executor, self._describe, db_id)
+        return self._tables[db_id]
+
+    async def aclose(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown, True)
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+
+
+FAILING = ("unable to open", "disk i/o", "malformed", "not a database", "corrupt", "out of memory")
+
+
+def _query_error(exc: sqlite3.Error, limits: QueryLimits, late: bool) -> Exception:
+    """The database's own failures are DatabaseUnavailable; everything else is the query's."""
+    text = str(exc)
+    if any(sign in text.lower() for sign in FAILING):
+        return DatabaseUnavailable(f"the database failed: {text}")
+    if "interrupted" in text:
+        if late:
+            return QueryError(
+                f"the query ran past its {limits.timeout_s:g} s budget and was stopped"
+            )
+        return QueryError("the query was stopped")
+    if "not authorized" in text:
+        return QueryError("the database is read-only: that statement or function is not allowed")
+    if "too big" in text:
+        return QueryError(f"a value is longer than {limits.max_cell_chars:,} characters")
+    return QueryError(f"SQL error: {text}")
