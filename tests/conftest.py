@@ -201,3 +201,24 @@ def loop_thread() -> Iterator[LoopThread]:
     thread = LoopThread()
     yield thread
     thread.close()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server on loopback with the generated databases loaded."""
+    import shutil
+    import tempfile
+
+    from toolgym.envs.sql.generate import build, default_db_ids
+    from toolgym.envs.sql.postgres_server import start_postgres
+
+    # not under pytest's own temp folder: as root the server runs as another user, who cannot
+    # pass through that folder
+    folder = tempfile.mkdtemp(prefix="toolgym-postgres-")
+    server = start_postgres(folder, free_port())
+    try:
+        server.load([build(db_id) for db_id in default_db_ids()])
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -12,7 +12,6 @@ import re
 from toolgym.envs.sql.grading import _top_level
 from toolgym.envs.sql.results import QueryError
 
-READING = ("select", "with", "values", "table", "explain")
 WRITING = frozenset({
     "insert", "update", "delete", "replace", "upsert", "merge", "create", "drop", "alter",
     "truncate", "attach", "detach", "pragma", "vacuum", "reindex", "analyze", "copy", "grant",

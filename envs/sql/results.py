@@ -49,22 +49,31 @@ class QueryResult:
     """More rows existed than the limits let through."""
 
 
-def fetch_bounded(fetchmany: Any, limits: QueryLimits) -> tuple[list[tuple[Any, ...]], bool]:
-    """Rows from a DB-API cursor's `fetchmany`, at most `limits.max_rows`, with the result's
-    byte size checked as it comes; returns (rows, truncated)."""
-    rows: list[tuple[Any, ...]] = []
-    size = 0
-    while len(rows) <= limits.max_rows:
-        batch = fetchmany(min(1000, limits.max_rows + 1 - len(rows)))
-        if not batch:
-            return rows, False
+class RowCollector:
+    """Keeps a result's rows within the limits as batches arrive: at most `max_rows` (one
+    more is asked for, to know whether the result was cut) and `max_bytes` in all."""
+
+    def __init__(self, limits: QueryLimits) -> None:
+        self.limits = limits
+        self.rows: list[tuple[Any, ...]] = []
+        self.size = 0
+
+    def wanted(self) -> int:
+        """How many rows to fetch next; 0 when the cap is reached."""
+        return max(0, min(1000, self.limits.max_rows + 1 - len(self.rows)))
+
+    def take(self, batch: list[Any]) -> None:
         for row in batch:
-            size += sum(len(v) for v in row if isinstance(v, (str, bytes, bytearray, memoryview)))
-            size += 8 * len(row)
-        if size > limits.max_bytes:
-            raise QueryError(
-                f"the result is larger than {limits.max_bytes:,} bytes; select fewer rows or "
-                "columns (LIMIT, aggregates)"
+            self.size += 8 * len(row) + sum(
+                len(v) for v in row if isinstance(v, (str, bytes, bytearray, memoryview))
             )
-        rows.extend(tuple(r) for r in batch)
-    return rows[: limits.max_rows], True
+        if self.size > self.limits.max_bytes:
+            raise QueryError(
+                f"the result is larger than {self.limits.max_bytes:,} bytes; select fewer rows "
+                "or columns (LIMIT, aggregates)"
+            )
+        self.rows.extend(tuple(r) for r in batch)
+
+    def result(self, columns: tuple[str, ...]) -> QueryResult:
+        cut = len(self.rows) > self.limits.max_rows
+        return QueryResult(columns, self.rows[: self.limits.max_rows], cut)

@@ -11,6 +11,7 @@ from toolgym.errors import ConfigError, did_you_mean
 
 BACKENDS = {
     "sqlite": "toolgym.envs.sql.backends.sqlite:SQLiteBackend",
+    "postgres": "toolgym.envs.sql.backends.postgres:PostgresBackend",
 }
 
 

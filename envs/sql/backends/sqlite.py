@@ -25,7 +25,7 @@ from toolgym.envs.sql.results import (
     QueryError,
     QueryLimits,
     QueryResult,
-    fetch_bounded,
+    RowCollector,
 )
 
 SUFFIXES = (".sqlite", ".db", ".sqlite3")
@@ -112,13 +112,18 @@ class SQLiteBackend(SQLBackend):
         try:
             cursor.execute(sql)
             columns = tuple(d[0] for d in cursor.description or ())
-            rows, truncated = fetch_bounded(cursor.fetchmany, limits)
+            rows = RowCollector(limits)
+            while rows.wanted():
+                batch = cursor.fetchmany(rows.wanted())
+                if not batch:
+                    break
+                rows.take(batch)
         except sqlite3.Error as exc:
             raise _query_error(exc, limits, time.monotonic() > deadline) from exc
         finally:
             cursor.close()
             conn.set_progress_handler(None, 0)
-        return QueryResult(columns, rows, truncated)
+        return rows.result(columns)
 
     async def query(self, db_id: str, sql: str, limits: QueryLimits) -> QueryResult:
         statement = check_read_only(sql)

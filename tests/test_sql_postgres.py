@@ -1,0 +1,166 @@
+"""The PostgreSQL backend against a real server: answers equal SQLite's on the same generated
+data, and a hostile suite leaves every database's row counts and checksums unchanged while
+each attempt gets a clear error."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import psycopg
+import pytest
+
+from toolgym.envs.sql.backends.postgres import PostgresBackend
+from toolgym.envs.sql.generate import build, default_db_ids
+from toolgym.envs.sql.grading import compare, gold_mode
+from toolgym.envs.sql.questions import generate_question
+from toolgym.envs.sql.results import DatabaseUnavailable, QueryError, QueryLimits
+
+LIMITS = QueryLimits(timeout_s=1.0, max_rows=50)
+
+
+def with_backend(dsn: str, work):
+    async def go():
+        backend = PostgresBackend(dsn, pool_size=4)
+        try:
+            return await work(backend)
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(go())
+
+
+def checksums(server) -> dict[str, tuple]:
+    """Per database and table: row count and an md5 over the rows in id order."""
+    out = {}
+    for db_id in default_db_ids():
+        with psycopg.connect(server.dsn(db_id, reader=False)) as conn:
+            for table in build(db_id).tables():
+                row = conn.execute(
+                    f"SELECT COUNT(*), md5(string_agg(t::text, '|' ORDER BY id)) FROM {table} t"
+                ).fetchone()
+                out[f"{db_id}.{table}"] = row
+        with psycopg.connect(server.dsn(db_id, reader=False)) as conn:
+            names = conn.execute(
+                "SELECT string_agg(relname, ',' ORDER BY relname) FROM pg_class "
+                "WHERE relnamespace = 'public'::regnamespace"
+            ).fetchone()
+            out[f"{db_id}.relations"] = names
+    return out
+
+
+def test_gold_queries_answer_alike_on_postgres_and_sqlite(postgres, tmp_path):
+    from toolgym.envs.sql.backends.sqlite import SQLiteBackend
+    from toolgym.envs.sql.generate import write_sqlite
+
+    for db_id in default_db_ids():
+        write_sqlite(build(db_id), tmp_path / f"{db_id}.sqlite")
+    questions = [generate_question(seed) for seed in range(150)]
+
+    async def both(pg):
+        lite = SQLiteBackend(tmp_path)
+        try:
+            pairs = []
+            for q in questions:
+                pairs.append((await pg.query(q.db_id, q.gold_sql, LIMITS),
+                              await lite.query(q.db_id, q.gold_sql, LIMITS)))  # fmt: skip
+            return pairs
+        finally:
+            await lite.aclose()
+
+    pairs = with_backend(postgres.reader_dsn, both)
+    assert {q.template for q in questions} >= {
+        "top_k",
+        "nested_never",
+        "group_join_sum",
+        "ordering",
+    }
+    for q, (on_pg, on_lite) in zip(questions, pairs, strict=True):
+        assert on_pg.rows, q
+        assert compare(on_pg, on_lite, gold_mode(q.gold_sql)).matched, (q, on_pg, on_lite)
+
+
+def test_tables_are_described_with_their_keys(postgres):
+    tables = with_backend(postgres.reader_dsn, lambda b: b.tables("clinic_0"))
+    assert [t.name for t in tables] == ["doctors", "patients", "visits"]
+    assert "FOREIGN KEY (patient_id) REFERENCES patients(id)" in tables[2].create
+    assert tables[0].columns == ("id", "name", "specialty", "fee")
+
+
+HOSTILE = [
+    ("INSERT INTO customers VALUES (999, 'x', 'y', 1)", "read-only"),
+    ("UPDATE products SET price = 0", "read-only"),
+    ("DELETE FROM orders", "read-only"),
+    ("TRUNCATE orders", "read-only"),
+    ("DROP TABLE orders", "read-only"),
+    ("CREATE TABLE t (a int)", "read-only"),
+    ("CREATE TEMP TABLE t AS SELECT 1", "read-only"),
+    ("WITH x AS (DELETE FROM orders RETURNING *) SELECT * FROM x", "data-modifying"),
+    ("SELECT 1; DROP TABLE orders", "one statement"),
+    ("COPY orders TO PROGRAM 'id'", "read-only"),
+    ("COPY orders TO '/tmp/orders.csv'", "read-only"),
+    ("SELECT pg_read_file('/etc/passwd')", "permission denied"),
+    ("SELECT pg_read_binary_file('/etc/passwd')", "permission denied"),
+    ("SELECT pg_ls_dir('.')", "permission denied"),
+    ("SELECT lo_import('/etc/passwd')", "permission denied"),
+    ("SELECT lo_export(1, '/tmp/x')", "permission denied"),
+    ("SELECT * FROM pg_authid", "permission denied"),
+    ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity", "permission denied"),
+    ("SELECT pg_cancel_backend(pid) FROM pg_stat_activity", "permission denied"),
+    ("SELECT dblink_exec('dbname=shop_0', 'DELETE FROM orders')", "does not exist"),
+    ("SET ROLE toolgym_admin", "read-only"),
+    ("SELECT pg_sleep(30)", "budget"),
+    ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT COUNT(*) FROM r",
+     "budget"),
+    ("SELECT COUNT(*) FROM orders a, orders b, orders c", "budget"),
+    ("SELECT repeat('x', 5000000)", "longer than"),
+    ("SELECT array_fill(7, ARRAY[200000])", "longer than"),
+    ("SELECT " + "1 + " * 30000 + "1", "characters"),
+]  # fmt: skip
+
+
+def test_hostile_queries_change_nothing(postgres):
+    before = checksums(postgres)
+    limits = QueryLimits(timeout_s=0.5, max_rows=50)
+
+    async def attack(backend):
+        for sql, message in HOSTILE:
+            started = time.monotonic()
+            with pytest.raises(QueryError, match=message):
+                await backend.query("shop_0", sql, limits)
+            assert time.monotonic() - started < 5, sql
+        # a setting changed inside one query does not outlive it
+        await backend.query(
+            "shop_0", "SELECT set_config('default_transaction_read_only', 'off', false)", limits
+        )
+        with pytest.raises(QueryError, match="read-only"):
+            await backend.query(
+                "shop_0", "WITH x AS (SELECT 1) SELECT * FROM orders FOR UPDATE", limits
+            )
+        return (await backend.query("shop_0", "SELECT COUNT(*) FROM customers", limits)).rows
+
+    assert with_backend(postgres.reader_dsn, attack) == [(150,)]
+    assert checksums(postgres) == before
+
+
+def test_many_rows_are_cut_at_the_cap_without_fetching_them(postgres):
+    async def work(backend):
+        return await backend.query(
+            "shop_0", "SELECT a.id, b.id FROM orders a, orders b", QueryLimits(max_rows=10)
+        )
+
+    result = with_backend(postgres.reader_dsn, work)
+    assert len(result.rows) == 10 and result.truncated
+
+
+def test_a_server_that_is_not_there_is_the_infrastructures_fault(postgres):
+    dsn = postgres.reader_dsn.replace(f"port={postgres.port}", "port=1")
+
+    async def work(backend):
+        backend.connect_timeout_s = 2
+        return await backend.query("shop_0", "SELECT 1", LIMITS)
+
+    with pytest.raises(DatabaseUnavailable):
+        with_backend(dsn, work)
+    with pytest.raises(DatabaseUnavailable):
+        with_backend(postgres.reader_dsn, lambda b: b.query("nowhere_0", "SELECT 1", LIMITS))
