@@ -37,3 +37,8 @@ def register_builtin_envs() -> None:
         "toolgym.envs.code:MathCodeEnv",
         description="arithmetic word problems; <python> runs code, <answer> ends",
     )
+    register(
+        "toolgym/SQL-v0",
+        "toolgym.envs.sql:SQLEnv",
+        description="questions over read-only databases; run_sql / describe_table / submit",
+    )

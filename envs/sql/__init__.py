@@ -1,12 +1,24 @@
 """SQL environments: questions answered by querying read-only databases (SQLite embedded,
 PostgreSQL as a server), graded by execution match against a gold query."""
 
+from toolgym.envs.sql.env import SQLEnv
 from toolgym.envs.sql.generate import Database, build, write_sqlite
 from toolgym.envs.sql.grading import Match, compare, gold_mode
 from toolgym.envs.sql.questions import Question, generate_question
 from toolgym.envs.sql.results import DatabaseUnavailable, QueryError, QueryLimits, QueryResult
 
 __all__ = [
-    "Database", "DatabaseUnavailable", "Match", "QueryError", "QueryLimits", "QueryResult",
-    "Question", "build", "compare", "generate_question", "gold_mode", "write_sqlite",
+    "Database",
+    "DatabaseUnavailable",
+    "Match",
+    "QueryError",
+    "QueryLimits",
+    "QueryResult",
+    "Question",
+    "SQLEnv",
+    "build",
+    "compare",
+    "generate_question",
+    "gold_mode",
+    "write_sqlite",
 ]  # fmt: skip

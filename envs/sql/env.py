@@ -1,0 +1,233 @@
+"""toolgym/SQL-v0: answer a question about a database by querying it.
+
+Observation: the question (and its evidence, if the task has one), then the schema: each
+    table's CREATE statement and a few sample rows. Tool results are compact tables cut to
+    `max_rows_shown` rows and `max_chars` characters with a notice, each ending with how many
+    turns are left.
+Tools (style="tools", the default): run_sql(query), describe_table(name), submit(query).
+    With style="tags" (SkyRL-SQL's format) <sql>query</sql> runs a query and
+    <solution>query</solution> submits; results come back inside <observation>.
+Reward: 1.0 when the submitted query's result matches the gold query's (execution match:
+    grading.py; ordered when the gold query sorts its result at the top level), else 0. With
+    `shaped=True`: -1 for a submission that does not run, 0 wrong, 1 right.
+Episode end: terminated by a submission; truncated after `max_turns` turns.
+state_key: the results of the episode's queries so far (hashed, normalised as the grader
+    sees them), so trajectories that explored alike share a state for GiGPO whatever their
+    queries' text.
+Safety: databases are read-only (backends/); a query that tries to write gets a clear error.
+Infrastructure: a database that cannot answer flags the step `infra_error` (masked from
+    training), never reward 0. A query's own error (syntax, budget, write) is the policy's.
+Arguments: tasks (JSONL path or list of {db_id, question, gold_sql, evidence?}; default: the
+    generated questions over the generated databases: questions.py), db_ids and templates
+    (which generated databases and question templates), backend ("sqlite" or "postgres"),
+    databases (a folder of SQLite files), dsn (PostgreSQL), pool_size, timeout_s, max_rows_shown,
+    max_chars, sample_rows, unordered ("multiset" or "set": how unsorted results compare),
+    shaped, style, plus ToolEnv's.
+Versions: v0, first release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Hashable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from toolgym.envs.sql.access import Databases, SQLConfig, ensure_generated
+from toolgym.envs.sql.grading import MODES, compare, gold_mode, normalize
+from toolgym.envs.sql.questions import check_templates, generate_question
+from toolgym.envs.sql.results import QueryError, QueryLimits, QueryResult
+from toolgym.envs.sql.table import format_table
+from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource
+from toolgym.envs.tool_env import Outcome, ToolEnv
+from toolgym.errors import ConfigError, did_you_mean
+from toolgym.tools.parsers import XmlTagParser
+from toolgym.tools.records import ToolCall
+from toolgym.tools.tool import ToolCallError, tool
+
+TAGS = {"sql": ("run_sql", "query"), "solution": ("submit", "query")}
+GRADING_ROWS = 10_000
+
+
+class SQLEnv(ToolEnv):
+    instructions = (
+        "Answer the question with one SQL query. Explore with run_sql (the database is "
+        "read-only) and describe_table; when your query returns exactly the answer, submit it "
+        "with submit."
+    )
+    tag_instructions = (
+        "Answer the question with one SQL query. Run queries inside <sql> and </sql>; results "
+        "come back inside <observation>. Give your final query inside <solution> and </solution>."
+    )
+
+    def __init__(
+        self,
+        tasks: str | Path | Iterable[Mapping[str, Any]] | None = None,
+        db_ids: list[str] | None = None,
+        templates: list[str] | None = None,
+        backend: str = "sqlite",
+        databases: str | None = None,
+        dsn: str | None = None,
+        pool_size: int = 4,
+        timeout_s: float = 5.0,
+        max_turns: int = 6,
+        max_rows_shown: int = 10,
+        max_chars: int = 2000,
+        sample_rows: int = 3,
+        unordered: str = "multiset",
+        shaped: bool = False,
+        style: str = "tools",
+        **kwargs: Any,
+    ) -> None:
+        if style not in ("tools", "tags"):
+            raise ConfigError(f"style {style!r}: choose 'tools' or 'tags'")
+        if style == "tags":
+            kwargs.setdefault("parser", XmlTagParser(TAGS))
+            kwargs.setdefault("max_calls_per_turn", 1)
+            self.instructions = self.tag_instructions
+        super().__init__(max_turns=max_turns, **kwargs)
+        if unordered not in MODES or unordered == "ordered":
+            raise ConfigError(f"unordered {unordered!r}: choose 'multiset' or 'set'")
+        self.style = style
+        self.tasks = ListTasks.load(tasks) if tasks is not None else None
+        self.db_ids = list(db_ids) if db_ids else None
+        self.templates = check_templates(templates)
+        self.config = SQLConfig(backend, databases, dsn, pool_size)
+        self.limits = QueryLimits(timeout_s=timeout_s, max_rows=max(max_rows_shown, 1000))
+        self.grading_limits = QueryLimits(timeout_s=timeout_s, max_rows=GRADING_ROWS)
+        self.max_rows_shown, self.max_chars, self.sample_rows = (
+            max_rows_shown,
+            max_chars,
+            sample_rows,
+        )
+        self.unordered = unordered
+        self.shaped = shaped
+        self.task: dict[str, Any] = {}
+        self.reward: float | None = None
+        self.seen: list[str] = []
+
+    def task_source(self) -> TaskSource:
+        return self.tasks if self.tasks is not None else SeedTasks()
+
+    async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
+        task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
+        given = (options or {}).get("task")
+        if given is not None and set(given) == {"seed"} and isinstance(given["seed"], int):
+            task = generate_question(given["seed"], self.db_ids, self.templates).task()
+        elif given is not None:
+            task = dict(given)
+        elif self.tasks is not None:
+            task = self.tasks.task("train", task_seed)
+        else:
+            task = generate_question(task_seed, self.db_ids, self.templates).task()
+        missing = [k for k in ("db_id", "question", "gold_sql") if not task.get(k)]
+        if missing:
+            raise ConfigError(f"a SQL task needs {missing}; got keys {sorted(task)}")
+        self.task, self.reward, self.seen = task, None, []
+        if self.config.generated:
+            ensure_generated([task["db_id"]])
+        databases = await self.databases()
+        schema = []
+        for table in await databases.tables(task["db_id"]):
+            sample = await databases.query(
+                task["db_id"],
+                f"SELECT * FROM {_quote(table.name)} LIMIT {self.sample_rows}",
+                self.limits,
+            )
+            schema.append(f"{table.create};\n/* {self.sample_rows} example rows:\n"
+                          f"{format_table(sample, self.sample_rows, self.max_chars)} */")  # fmt: skip
+        evidence = f"\nEvidence: {task['evidence']}" if task.get("evidence") else ""
+        return [{"role": "user", "content": f"Question: {task['question']}{evidence}\n\n"
+                 f"Database schema:\n\n" + "\n\n".join(schema)}]  # fmt: skip
+
+    async def databases(self) -> Databases:
+        return await self.config.open(self)
+
+    @tool
+    async def run_sql(self, query: str) -> str:
+        """Run a read-only SQL query and see its result (the first rows).
+
+        Args:
+            query: one SELECT statement, e.g. "SELECT COUNT(*) FROM orders".
+        """
+        databases = await self.databases()
+        try:
+            result = await databases.query(self.task["db_id"], query, self.limits)
+        except QueryError as exc:  # the model reads what went wrong and tries again
+            self.seen.append(f"error: {exc}")
+            return self._wrap(f"Error: {exc}")
+        self.seen.append(_digest(result))
+        return self._wrap(format_table(result, self.max_rows_shown, self.max_chars))
+
+    @tool
+    async def describe_table(self, name: str) -> str:
+        """Show a table's columns and a few rows.
+
+        Args:
+            name: the table's name, e.g. "orders".
+        """
+        databases = await self.databases()
+        tables = {t.name.lower(): t for t in await databases.tables(self.task["db_id"])}
+        table = tables.get(str(name).strip().strip('"').lower())
+        if table is None:
+            raise ToolCallError(
+                f"no table {name!r}.{did_you_mean(str(name), list(tables))} Tables: {', '.join(tables)}"
+            )
+        sample = await databases.query(
+            self.task["db_id"],
+            f"SELECT * FROM {_quote(table.name)} LIMIT {self.sample_rows}",
+            self.limits,
+        )
+        return self._wrap(
+            f"{table.create};\n{format_table(sample, self.sample_rows, self.max_chars)}"
+        )
+
+    @tool
+    async def submit(self, query: str) -> str:
+        """Submit your final query; its result is compared with the right answer's. This ends
+        the episode.
+
+        Args:
+            query: one SELECT statement whose result answers the question.
+        """
+        databases = await self.databases()
+        db_id, gold_sql = self.task["db_id"], self.task["gold_sql"]
+        gold = await databases.gold_result(db_id, gold_sql, self.grading_limits)
+        try:
+            predicted = await databases.query(db_id, query, self.grading_limits)
+        except QueryError as exc:
+            self.reward = -1.0 if self.shaped else 0.0
+            return f"Your query failed: {exc}"
+        match = compare(predicted, gold, gold_mode(gold_sql, self.unordered))
+        self.reward = 1.0 if match.matched else 0.0
+        return "Correct." if match.matched else f"Incorrect: {match.reason}."
+
+    def outcome(self) -> Outcome:
+        return Outcome() if self.reward is None else Outcome(self.reward, True)
+
+    def state_key(self) -> Hashable:
+        seen = "\n".join([str(self.task.get("db_id")), str(self.task.get("question")), *self.seen])
+        return "sql:" + hashlib.sha256(seen.encode()).hexdigest()[:16]
+
+    def scripted_action(self) -> str | None:
+        """Submit the gold query (the oracle)."""
+        if not self.task:
+            return None
+        return self.parser.render([ToolCall("submit", {"query": self.task["gold_sql"]})])
+
+    def _wrap(self, text: str) -> str:
+        body = f"{text}\n{self._turns_left()}"
+        return f"<observation>{body}</observation>" if self.style == "tags" else body
+
+    def _turns_left(self) -> str:
+        left = self.max_turns - (self.turn or 0)
+        return f"[{left} turn{'s' if left != 1 else ''} left]"
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _digest(result: QueryResult) -> str:
+    rows = sorted(repr(tuple(normalize(v) for v in row)) for row in result.rows)
+    return hashlib.sha256("\n".join([str(len(result.columns)), *rows]).encode()).hexdigest()[:16]

@@ -1,0 +1,167 @@
+"""toolgym/SQL-v0 as a user meets it: the oracle scores 100% on SQLite and PostgreSQL, user
+tasks in the Spider/BIRD shape, the tag style, rewards, state keys, and hostile queries."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+
+import pytest
+
+import toolgym
+from toolgym.envs.sql.access import generated_folder
+from toolgym.envs.sql.generate import build, write_sqlite
+from toolgym.envs.sql.questions import TEMPLATES, generate_question
+from toolgym.tools.tool import InfraError
+
+
+def call(name: str, **arguments) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def play_oracle(env, seeds) -> list[float]:
+    rewards = []
+    for seed in seeds:
+        env.reset(seed=seed)
+        _, reward, terminated, _, info = env.step(env.unwrapped.scripted_action())
+        assert terminated and not info.get("infra_error"), info
+        rewards.append(reward)
+    return rewards
+
+
+def test_the_oracle_scores_every_generated_question_on_sqlite():
+    env = toolgym.make("toolgym/SQL-v0")
+    try:
+        seeds = range(300)
+        assert play_oracle(env, seeds) == [1.0] * 300
+        assert {generate_question(s).template for s in seeds} == set(TEMPLATES)
+    finally:
+        env.close()
+
+
+def test_the_oracle_scores_every_generated_question_on_postgres(postgres):
+    env = toolgym.make("toolgym/SQL-v0", backend="postgres", dsn=postgres.reader_dsn)
+    try:
+        assert play_oracle(env, range(150)) == [1.0] * 150
+        obs, _ = env.reset(seed=5)
+        assert "FOREIGN KEY" in obs[1]["content"] and "example rows" in obs[1]["content"]
+    finally:
+        env.close()
+
+
+def test_user_tasks_in_the_spider_shape(tmp_path):
+    folder = tmp_path / "database"
+    write_sqlite(build("library_1"), folder / "lib" / "lib.sqlite")  # Spider's layout
+    tasks = tmp_path / "dev.jsonl"
+    rows = [
+        {"db_id": "lib", "question": "How many books are there?", "gold_sql": "SELECT COUNT(*) FROM books",
+         "evidence": "a book is a row of books"},
+        {"db_id": "lib", "question": "Titles of the three cheapest books, cheapest first?",
+         "gold_sql": "SELECT title FROM books ORDER BY price LIMIT 3"},
+    ]  # fmt: skip
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = toolgym.make("toolgym/SQL-v0", tasks=str(tasks), databases=str(folder))
+    try:
+        obs, _ = env.reset(options={"task": rows[0]})
+        assert "Evidence: a book is a row of books" in obs[1]["content"]
+        _, reward, *_ = env.step(call("submit", query="select count(id) from books"))
+        assert reward == 1.0
+        env.reset(options={"task": rows[1]})
+        # the right titles in the wrong order: the gold query sorts, so order counts
+        _, reward, *_ = env.step(
+            call("submit", query="SELECT title FROM books ORDER BY price LIMIT 3")
+        )
+        assert reward == 1.0
+        env.reset(options={"task": rows[1]})
+        wrong = "SELECT title FROM (SELECT title, price FROM books ORDER BY price LIMIT 3) ORDER BY price DESC"
+        obs, reward, terminated, *_ = env.step(call("submit", query=wrong))
+        assert (reward, terminated) == (0.0, True) and "Incorrect" in obs[-1]["content"]
+    finally:
+        env.close()
+
+
+def test_a_missing_database_is_an_infrastructure_error(tmp_path):
+    env = toolgym.make("toolgym/SQL-v0", databases=str(tmp_path))
+    try:
+        with pytest.raises(InfraError, match="no database"):
+            env.reset(options={"task": {"db_id": "gone", "question": "?", "gold_sql": "SELECT 1"}})
+    finally:
+        env.close()
+
+
+def test_rewards_plain_and_shaped():
+    for shaped, failing in ((False, 0.0), (True, -1.0)):
+        env = toolgym.make("toolgym/SQL-v0", shaped=shaped)
+        try:
+            env.reset(seed=1)
+            _, reward, terminated, *_ = env.step(call("submit", query="SELEC oops"))
+            assert (reward, terminated) == (failing, True)
+            env.reset(seed=1)
+            _, reward, *_ = env.step(call("submit", query="SELECT 12345"))
+            assert reward == 0.0
+        finally:
+            env.close()
+
+
+def test_equal_results_share_a_state_and_different_ones_do_not():
+    env = toolgym.make("toolgym/SQL-v0")
+    try:
+        keys = []
+        for query in ("SELECT COUNT(*) FROM orders", "select count(id) from orders", "SELECT 1"):
+            _, info = env.reset(seed=7, options={"task": generate_question(11, ["shop_0"]).task()})
+            first = info["state_key"]
+            _, _, _, _, info = env.step(call("run_sql", query=query))
+            keys.append(info["state_key"])
+        assert keys[0] == keys[1] != keys[2] != first
+    finally:
+        env.close()
+
+
+def test_results_are_cut_with_a_notice_and_turns_are_counted():
+    env = toolgym.make("toolgym/SQL-v0", max_rows_shown=4, max_turns=3)
+    try:
+        env.reset(options={"task": generate_question(3, ["shop_1"]).task()})
+        obs, *_ = env.step(call("run_sql", query="SELECT * FROM orders"))
+        text = obs[-1]["content"]
+        assert "(4 of 900 rows shown)" in text and "[2 turns left]" in text
+        assert len(text.splitlines()) == 1 + 4 + 2
+    finally:
+        env.close()
+
+
+def test_the_tag_style():
+    env = toolgym.make("toolgym/SQL-v0", style="tags")
+    try:
+        obs, _ = env.reset(options={"task": generate_question(4, ["clinic_0"]).task()})
+        assert "<solution>" in obs[0]["content"]
+        obs, reward, terminated, *_ = env.step(
+            "Let me look. <sql>SELECT COUNT(*) FROM visits</sql>"
+        )
+        assert obs[-1]["content"].startswith("<observation>") and "900" in obs[-1]["content"]
+        assert not terminated
+        obs, reward, terminated, *_ = env.step(env.unwrapped.scripted_action())
+        assert env.unwrapped.scripted_action().startswith("<solution>")
+        assert (reward, terminated) == (1.0, True)
+    finally:
+        env.close()
+
+
+def test_hostile_queries_through_the_env_leave_the_file_unchanged():
+    env = toolgym.make("toolgym/SQL-v0", timeout_s=0.5)
+    try:
+        env.reset(options={"task": generate_question(2, ["shop_0"]).task()})
+        path = generated_folder() / "shop_0.sqlite"
+        before = hashlib.sha256(path.read_bytes()).hexdigest()
+        env.unwrapped.max_turns = 100
+        for query in ("DELETE FROM orders", "DROP TABLE customers", "ATTACH 'x.db' AS x",
+                      "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n+1 FROM r) SELECT max(n) FROM r",
+                      "UPDATE products SET price = 0", "PRAGMA writable_schema = 1"):  # fmt: skip
+            obs, _, terminated, _, info = env.step(call("run_sql", query=query))
+            assert obs[-1]["content"].startswith("Error:") and not terminated, query
+            assert info["valid_action"] and not info.get("infra_error")
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT COUNT(*) FROM orders").fetchone() == (900,)
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    finally:
+        env.close()
