@@ -165,3 +165,61 @@ def test_hostile_queries_through_the_env_leave_the_file_unchanged():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     finally:
         env.close()
+
+
+def test_generated_files_from_the_cli_are_user_tasks(cli, tmp_path):
+    result = cli(
+        "sql",
+        "generate",
+        "--out",
+        str(tmp_path),
+        "--questions",
+        "40",
+        "--databases",
+        "shop_1,school_0",
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in (tmp_path / "questions.jsonl").read_text().splitlines()]
+    assert len(rows) == 40 and {r["db_id"] for r in rows} == {"shop_1", "school_0"}
+    env = toolgym.make("toolgym/SQL-v0", tasks=str(tmp_path / "questions.jsonl"),
+                       databases=str(tmp_path / "databases"))  # fmt: skip
+    try:
+        for row in rows:
+            env.reset(options={"task": row})
+            _, reward, *_ = env.step(env.unwrapped.scripted_action())
+            assert reward == 1.0, row
+    finally:
+        env.close()
+
+
+def test_serve_postgres_from_the_cli(cli, tmp_path):
+    import tempfile
+
+    from conftest import free_port
+
+    folder = tempfile.mkdtemp(prefix="toolgym-pg-cli-")
+    port = str(free_port())
+    started = cli(
+        "sql",
+        "serve-postgres",
+        "--dir",
+        folder,
+        "--port",
+        port,
+        "--databases",
+        "clinic_1",
+        "--detach",
+    )
+    assert started.returncode == 0, started.stderr
+    dsn = next(
+        line.strip() for line in started.stdout.splitlines() if "user=toolgym_reader" in line
+    )
+    try:
+        env = toolgym.make("toolgym/SQL-v0", backend="postgres", dsn=dsn, db_ids=["clinic_1"])
+        try:
+            assert play_oracle(env, range(20)) == [1.0] * 20
+        finally:
+            env.close()
+    finally:
+        stopped = cli("sql", "stop-postgres", "--dir", folder)
+        assert stopped.returncode == 0, stopped.stderr

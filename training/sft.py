@@ -5,7 +5,7 @@ imitated), token-mean over each step."""
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,9 +38,14 @@ def sft_draws(
 
 
 def sft(
-    model: Any, demos: Sequence[Demonstration], pad_id: int, config: SFTConfig | None = None
+    model: Any,
+    demos: Sequence[Demonstration],
+    pad_id: int,
+    config: SFTConfig | None = None,
+    on_epoch: Callable[[int, float], None] | None = None,
 ) -> list[float]:
-    """Train `model` in place; returns the mean loss of each epoch."""
+    """Train `model` in place; returns the mean loss of each epoch. `on_epoch(epoch, loss)` runs
+    after each epoch with the model in eval mode (to measure it on held-out data)."""
     config = config or SFTConfig()
     kept = [d for d in demos if not d.trajectory.masked and any(d.imitate)]
     if not kept:
@@ -67,6 +72,10 @@ def sft(
             optimizer.step()
             epoch.append(total)
         losses.append(float(np.mean(epoch)))
+        if on_epoch is not None:
+            model.eval()
+            on_epoch(len(losses), losses[-1])
+            model.train()
     model.eval()
     return losses
 

@@ -193,6 +193,16 @@ def start_postgres(folder: str | Path, port: int) -> PostgresServer:
     return server
 
 
+def stop_postgres(folder: str | Path) -> None:
+    """Stop the server whose data is in `folder` (one started detached)."""
+    folder = Path(folder).resolve()
+    if not (folder / "data" / "PG_VERSION").is_file():
+        raise ConfigError(f"no PostgreSQL data in {folder}")
+    _as_owner(
+        [pg_program("pg_ctl"), "stop", "-D", str(folder / "data"), "-m", "fast", "-w"], folder
+    )
+
+
 def _wait_ready(server: PostgresServer, timeout_s: float = 30) -> None:
     import psycopg
 

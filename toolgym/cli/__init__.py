@@ -103,12 +103,17 @@ rollouts_app = typer.Typer(help="Inspect recorded trajectories.", no_args_is_hel
 index_app = typer.Typer(help="Build search indexes.", no_args_is_help=True)
 search_app = typer.Typer(help="Train simulated search engines.", no_args_is_help=True)
 sandbox_app = typer.Typer(help="Code sandboxes: build the image, run code.", no_args_is_help=True)
+sql_app = typer.Typer(
+    help="SQL databases: generate them, serve them from a throwaway PostgreSQL.",
+    no_args_is_help=True,
+)
 app.add_typer(model_app, name="model")
 app.add_typer(serve_app, name="serve")
 app.add_typer(rollouts_app, name="rollouts")
 app.add_typer(index_app, name="index")
 app.add_typer(search_app, name="search")
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(sql_app, name="sql")
 
 
 @model_app.command("init")
@@ -462,6 +467,57 @@ def sandbox_run(
     from toolgym.cli.sandbox import run_command
 
     raise typer.Exit(run_command(code, file, language, backend, timeout, memory_mb, stdin))
+
+
+@sql_app.command("serve-postgres")
+def sql_serve_postgres(
+    dir: Annotated[
+        Path, typer.Option("--dir", help="Folder for the server's data (made if missing).")
+    ],
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5432,
+    databases: Annotated[
+        str | None,
+        typer.Option(help="Generated database ids, comma-separated (e.g. shop_0,clinic_1)."),
+    ] = None,
+    per_domain: Annotated[
+        int, typer.Option(min=1, help="Without --databases: databases per domain.")
+    ] = 2,
+    detach: Annotated[bool, typer.Option(help="Leave the server running and return.")] = False,
+) -> None:
+    """Start a throwaway PostgreSQL on loopback with the generated databases and a read-only role."""
+    from toolgym.cli.sql import serve_postgres_command
+
+    raise typer.Exit(serve_postgres_command(dir, port, databases, per_domain, detach))
+
+
+@sql_app.command("stop-postgres")
+def sql_stop_postgres(
+    dir: Annotated[Path, typer.Option("--dir", help="The folder given to serve-postgres.")],
+) -> None:
+    """Stop a server started with serve-postgres --detach."""
+    from toolgym.cli.sql import stop_postgres_command
+
+    raise typer.Exit(stop_postgres_command(dir))
+
+
+@sql_app.command("generate")
+def sql_generate(
+    out: Annotated[Path, typer.Option(help="Folder for databases/ and questions.jsonl.")],
+    questions: Annotated[int, typer.Option(help="Questions to write.")] = 100,
+    databases: Annotated[
+        str | None, typer.Option(help="Generated database ids, comma-separated.")
+    ] = None,
+    per_domain: Annotated[
+        int, typer.Option(min=1, help="Without --databases: databases per domain.")
+    ] = 2,
+    templates: Annotated[
+        str | None, typer.Option(help="Question templates, comma-separated (default: all).")
+    ] = None,
+) -> None:
+    """Write the generated databases (SQLite) and questions (Spider-shaped JSONL)."""
+    from toolgym.cli.sql import generate_command
+
+    raise typer.Exit(generate_command(out, questions, databases, per_domain, templates))
 
 
 @search_app.command("simulator-data")

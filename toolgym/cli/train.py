@@ -79,11 +79,17 @@ def sft_command(
         + (f", {mistakes} injected mistakes to recover from" if mistake_rate else "")
     )
     before = demonstration_nll(policy, held_out, tokenizer.pad_token_id)
+
+    def report(epoch: int, loss: float) -> None:
+        nll = demonstration_nll(policy, held_out, tokenizer.pad_token_id)
+        console.print(f"epoch {epoch}: training loss {loss:.3f}, held-out NLL per token {nll:.3f}")
+
     losses = sft(
         policy,
         demos,
         tokenizer.pad_token_id,
         SFTConfig(epochs=epochs, lr=lr, batch_size=batch_size, seed=seed),
+        on_epoch=report,
     )
     after = demonstration_nll(policy, held_out, tokenizer.pad_token_id)
     console.print(f"loss per epoch: {', '.join(f'{x:.3f}' for x in losses)}")
