@@ -223,3 +223,33 @@ def test_serve_postgres_from_the_cli(cli, tmp_path):
     finally:
         stopped = cli("sql", "stop-postgres", "--dir", folder)
         assert stopped.returncode == 0, stopped.stderr
+
+
+def test_a_server_that_dies_mid_episode_is_masked_not_scored():
+    import shutil
+    import tempfile
+
+    from conftest import free_port
+    from toolgym.envs.sql.postgres_server import start_postgres
+
+    folder = tempfile.mkdtemp(prefix="toolgym-pg-dies-")
+    server = start_postgres(folder, free_port())
+    try:
+        server.load([build("shop_0")])
+        env = toolgym.make(
+            "toolgym/SQL-v0", backend="postgres", dsn=server.reader_dsn, db_ids=["shop_0"]
+        )
+        try:
+            env.reset(seed=0)
+            server.stop()
+            obs, reward, terminated, _, info = env.step(
+                call("run_sql", query="SELECT COUNT(*) FROM orders")
+            )
+            assert info["infra_error"] and reward == 0.0 and not terminated
+            _, reward, _, _, info = env.step(env.unwrapped.scripted_action())
+            assert info["infra_error"]
+        finally:
+            env.close()
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
