@@ -102,9 +102,10 @@ class PostgresBackend(SQLBackend):
 
         try:
             async with pool.connection() as conn, conn.transaction(force_rollback=True):
-                await conn.execute("SET TRANSACTION READ ONLY")
                 timeout_ms = max(1, int(limits.timeout_s * 1000))
-                await conn.execute(f"SET LOCAL statement_timeout = {timeout_ms}")
+                await conn.execute(  # one round trip for both
+                    f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {timeout_ms}"
+                )
                 cursor = conn.cursor(name=f"toolgym_{next(self._names)}")
                 await cursor.execute(sql)  # declares the cursor; nothing runs until a fetch
                 description = list(cursor.description or ())
