@@ -42,10 +42,10 @@ class Match:
 def gold_mode(gold_sql: str, unordered: Mode = "multiset") -> Mode:
     """`ordered` when the gold query sorts its final result (an ORDER BY outside every
     parenthesis and string), else `unordered`."""
-    return "ordered" if _ORDER_BY.search(_top_level(gold_sql)) else unordered
+    return "ordered" if _ORDER_BY.search(top_level(gold_sql)) else unordered
 
 
-def _top_level(sql: str) -> str:
+def top_level(sql: str) -> str:
     """`sql` with everything inside parentheses, quotes and comments blanked out."""
     out, depth, i = [], 0, 0
     while i < len(sql):

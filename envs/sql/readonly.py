@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from toolgym.envs.sql.grading import _top_level
+from toolgym.envs.sql.grading import top_level
 from toolgym.envs.sql.results import QueryError
 
 WRITING = frozenset({
@@ -34,7 +34,7 @@ def check_read_only(sql: str) -> str:
     if "\x00" in sql:
         raise QueryError("the query contains a NUL character")
     statement = sql.strip().rstrip(";").rstrip()
-    if ";" in _top_level(statement):
+    if ";" in top_level(statement):
         raise QueryError("only one statement per query; remove the extra ';'")
     match = _FIRST_WORD.match(statement)
     word = match.group(1).lower() if match else ""
