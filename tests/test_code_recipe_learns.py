@@ -7,17 +7,30 @@ least that was measured. On the first 128 held-out problems at temperature 1, af
 steps from the SFT of seeds 0, 1 and 2: 52.3% -> 97.7%, 53.9% -> 99.2%, 58.6% -> 89.8%
 (+45.4, +45.3, +31.2 points); this test's own configuration (seed 0) twice more: +45.4 both
 times. Asserted: +25 points (128 episodes give a standard error of about 4 points).
+
+About one SFT run in five does not learn to copy (its held-out NLL stays near 0.2); the README
+tells users to run SFT again with another seed then, and so does this test.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 pytestmark = pytest.mark.timeout(1500)
 
 MARGIN = 0.25
+COPIES = 0.16
+"""Held-out NLL per token under which the SFT student copies the problem's numbers (about
+0.13 when it does, 0.18 and above when it does not)."""
+
+
+def held_out_nll(printed: str) -> float:
+    match = re.search(r"held-out demonstration NLL per token: [\d.]+ -> ([\d.]+)", printed)
+    assert match, printed[-2000:]
+    return float(match.group(1))
 
 
 def read_evals(run_dir) -> dict[int, float]:
@@ -25,19 +38,24 @@ def read_evals(run_dir) -> dict[int, float]:
     return {r["step"]: r["eval/success"] for r in rows if "eval/success" in r}
 
 
+def run(cli, *args: str) -> str:
+    result = cli(*args, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
 def test_gigpo_lifts_the_code_recipe_over_its_sft_start(cli, tmp_path):
     base, sft, rl = tmp_path / "pt_tiny", tmp_path / "sft", tmp_path / "rl"
-    steps = [
-        ("model", "pretrain", "--out", str(base), "--size", "tiny", "--env", "toolgym/MathCode-v0",
-         "--probes", "0"),
-        ("sft", "toolgym/MathCode-v0", "--model", str(base), "--out", str(sft), "--episodes", "4000",
-         "--epochs", "5", "--lr", "3e-3", "--no-tool-schemas", "--env-arg", "solver_slips=0.5"),
-        ("train", "--config", "configs/code_gigpo.yaml", f"model={sft}", f"run_dir={rl}", "steps=10",
-         "eval.at_start=true"),
-    ]  # fmt: skip
-    for args in steps:
-        result = cli(*args, timeout=900)
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run(cli, "model", "pretrain", "--out", str(base), "--size", "tiny", "--env",
+        "toolgym/MathCode-v0", "--probes", "0")  # fmt: skip
+    for seed in ("0", "1"):  # the README's remedy: SFT that did not learn to copy runs again
+        printed = run(cli, "sft", "toolgym/MathCode-v0", "--model", str(base), "--out", str(sft),
+                      "--episodes", "4000", "--epochs", "5", "--lr", "3e-3", "--no-tool-schemas",
+                      "--env-arg", "solver_slips=0.5", "--seed", seed)  # fmt: skip
+        if held_out_nll(printed) < COPIES:
+            break
+    run(cli, "train", "--config", "configs/code_gigpo.yaml", f"model={sft}", f"run_dir={rl}",
+        "steps=10", "eval.at_start=true")  # fmt: skip
     evals = read_evals(rl)
     before, after = evals[-1], evals[9]
     assert after >= before + MARGIN, (before, after)
