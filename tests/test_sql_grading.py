@@ -103,3 +103,20 @@ def test_gold_mode_reads_only_the_top_level_order_by(sql, mode):
 def test_an_unknown_mode_is_an_error():
     with pytest.raises(ValueError, match="choose one of"):
         compare(GOLD, GOLD, "bag")  # type: ignore[arg-type]
+
+
+def test_tables_as_the_model_reads_them():
+    from toolgym.envs.sql.table import format_table
+
+    shown = format_table(result("a b", (1, None), (2.5, b"\x00\x01"), (3, "x|y\nz")), 10, 1000)
+    assert shown.splitlines() == ["a | b", "1 | NULL", "2.5 | <2 bytes>", "3 | x/y z", "(3 rows)"]
+    many = QueryResult(("n",), [(i,) for i in range(50)], truncated=True)
+    assert format_table(many, 5, 1000).endswith("4\n(5 of more than 50 rows shown)")
+    assert format_table(result("n", *[(i,) for i in range(50)]), 5, 1000).endswith(
+        "(5 of 50 rows shown)"
+    )
+    wide = format_table(
+        QueryResult(tuple(f"column_{i}" for i in range(100)), [tuple(range(100))]), 5, 80
+    )
+    assert all(len(line) <= 80 for line in wide.splitlines()[:-1]) and "(0 of 1 rows shown)" in wide
+    assert format_table(QueryResult(()), 5, 100) == "The statement returned no columns."
