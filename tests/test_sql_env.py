@@ -253,3 +253,19 @@ def test_a_server_that_dies_mid_episode_is_masked_not_scored():
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_serve_postgres_refuses_clearly(cli, tmp_path, postgres):
+    import tempfile
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    for args, message in (
+        (("--dir", str(a_file)), "is a file"),
+        (("--dir", tempfile.mkdtemp(prefix="toolgym-pg-busy-"), "--port", str(postgres.port)),
+         "did not start on port"),
+        (("--dir", str(tmp_path / "x"), "--databases", "shop_0,../etc"), "no generated database"),
+    ):  # fmt: skip
+        result = cli("sql", "serve-postgres", *args, "--detach")
+        assert result.returncode != 0 and message in result.stdout + result.stderr, result
+        assert "Traceback" not in result.stdout + result.stderr

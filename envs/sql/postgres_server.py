@@ -133,6 +133,8 @@ def _check_reachable(folder: Path, owner: str) -> None:
 def start_postgres(folder: str | Path, port: int) -> PostgresServer:
     """Initialise a cluster in `folder` (once) and start it on 127.0.0.1:`port`."""
     folder = Path(folder).resolve()
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--dir {folder} is a file; give a folder for the server's data")
     folder.mkdir(parents=True, exist_ok=True)
     secrets_file = folder / "passwords"
     fresh = not (folder / "data" / "PG_VERSION").is_file()
@@ -170,22 +172,16 @@ def start_postgres(folder: str | Path, port: int) -> PostgresServer:
         )
         (folder / "pwfile").unlink()
     options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories='' -c max_connections=200 -c fsync=off"
-    _as_owner(
-        [
-            pg_program("pg_ctl"),
-            "start",
-            "-D",
-            str(folder / "data"),
-            "-l",
-            str(folder / "server.log"),
-            "-w",
-            "-t",
-            "60",
-            "-o",
-            options,
-        ],
-        folder,
-    )
+    log = folder / "server.log"
+    start = [pg_program("pg_ctl"), "start", "-D", str(folder / "data"), "-l", str(log), "-w",
+             "-t", "60", "-o", options]  # fmt: skip
+    try:
+        _as_owner(start, folder)
+    except ConfigError as exc:
+        tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.is_file() else []
+        raise ConfigError(
+            f"PostgreSQL did not start on port {port}: {' / '.join(tail) or exc}"
+        ) from exc
     server = PostgresServer(folder, port, admin, reader)
     _wait_ready(server)
     if fresh:
