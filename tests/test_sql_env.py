@@ -269,3 +269,17 @@ def test_serve_postgres_refuses_clearly(cli, tmp_path, postgres):
         result = cli("sql", "serve-postgres", *args, "--detach")
         assert result.returncode != 0 and message in result.stdout + result.stderr, result
         assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_generated_databases_are_read_only_from_a_folder_only_we_can_write():
+    from toolgym.envs.sql.access import ensure_generated
+    from toolgym.errors import ConfigError
+
+    folder = ensure_generated(["shop_0"])
+    try:
+        folder.chmod(0o777)
+        with pytest.raises(ConfigError, match="cannot be trusted"):
+            ensure_generated(["shop_0"])
+    finally:
+        folder.chmod(0o755)
+    assert ensure_generated(["shop_0"]) == folder

@@ -34,6 +34,13 @@ def generated_folder() -> Path:
 def ensure_generated(db_ids: list[str]) -> Path:
     """Write the generated databases that are not on disk yet; returns their folder."""
     folder = generated_folder()
+    folder.mkdir(mode=0o755, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise ConfigError(
+            f"{folder} belongs to another user or others may write to it, so its databases "
+            "cannot be trusted; remove it, or pass databases=FOLDER"
+        )
     for db_id in db_ids:
         path = folder / f"{db_id}.sqlite"
         if not path.is_file():
