@@ -21,7 +21,7 @@ import hashlib
 import json
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,3 +223,21 @@ def _read_jsonl(path: Path) -> list[Task]:
 def _short(task: Mapping[str, Any]) -> str:
     text = json.dumps(dict(task), default=str, ensure_ascii=False)
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+def choose_task(
+    seed: int,
+    options: dict[str, Any] | None,
+    tasks: TaskSource | None,
+    generate: Callable[[int], Task],
+) -> Task:
+    """The task an episode resets to: `options["task"]` ({"seed": n} generates task n), else
+    train task `seed` of `tasks`, else the generated task of `seed`."""
+    given = (options or {}).get("task")
+    if given is not None and set(given) == {"seed"} and isinstance(given["seed"], int):
+        return generate(given["seed"])
+    if given is not None:
+        return dict(given)
+    if tasks is not None:
+        return tasks.task("train", seed)
+    return generate(seed)

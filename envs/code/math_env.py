@@ -30,7 +30,7 @@ from typing import Any
 
 from toolgym.envs.code.math_problems import generate_problem
 from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig
-from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource
+from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.parsers import XmlTagParser
@@ -78,15 +78,7 @@ class MathCodeEnv(ToolEnv):
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         await self.python_session.end()
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
-        given = (options or {}).get("task")
-        if given is not None and set(given) == {"seed"} and isinstance(given["seed"], int):
-            task = generate_problem(given["seed"])
-        elif given is not None:
-            task = dict(given)
-        elif self.tasks is not None:
-            task = self.tasks.task("train", task_seed)
-        else:
-            task = generate_problem(task_seed)
+        task = choose_task(task_seed, options, self.tasks, generate_problem)
         if "question" not in task or "answer" not in task:
             raise ConfigError(f"a math task needs 'question' and 'answer', got keys {sorted(task)}")
         self.task, self.answered, self.last_output = task, None, None

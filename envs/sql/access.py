@@ -54,6 +54,8 @@ class Databases:
     def __init__(self, backend: SQLBackend) -> None:
         self.backend = backend
         self.gold: OrderedDict[tuple[str, str], QueryResult] = OrderedDict()
+        self.texts: dict[Hashable, str] = {}
+        """Text computed once per database and reused by every episode (its schema)."""
 
     async def query(self, db_id: str, sql: str, limits: QueryLimits) -> QueryResult:
         """The query's result; QueryError is the query's fault, InfraError the database's."""

@@ -38,7 +38,7 @@ from toolgym.envs.sql.grading import MODES, compare, gold_mode, normalize
 from toolgym.envs.sql.questions import check_templates, generate_question
 from toolgym.envs.sql.results import QueryError, QueryLimits, QueryResult
 from toolgym.envs.sql.table import format_table
-from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource
+from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError, did_you_mean
 from toolgym.tools.parsers import XmlTagParser
@@ -111,15 +111,7 @@ class SQLEnv(ToolEnv):
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
-        given = (options or {}).get("task")
-        if given is not None and set(given) == {"seed"} and isinstance(given["seed"], int):
-            task = generate_question(given["seed"], self.db_ids, self.templates).task()
-        elif given is not None:
-            task = dict(given)
-        elif self.tasks is not None:
-            task = self.tasks.task("train", task_seed)
-        else:
-            task = generate_question(task_seed, self.db_ids, self.templates).task()
+        task = choose_task(task_seed, options, self.tasks, self._generate)
         missing = [k for k in ("db_id", "question", "gold_sql") if not task.get(k)]
         if missing:
             raise ConfigError(f"a SQL task needs {missing}; got keys {sorted(task)}")
@@ -127,18 +119,16 @@ class SQLEnv(ToolEnv):
         if self.config.generated:
             ensure_generated([task["db_id"]])
         databases = await self.databases()
-        schema = []
-        for table in await databases.tables(task["db_id"]):
-            sample = await databases.query(
-                task["db_id"],
-                f"SELECT * FROM {_quote(table.name)} LIMIT {self.sample_rows}",
-                self.limits,
-            )
-            schema.append(f"{table.create};\n/* {self.sample_rows} example rows:\n"
-                          f"{format_table(sample, self.sample_rows, self.max_chars)} */")  # fmt: skip
+        key = ("schema", task["db_id"], self.sample_rows, self.max_chars)
+        if key not in databases.texts:  # the same for every episode on this database
+            schema = []
+            for table in await databases.tables(task["db_id"]):
+                rows = await self._sample(databases, table.name)
+                schema.append(f"{table.create};\n/* {self.sample_rows} example rows:\n{rows} */")
+            databases.texts[key] = "\n\n".join(schema)
         evidence = f"\nEvidence: {task['evidence']}" if task.get("evidence") else ""
         return [{"role": "user", "content": f"Question: {task['question']}{evidence}\n\n"
-                 f"Database schema:\n\n" + "\n\n".join(schema)}]  # fmt: skip
+                 f"Database schema:\n\n" + databases.texts[key]}]  # fmt: skip
 
     async def databases(self) -> Databases:
         return await self.config.open(self)
@@ -173,14 +163,7 @@ class SQLEnv(ToolEnv):
             raise ToolCallError(
                 f"no table {name!r}.{did_you_mean(str(name), list(tables))} Tables: {', '.join(tables)}"
             )
-        sample = await databases.query(
-            self.task["db_id"],
-            f"SELECT * FROM {_quote(table.name)} LIMIT {self.sample_rows}",
-            self.limits,
-        )
-        return self._wrap(
-            f"{table.create};\n{format_table(sample, self.sample_rows, self.max_chars)}"
-        )
+        return self._wrap(f"{table.create};\n{await self._sample(databases, table.name)}")
 
     @tool
     async def submit(self, query: str) -> str:
@@ -214,6 +197,18 @@ class SQLEnv(ToolEnv):
         if not self.task:
             return None
         return self.parser.render([ToolCall("submit", {"query": self.task["gold_sql"]})])
+
+    async def _sample(self, databases: Databases, table: str) -> str:
+        """A few of the table's rows, as the model reads them."""
+        sample = await databases.query(
+            self.task["db_id"],
+            f"SELECT * FROM {_quote(table)} LIMIT {self.sample_rows}",
+            self.limits,
+        )
+        return format_table(sample, self.sample_rows, self.max_chars)
+
+    def _generate(self, seed: int) -> dict[str, Any]:
+        return generate_question(seed, self.db_ids, self.templates).task()
 
     def _wrap(self, text: str) -> str:
         body = f"{text}\n{self._turns_left()}"
