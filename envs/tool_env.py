@@ -127,7 +127,7 @@ class ToolEnv(Env):
 
     # ----- the contract ---------------------------------------------------------------------
     def system_prompt(self) -> str:
-        tools = "\n".join(f"- {t.name}: {t.description.splitlines()[0]}" for t in self.toolset)
+        tools = "\n".join(f"- {t.name}: {_summary(t.description)}" for t in self.toolset)
         parts = [self.instructions.strip(), f"Tools:\n{tools}", self.parser.format_hint()]
         return "\n\n".join(p for p in parts if p)
 
@@ -238,3 +238,8 @@ def _call_record(result: ToolResult) -> dict[str, Any]:
 def _error_text(problems: list[str], results: list[ToolResult]) -> str | None:
     texts = problems + [r.content for r in results if r.error is not None]
     return clean_text(clip("\n".join(clip_list(texts, MAX_ERRORS)), FEEDBACK_CHARS)) or None
+
+
+def _summary(description: str) -> str:
+    """A tool's description's first paragraph on one line (a docstring may wrap it)."""
+    return " ".join(description.split("\n\n")[0].split())

@@ -13,6 +13,7 @@ import toolgym
 from toolgym.envs.sql.access import generated_folder
 from toolgym.envs.sql.generate import build, write_sqlite
 from toolgym.envs.sql.questions import TEMPLATES, generate_question
+from toolgym.errors import ConfigError
 from toolgym.tools.tool import InfraError
 
 
@@ -145,6 +146,56 @@ def test_the_tag_style():
         assert (reward, terminated) == (1.0, True)
     finally:
         env.close()
+
+
+def test_a_slipping_solver_is_wrong_about_as_often_as_asked():
+    """The weaker demonstrator of the SQL recipe: with solver_slips=0.5 it writes another of
+    the domain's values in about half the episodes, and is graded wrong there (a swapped value
+    can match by chance, e.g. two cities with as many customers)."""
+    templates = ["filter_count", "filter_list", "aggregate_state", "ordering"]
+    env = toolgym.make("toolgym/SQL-v0", style="tags", templates=templates, solver_slips=0.5)
+    try:
+        slipped, rewards = 0, []
+        for seed in range(200):
+            env.reset(seed=seed)
+            gold = env.unwrapped.task["gold_sql"]
+            action = env.unwrapped.scripted_action()
+            slipped += f"<solution>{gold}</solution>" != action
+            rewards.append(env.step(action)[1])
+        assert 80 <= slipped <= 120, slipped
+        assert 200 - slipped <= sum(rewards) <= 200 - slipped + 10, (slipped, sum(rewards))
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match="solver_slips"):
+        toolgym.make("toolgym/SQL-v0", solver_slips=1.5)
+
+
+def test_slips_swap_a_domain_value_for_another_of_its_column():
+    import random
+
+    from toolgym.envs.sql.slips import slip
+
+    sql = "SELECT COUNT(*) FROM customers WHERE city = 'Lisbon'"
+    swapped = slip(sql, "shop_0", random.Random(0))
+    city = swapped.split("'")[1]
+    assert swapped == sql.replace("Lisbon", city) and city != "Lisbon"
+    assert city in build("shop_0").domain.places
+    named = "SELECT name FROM customers WHERE name = 'Ana Berg'"  # not a domain value
+    assert slip(named, "shop_0", random.Random(0)) == named
+    assert slip(sql, "my_own_db", random.Random(0)) == sql  # a user's database: no slips
+
+
+def test_a_schema_without_sample_rows_is_the_create_statements_alone():
+    env = toolgym.make("toolgym/SQL-v0", sample_rows=0)
+    try:
+        obs, _ = env.reset(options={"task": generate_question(1, ["shop_0"]).task()})
+        schema = obs[-1]["content"]
+        assert schema.count("CREATE TABLE") == 3 and "example rows" not in schema
+        assert "This ends the episode." in obs[0]["content"]  # a wrapped docstring, whole
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match="sample_rows"):
+        toolgym.make("toolgym/SQL-v0", sample_rows=-1)
 
 
 def test_hostile_queries_through_the_env_leave_the_file_unchanged():

@@ -21,14 +21,17 @@ Arguments: tasks (JSONL path or list of {db_id, question, gold_sql, evidence?}; 
     generated questions over the generated databases: questions.py), db_ids and templates
     (which generated databases and question templates), backend ("sqlite" or "postgres"),
     databases (a folder of SQLite files), dsn (PostgreSQL), pool_size, timeout_s, max_rows_shown,
-    max_chars, sample_rows, unordered ("multiset" or "set": how unsorted results compare),
-    shaped, style, plus ToolEnv's.
+    max_chars, sample_rows (0: the CREATE statements alone), unordered ("multiset" or "set":
+    how unsorted results compare), shaped, style, solver_slips (the share of episodes in which
+    the scripted solver writes another of the domain's values where the question names one:
+    a weaker demonstrator, generated questions only: slips.py), plus ToolEnv's.
 Versions: v0, first release.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,7 @@ from toolgym.envs.sql.access import Databases, SQLConfig, ensure_generated
 from toolgym.envs.sql.grading import MODES, compare, gold_mode, normalize
 from toolgym.envs.sql.questions import check_templates, generate_question
 from toolgym.envs.sql.results import QueryError, QueryLimits, QueryResult
+from toolgym.envs.sql.slips import slip
 from toolgym.envs.sql.table import format_table
 from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task
 from toolgym.envs.tool_env import Outcome, ToolEnv
@@ -77,6 +81,7 @@ class SQLEnv(ToolEnv):
         unordered: str = "multiset",
         shaped: bool = False,
         style: str = "tools",
+        solver_slips: float = 0.0,
         **kwargs: Any,
     ) -> None:
         if style not in ("tools", "tags"):
@@ -88,6 +93,10 @@ class SQLEnv(ToolEnv):
         super().__init__(max_turns=max_turns, **kwargs)
         if unordered not in MODES or unordered == "ordered":
             raise ConfigError(f"unordered {unordered!r}: choose 'multiset' or 'set'")
+        if not 0.0 <= solver_slips <= 1.0:
+            raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
+        if sample_rows < 0:
+            raise ConfigError(f"sample_rows {sample_rows}: it must be 0 or more")
         self.style = style
         self.tasks = ListTasks.load(tasks) if tasks is not None else None
         self.db_ids = list(db_ids) if db_ids else None
@@ -102,6 +111,8 @@ class SQLEnv(ToolEnv):
         )
         self.unordered = unordered
         self.shaped = shaped
+        self.solver_slips = solver_slips
+        self.slip: random.Random | None = None
         self.task: dict[str, Any] = {}
         self.reward: float | None = None
         self.seen: list[str] = []
@@ -116,6 +127,8 @@ class SQLEnv(ToolEnv):
         if missing:
             raise ConfigError(f"a SQL task needs {missing}; got keys {sorted(task)}")
         self.task, self.reward, self.seen = task, None, []
+        chooser = random.Random(f"slip-{task_seed}")
+        self.slip = chooser if chooser.random() < self.solver_slips else None
         if self.config.generated:
             ensure_generated([task["db_id"]])
         databases = await self.databases()
@@ -124,7 +137,8 @@ class SQLEnv(ToolEnv):
             schema = []
             for table in await databases.tables(task["db_id"]):
                 rows = await self._sample(databases, table.name)
-                schema.append(f"{table.create};\n/* {self.sample_rows} example rows:\n{rows} */")
+                example = f"\n/* {self.sample_rows} example rows:\n{rows} */" if rows else ""
+                schema.append(f"{table.create};{example}")
             databases.texts[key] = "\n\n".join(schema)
         evidence = f"\nEvidence: {task['evidence']}" if task.get("evidence") else ""
         return [{"role": "user", "content": f"Question: {task['question']}{evidence}\n\n"
@@ -163,7 +177,8 @@ class SQLEnv(ToolEnv):
             raise ToolCallError(
                 f"no table {name!r}.{did_you_mean(str(name), list(tables))} Tables: {', '.join(tables)}"
             )
-        return self._wrap(f"{table.create};\n{await self._sample(databases, table.name)}")
+        rows = await self._sample(databases, table.name)
+        return self._wrap(f"{table.create};" + (f"\n{rows}" if rows else ""))
 
     @tool
     async def submit(self, query: str) -> str:
@@ -193,13 +208,19 @@ class SQLEnv(ToolEnv):
         return "sql:" + hashlib.sha256(seen.encode()).hexdigest()[:16]
 
     def scripted_action(self) -> str | None:
-        """Submit the gold query (the oracle)."""
+        """Submit the gold query (the oracle), or in a slipped episode the gold query with
+        another of the domain's values in it."""
         if not self.task:
             return None
-        return self.parser.render([ToolCall("submit", {"query": self.task["gold_sql"]})])
+        query = self.task["gold_sql"]
+        if self.slip is not None:
+            query = slip(query, self.task["db_id"], self.slip)
+        return self.parser.render([ToolCall("submit", {"query": query})])
 
     async def _sample(self, databases: Databases, table: str) -> str:
-        """A few of the table's rows, as the model reads them."""
+        """A few of the table's rows, as the model reads them ("" when none are asked for)."""
+        if self.sample_rows == 0:
+            return ""
         sample = await databases.query(
             self.task["db_id"],
             f"SELECT * FROM {_quote(table)} LIMIT {self.sample_rows}",
