@@ -188,9 +188,11 @@ def test_slips_swap_a_domain_value_for_another_of_its_column():
 def test_a_schema_without_sample_rows_is_the_create_statements_alone():
     env = toolgym.make("toolgym/SQL-v0", sample_rows=0)
     try:
-        obs, _ = env.reset(options={"task": generate_question(1, ["shop_0"]).task()})
+        task = generate_question(1, ["shop_0"]).task()
+        obs, _ = env.reset(options={"task": task})
         schema = obs[-1]["content"]
         assert schema.count("CREATE TABLE") == 3 and "example rows" not in schema
+        assert schema.endswith(f"Question: {task['question']}")  # last, next to the answer
         assert "This ends the episode." in obs[0]["content"]  # a wrapped docstring, whole
     finally:
         env.close()

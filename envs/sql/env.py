@@ -1,9 +1,10 @@
 """toolgym/SQL-v0: answer a question about a database by querying it.
 
-Observation: the question (and its evidence, if the task has one), then the schema: each
-    table's CREATE statement and a few sample rows. Tool results are compact tables cut to
-    `max_rows_shown` rows and `max_chars` characters with a notice, each ending with how many
-    turns are left.
+Observation: the schema (each table's CREATE statement and a few sample rows), then the
+    question and its evidence, if the task has one (last, as SkyRL-SQL's prompt has it, so
+    the words a query copies sit close to where it is written). Tool results are compact
+    tables cut to `max_rows_shown` rows and `max_chars` characters with a notice, each ending
+    with how many turns are left.
 Tools (style="tools", the default): run_sql(query), describe_table(name), submit(query).
     With style="tags" (SkyRL-SQL's format) <sql>query</sql> runs a query and
     <solution>query</solution> submits; results come back inside <observation>.
@@ -141,8 +142,9 @@ class SQLEnv(ToolEnv):
                 schema.append(f"{table.create};{example}")
             databases.texts[key] = "\n\n".join(schema)
         evidence = f"\nEvidence: {task['evidence']}" if task.get("evidence") else ""
-        return [{"role": "user", "content": f"Question: {task['question']}{evidence}\n\n"
-                 f"Database schema:\n\n" + databases.texts[key]}]  # fmt: skip
+        schema = databases.texts[key]  # the question last, next to where the answer starts
+        return [{"role": "user", "content": f"Database schema:\n\n{schema}\n\n"
+                 f"Question: {task['question']}{evidence}"}]  # fmt: skip
 
     async def databases(self) -> Databases:
         return await self.config.open(self)
