@@ -2,7 +2,9 @@
 difficulties text-to-SQL sets grade: filter, aggregate, group, join, nested, ordering, top-k.
 
 Each template draws its parameters from the database's own rows, so every gold result is
-non-empty, and it words the question with the domain's nouns. The gold SQL is written in
+non-empty, and it words the question with the domain's nouns. A value the query must match
+is quoted in the question as in the SQL ('Old Town'), so it is exact and reads the same in
+both. The gold SQL is written in
 the SQL that SQLite and PostgreSQL share, so one question grades on either.
 """
 
@@ -53,13 +55,13 @@ Template = Callable[[_Words, random.Random], tuple[str, str] | None]
 
 def filter_count(w: _Words, rng: random.Random) -> tuple[str, str]:
     place = rng.choice([p[2] for p in w.db.people])
-    return (f"How many {w.n['persons']} have {place} as their {w.n['place']}?",
+    return (f"How many {w.n['persons']} have {_q(place)} as their {w.n['place']}?",
             f"SELECT COUNT(*) FROM {w.P} WHERE {w.place} = {_q(place)}")  # fmt: skip
 
 
 def filter_list(w: _Words, rng: random.Random) -> tuple[str, str]:
     kind = rng.choice([i[2] for i in w.db.items])
-    return (f"List the {w.title}s of the {w.n['items']} whose {w.kind} is {kind}.",
+    return (f"List the {w.title}s of the {w.n['items']} whose {w.kind} is {_q(kind)}.",
             f"SELECT {w.title} FROM {w.I} WHERE {w.kind} = {_q(kind)}")  # fmt: skip
 
 
@@ -72,13 +74,13 @@ def filter_number(w: _Words, rng: random.Random) -> tuple[str, str]:
 
 def aggregate_average(w: _Words, rng: random.Random) -> tuple[str, str]:
     kind = rng.choice([i[2] for i in w.db.items])
-    return (f"What is the average {w.n['measure']} of the {w.n['items']} whose {w.kind} is {kind}?",
+    return (f"What is the average {w.n['measure']} of the {w.n['items']} whose {w.kind} is {_q(kind)}?",
             f"SELECT AVG({w.measure}) FROM {w.I} WHERE {w.kind} = {_q(kind)}")  # fmt: skip
 
 
 def aggregate_state(w: _Words, rng: random.Random) -> tuple[str, str]:
     state = rng.choice([e[5] for e in w.db.events])
-    return (f"How many {w.n['events']} have the status {state}?",
+    return (f"How many {w.n['events']} have the status {_q(state)}?",
             f"SELECT COUNT(*) FROM {w.E} WHERE {w.state} = {_q(state)}")  # fmt: skip
 
 
@@ -95,14 +97,14 @@ def group_join_sum(w: _Words, rng: random.Random) -> tuple[str, str]:
 
 def join_titles(w: _Words, rng: random.Random) -> tuple[str, str]:
     person = w.db.people[rng.choice(w.db.events)[1] - 1][1]
-    return (f"Which {w.n['items']} has {person} {w.n['verb']}? Give their {w.title}s.",
+    return (f"Which {w.n['items']} has {_q(person)} {w.n['verb']}? Give their {w.title}s.",
             f"SELECT DISTINCT i.{w.title} FROM {w.E} AS e JOIN {w.I} AS i ON e.{w.ifk} = i.id "
             f"JOIN {w.P} AS p ON e.{w.pfk} = p.id WHERE p.{w.name} = {_q(person)}")  # fmt: skip
 
 
 def join_count(w: _Words, rng: random.Random) -> tuple[str, str]:
     place = w.db.people[rng.choice(w.db.events)[1] - 1][2]
-    return (f"How many {w.n['events']} were made by {w.n['persons']} whose {w.n['place']} is {place}?",
+    return (f"How many {w.n['events']} were made by {w.n['persons']} whose {w.n['place']} is {_q(place)}?",
             f"SELECT COUNT(*) FROM {w.E} AS e JOIN {w.P} AS p ON e.{w.pfk} = p.id "
             f"WHERE p.{w.place} = {_q(place)}")  # fmt: skip
 
@@ -114,7 +116,7 @@ def nested_never(w: _Words, rng: random.Random) -> tuple[str, str]:
 
 def nested_above_average(w: _Words, rng: random.Random) -> tuple[str, str]:
     kind = rng.choice([i[2] for i in w.db.items])
-    return (f"Which {w.n['items']} whose {w.kind} is {kind} have a {w.n['measure']} above the "
+    return (f"Which {w.n['items']} whose {w.kind} is {_q(kind)} have a {w.n['measure']} above the "
             f"average {w.n['measure']} of all {w.n['items']}? Give their {w.title}s.",
             f"SELECT {w.title} FROM {w.I} WHERE {w.kind} = {_q(kind)} AND {w.measure} > "
             f"(SELECT AVG({w.measure}) FROM {w.I})")  # fmt: skip
@@ -122,7 +124,7 @@ def nested_above_average(w: _Words, rng: random.Random) -> tuple[str, str]:
 
 def ordering(w: _Words, rng: random.Random) -> tuple[str, str]:
     place = rng.choice([p[2] for p in w.db.people])
-    return (f"List the names of the {w.n['persons']} whose {w.n['place']} is {place}, in alphabetical order.",
+    return (f"List the names of the {w.n['persons']} whose {w.n['place']} is {_q(place)}, in alphabetical order.",
             f"SELECT {w.name} FROM {w.P} WHERE {w.place} = {_q(place)} ORDER BY {w.name}")  # fmt: skip
 
 
