@@ -47,6 +47,18 @@ def tiny_model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def recipe_base(tmp_path_factory):
+    """The tiny base the code and SQL recipes start from, pretrained as their headers say
+    (built once, about three minutes)."""
+    out = tmp_path_factory.mktemp("recipe-base") / "pt_tiny"
+    result = run_cli("model", "pretrain", "--out", str(out), "--size", "tiny",
+                     "--env", "toolgym/MathCode-v0", "--env", "toolgym/SQL-v0", "--probes", "0",
+                     timeout=900)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
 def tiny_tokenizer(tiny_model_dir):
     from transformers import AutoTokenizer
 
