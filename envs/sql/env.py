@@ -135,12 +135,12 @@ class SQLEnv(ToolEnv):
         databases = await self.databases()
         key = ("schema", task["db_id"], self.sample_rows, self.max_chars)
         if key not in databases.texts:  # the same for every episode on this database
-            schema = []
+            tables = []
             for table in await databases.tables(task["db_id"]):
                 rows = await self._sample(databases, table.name)
                 example = f"\n/* {self.sample_rows} example rows:\n{rows} */" if rows else ""
-                schema.append(f"{table.create};{example}")
-            databases.texts[key] = "\n\n".join(schema)
+                tables.append(f"{table.create};{example}")
+            databases.texts[key] = "\n\n".join(tables)
         evidence = f"\nEvidence: {task['evidence']}" if task.get("evidence") else ""
         schema = databases.texts[key]  # the question last, next to where the answer starts
         return [{"role": "user", "content": f"Database schema:\n\n{schema}\n\n"

@@ -4,8 +4,8 @@ difficulties text-to-SQL sets grade: filter, aggregate, group, join, nested, ord
 Each template draws its parameters from the database's own rows, so every gold result is
 non-empty, and it words the question with the domain's nouns. A value the query must match
 is quoted in the question as in the SQL ('Old Town'), so it is exact and reads the same in
-both. The gold SQL is written in
-the SQL that SQLite and PostgreSQL share, so one question grades on either.
+both. The gold SQL is written in the SQL that SQLite and PostgreSQL share, so one question
+grades on either.
 """
 
 from __future__ import annotations
