@@ -288,6 +288,34 @@ def test_a_mixture_trains_both_envs_with_unique_groups_and_per_env_metrics(
         )
 
 
+def test_a_process_reward_joins_the_advantages_as_a_step_term(tool_calling_model_dir, tmp_path):
+    """The env pays nothing, so GRPO's episode term is 0 and every advantage is the step
+    term: the one step with process reward 1 sits above the group's mean, every other below."""
+    rewards = (
+        "rewards=[{source: env}, {source: function, name: hint, role: process, "
+        "kwargs: {path: 'fixture_rewards:first_step_bonus'}}]"
+    )
+    base = [f"model={tool_calling_model_dir}", "steps=1", "tensorboard=false",
+            "advantage.estimator=grpo", rewards, *SMALL]  # fmt: skip
+
+    def first_step(run, *extra):
+        config = load_config(TrainConfig, None, [*base, f"run_dir={tmp_path / run}", *extra])
+        trainer = Trainer(config)
+        groups = trainer.collect(trainer.train_requests(0), temperature=1.0, sampling_seed=0)
+        out = trainer.advantages(groups)
+        trainer.close()
+        return out
+
+    trajectories, advantages = first_step("process")
+    for t, a in zip(trajectories, advantages, strict=True):
+        assert all(s.rewards["env"] == 0.0 for s in t.steps)
+        for step, value in enumerate(a):
+            hinted = t.id.endswith(":0") and step == 0
+            assert value > 0 if hinted else value < 0, (t.id, step, a)
+    _, off = first_step("off", "advantage.step_alpha=0")
+    assert all((a == 0).all() for a in off)
+
+
 def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_model_dir, tmp_path):
     base = [
         f"model={tool_calling_model_dir}",

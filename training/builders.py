@@ -75,7 +75,7 @@ def build_optimizer(config: TrainConfig, model: Any) -> torch.optim.Optimizer:
 def build_reward_stage(config: TrainConfig) -> RewardStage:
     return RewardStage(
         [
-            WeightedSource(r.label, make_source(r.source, **r.kwargs), r.weight)
+            WeightedSource(r.label, make_source(r.source, **r.kwargs), r.weight, r.role)
             for r in config.rewards
         ]
     )

@@ -39,6 +39,9 @@ class RewardSection(ConfigModel):
     """The component's name in Step.rewards and in reward/NAME metrics (default: source)."""
     weight: float = 1.0
     """Its weight in the per-step reward the advantages read."""
+    role: Literal["outcome", "process"] = "outcome"
+    """outcome: summed into the returns the estimator normalises; process: a per-step
+    score, normalised over the group's steps and added to the advantage (advantage.step_alpha)."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """The source's arguments (format: invalid, cut_off; length: per_token, budget;
     function: path="package.module:function")."""
@@ -85,6 +88,8 @@ class AdvantageSection(ConfigModel):
     """GiGPO step level: mean-and-std (True) or mean-only (False) normalization."""
     episode_over_steps: bool = False
     """GiGPO episode statistics pooled over step rows, as the reference code does."""
+    step_alpha: float = 1.0
+    """Weight of the normalised process-reward step term (rewards with role: process)."""
 
     def options(self) -> dict[str, Any]:
         if self.estimator == "gigpo":

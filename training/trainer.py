@@ -236,10 +236,12 @@ class Trainer:
         trajectories, advantages = [], []
         options = self.config.advantage.options()
         for g in groups:
-            rewards = [self.rewards.score(t) for t in g.trajectories]
+            scored = [self.rewards.score_both(t) for t in g.trajectories]
+            process = [p for _, p in scored] if self.rewards.has_process else None
             values = compute_advantages(
                 self.config.advantage.estimator,
-                GroupRewards.from_trajectories(g.trajectories, rewards),
+                GroupRewards.from_trajectories(g.trajectories, [o for o, _ in scored], process),
+                step_alpha=self.config.advantage.step_alpha,
                 **options,
             )
             for t, a in zip(g.trajectories, values, strict=True):

@@ -12,6 +12,7 @@ from toolgym.training.advantages.base import GroupRewards
 from toolgym.training.advantages.gigpo import gigpo
 from toolgym.training.advantages.grpo import grpo
 from toolgym.training.advantages.rloo import rloo
+from toolgym.training.advantages.step_term import with_step_term
 
 ESTIMATORS: dict[str, Callable[..., list[np.ndarray]]] = {
     "grpo": grpo,
@@ -24,8 +25,15 @@ def estimator(name: str) -> Callable[..., list[np.ndarray]]:
     return lookup(ESTIMATORS, name, "advantage estimator")
 
 
-def compute_advantages(name: str, group: GroupRewards, **options: Any) -> list[np.ndarray]:
-    return estimator(name)(group, **options)
+def compute_advantages(
+    name: str, group: GroupRewards, *, step_alpha: float = 1.0, **options: Any
+) -> list[np.ndarray]:
+    """The estimator's advantages, plus `step_alpha` times the normalised step term when the
+    group carries process rewards."""
+    values = estimator(name)(group, **options)
+    if group.process is None or step_alpha == 0:
+        return values
+    return with_step_term(values, group.process, group.valid, alpha=step_alpha)
 
 
 __all__ = ["ESTIMATORS", "GroupRewards", "compute_advantages", "estimator", "gigpo", "grpo", "rloo"]

@@ -24,13 +24,18 @@ class GroupRewards:
     """Per trajectory, the state each step's action was taken in (GiGPO's anchors)."""
     valid: np.ndarray
     """Per trajectory, False when it is masked (an infrastructure failure)."""
+    process: list[np.ndarray] | None = None
+    """Per trajectory, each step's process reward (None: outcome rewards alone)."""
 
     @classmethod
     def from_trajectories(
-        cls, trajectories: Sequence[Any], rewards: Sequence[np.ndarray] | None = None
+        cls,
+        trajectories: Sequence[Any],
+        rewards: Sequence[np.ndarray] | None = None,
+        process: Sequence[np.ndarray] | None = None,
     ) -> GroupRewards:
         """`rewards`: each trajectory's per-step rewards from the reward stage (default:
-        the env's own)."""
+        the env's own); `process`: its per-step process rewards, if any source gives them."""
         if rewards is None:
             rewards = [
                 np.array([s.reward for s in t.steps], dtype=np.float64) for t in trajectories
@@ -39,6 +44,7 @@ class GroupRewards:
             rewards=[np.asarray(r, dtype=np.float64) for r in rewards],
             state_keys=[[s.state_key for s in t.steps] for t in trajectories],
             valid=np.array([not t.masked for t in trajectories], dtype=bool),
+            process=None if process is None else [np.asarray(p, np.float64) for p in process],
         )
 
     @property

@@ -1,8 +1,9 @@
 """The reward stage, between collection and advantages.
 
 For each unmasked trajectory, every configured source gives one value per step; the step
-keeps them by name in `Step.rewards`, and the per-step reward the estimators read is their
-weighted sum. A source that returns the wrong number of values, or a value that is not
+keeps them by name in `Step.rewards`. Outcome sources' weighted sum is the per-step reward the
+estimators' returns are made of; process sources' weighted sum is the per-step process reward,
+which joins the advantage as a normalised step term (advantages/step_term.py). A source that returns the wrong number of values, or a value that is not
 finite, stops the run with a one-line error: training on garbage is worse than not training.
 """
 
@@ -23,23 +24,38 @@ class RewardError(ToolgymError, ValueError):
     """A reward source gave something that cannot be trained on."""
 
 
+ROLES = ("outcome", "process")
+
+
 @dataclass(frozen=True)
 class WeightedSource:
     name: str
     source: RewardSource
     weight: float
+    role: str = "outcome"
 
 
 class RewardStage:
     def __init__(self, sources: Sequence[WeightedSource]) -> None:
         self.sources = list(sources)
+        unknown = [s.role for s in self.sources if s.role not in ROLES]
+        if unknown:
+            raise ValueError(f"reward roles {unknown}: choose among {ROLES}")
+
+    @property
+    def has_process(self) -> bool:
+        return any(s.role == "process" for s in self.sources)
 
     def score(self, trajectory: Trajectory) -> np.ndarray:
-        """The combined reward of each step (zeros for a masked trajectory); the components
-        are written into the steps."""
-        total = np.zeros(len(trajectory.steps))
+        """The combined outcome reward of each step (zeros for a masked trajectory); every
+        component, process ones included, is written into the steps."""
+        return self.score_both(trajectory)[0]
+
+    def score_both(self, trajectory: Trajectory) -> tuple[np.ndarray, np.ndarray]:
+        """Each step's combined outcome reward and combined process reward."""
+        totals = {role: np.zeros(len(trajectory.steps)) for role in ROLES}
         if trajectory.masked:
-            return total
+            return totals["outcome"], totals["process"]
         for entry in self.sources:
             try:
                 values = list(entry.source(trajectory))
@@ -60,8 +76,8 @@ class RewardStage:
                 )
             for step, value in zip(trajectory.steps, values, strict=True):
                 step.rewards[entry.name] = float(value)
-            total += entry.weight * np.asarray(values, dtype=np.float64)
-        return total
+            totals[entry.role] += entry.weight * np.asarray(values, dtype=np.float64)
+        return totals["outcome"], totals["process"]
 
     def metrics(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         """Mean per-trajectory sum of each component (unmasked trajectories)."""

@@ -1,0 +1,46 @@
+"""The step term: process rewards normalised over the group's steps and added to the
+estimators' advantages, against values worked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolgym.training.advantages.step_term import step_term, with_step_term
+
+
+def test_the_step_term_normalises_over_every_step_of_the_group():
+    # steps 1, 3 | 2: mean 2, sample std 1 -> -1, 1 | 0; the masked trajectory is left out
+    process = [np.array([1.0, 3.0]), np.array([2.0]), np.array([50.0])]
+    valid = np.array([True, True, False])
+    term = step_term(process, valid)
+    assert np.allclose(term[0], [-1.0, 1.0], atol=1e-5) and np.allclose(term[1], [0.0])
+    assert term[2].tolist() == [0.0]
+    centred = step_term(process, valid, std_normalize=False)
+    assert np.allclose(centred[0], [-1.0, 1.0]) and np.allclose(centred[1], [0.0])
+
+
+def test_the_step_term_joins_the_episode_advantage_with_its_weight():
+    advantages = [np.array([0.5, 0.5]), np.array([-0.5]), np.array([9.0])]
+    process = [np.array([1.0, 3.0]), np.array([2.0]), np.array([0.0])]
+    valid = np.array([True, True, False])
+    out = with_step_term(advantages, process, valid, alpha=2.0)
+    # 0.5 + 2 * (-1) = -1.5, 0.5 + 2 * 1 = 2.5, -0.5 + 2 * 0 = -0.5; masked: 0
+    assert np.allclose(out[0], [-1.5, 2.5], atol=1e-4) and np.allclose(out[1], [-0.5])
+    assert out[2].tolist() == [0.0]
+
+
+def test_estimators_add_the_step_term_when_the_group_has_process_rewards():
+    from toolgym.training.advantages import GroupRewards, compute_advantages
+
+    # returns 1 and 0: GRPO gives +-0.707107; process 1, 3 | 2 gives step terms -1, 1 | 0
+    group = GroupRewards(
+        rewards=[np.array([0.0, 1.0]), np.array([0.0])],
+        state_keys=[["a", "b"], ["a"]],
+        valid=np.array([True, True]),
+        process=[np.array([1.0, 3.0]), np.array([2.0])],
+    )
+    out = compute_advantages("grpo", group, step_alpha=0.5)
+    assert np.allclose(out[0], [0.707107 - 0.5, 0.707107 + 0.5], atol=1e-4)
+    assert np.allclose(out[1], [-0.707107], atol=1e-4)
+    plain = compute_advantages("grpo", group, step_alpha=0.0)
+    assert np.allclose(plain[0], [0.707107, 0.707107], atol=1e-4)
