@@ -236,7 +236,7 @@ class Trainer:
         trajectories, advantages = [], []
         options = self.config.advantage.options()
         for g in groups:
-            scored = [self.rewards.score_both(t) for t in g.trajectories]
+            scored = [self.rewards.score(t) for t in g.trajectories]
             process = [p for _, p in scored] if self.rewards.has_process else None
             values = compute_advantages(
                 self.config.advantage.estimator,

@@ -1,10 +1,11 @@
 """The reward stage, between collection and advantages.
 
 For each unmasked trajectory, every configured source gives one value per step; the step
-keeps them by name in `Step.rewards`. Outcome sources' weighted sum is the per-step reward the
-estimators' returns are made of; process sources' weighted sum is the per-step process reward,
-which joins the advantage as a normalised step term (advantages/step_term.py). A source that returns the wrong number of values, or a value that is not
-finite, stops the run with a one-line error: training on garbage is worse than not training.
+keeps them by name in `Step.rewards`. Outcome sources' weighted sum is the per-step reward
+the estimators' returns are made of; process sources' weighted sum is the per-step process
+reward, which joins the advantage as a normalised step term (advantages/step_term.py). A
+source that returns the wrong number of values, or a value that is not finite, stops the run
+with a one-line error: training on garbage is worse than not training.
 """
 
 from __future__ import annotations
@@ -46,13 +47,9 @@ class RewardStage:
     def has_process(self) -> bool:
         return any(s.role == "process" for s in self.sources)
 
-    def score(self, trajectory: Trajectory) -> np.ndarray:
-        """The combined outcome reward of each step (zeros for a masked trajectory); every
-        component, process ones included, is written into the steps."""
-        return self.score_both(trajectory)[0]
-
-    def score_both(self, trajectory: Trajectory) -> tuple[np.ndarray, np.ndarray]:
-        """Each step's combined outcome reward and combined process reward."""
+    def score(self, trajectory: Trajectory) -> tuple[np.ndarray, np.ndarray]:
+        """Each step's combined outcome reward and combined process reward (zeros for a
+        masked trajectory); every component is written into the steps."""
         totals = {role: np.zeros(len(trajectory.steps)) for role in ROLES}
         if trajectory.masked:
             return totals["outcome"], totals["process"]
