@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -38,6 +39,19 @@ def cli():
     return run_cli
 
 
+def run_ok(*args: str, timeout: float = 900) -> str:
+    """`toolgym ARGS` that must succeed (the recipe tests' steps); its stdout."""
+    result = run_cli(*args, timeout=timeout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def eval_success(run_dir: Path) -> dict[int, float]:
+    """A run's held-out success by step (-1: the evaluation before training)."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r["eval/success"] for r in rows if "eval/success" in r}
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny qwen2-architecture model with a locally trained tokenizer (built once)."""
@@ -51,10 +65,8 @@ def recipe_base(tmp_path_factory):
     """The tiny base the code and SQL recipes start from, pretrained as their headers say
     (built once, about three minutes)."""
     out = tmp_path_factory.mktemp("recipe-base") / "pt_tiny"
-    result = run_cli("model", "pretrain", "--out", str(out), "--size", "tiny",
-                     "--env", "toolgym/MathCode-v0", "--env", "toolgym/SQL-v0", "--probes", "0",
-                     timeout=900)  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_ok("model", "pretrain", "--out", str(out), "--size", "tiny", "--env",
+           "toolgym/MathCode-v0", "--env", "toolgym/SQL-v0", "--probes", "0")  # fmt: skip
     return out
 
 

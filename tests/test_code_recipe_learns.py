@@ -16,10 +16,11 @@ tells users to run SFT again with another seed then, and so does this test.
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
+
+from conftest import eval_success, run_ok
 
 pytestmark = pytest.mark.timeout(1500)
 
@@ -35,27 +36,16 @@ def held_out_nll(printed: str) -> float:
     return float(match.group(1))
 
 
-def read_evals(run_dir) -> dict[int, float]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r["eval/success"] for r in rows if "eval/success" in r}
-
-
-def run(cli, *args: str) -> str:
-    result = cli(*args, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
-
-
-def test_gigpo_lifts_the_code_recipe_over_its_sft_start(cli, recipe_base, tmp_path):
+def test_gigpo_lifts_the_code_recipe_over_its_sft_start(recipe_base, tmp_path):
     base, sft, rl = recipe_base, tmp_path / "sft", tmp_path / "rl"
     for seed in ("0", "1"):  # the README's remedy: SFT that did not learn to copy runs again
-        printed = run(cli, "sft", "toolgym/MathCode-v0", "--model", str(base), "--out", str(sft),
+        printed = run_ok("sft", "toolgym/MathCode-v0", "--model", str(base), "--out", str(sft),
                       "--episodes", "4000", "--epochs", "5", "--lr", "3e-3", "--no-tool-schemas",
                       "--env-arg", "solver_slips=0.5", "--seed", seed)  # fmt: skip
         if held_out_nll(printed) < COPIES:
             break
-    run(cli, "train", "--config", "configs/code_gigpo.yaml", f"model={sft}", f"run_dir={rl}",
+    run_ok("train", "--config", "configs/code_gigpo.yaml", f"model={sft}", f"run_dir={rl}",
         "steps=10", "eval.at_start=true")  # fmt: skip
-    evals = read_evals(rl)
+    evals = eval_success(rl)
     before, after = evals[-1], evals[9]
     assert after >= before + MARGIN, (before, after)

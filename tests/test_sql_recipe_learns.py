@@ -12,9 +12,9 @@ the first 128 held-out questions at temperature 1, SFT and GiGPO seeded 0, 1 and
 
 from __future__ import annotations
 
-import json
-
 import pytest
+
+from conftest import eval_success, run_ok
 
 pytestmark = pytest.mark.timeout(1500)
 
@@ -22,24 +22,14 @@ MARGIN = 0.2
 TEMPLATES = "templates=[filter_count, filter_list, aggregate_state, ordering]"
 
 
-def read_evals(run_dir) -> dict[int, float]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r["eval/success"] for r in rows if "eval/success" in r}
-
-
-def run(cli, *args: str) -> None:
-    result = cli(*args, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-
-def test_gigpo_lifts_the_sql_recipe_over_its_sft_start(cli, recipe_base, tmp_path):
+def test_gigpo_lifts_the_sql_recipe_over_its_sft_start(recipe_base, tmp_path):
     sft, rl = tmp_path / "sft", tmp_path / "rl"
-    run(cli, "sft", "toolgym/SQL-v0", "--model", str(recipe_base), "--out", str(sft),
+    run_ok("sft", "toolgym/SQL-v0", "--model", str(recipe_base), "--out", str(sft),
         "--episodes", "4000", "--epochs", "5", "--lr", "3e-3", "--no-tool-schemas",
         "--env-arg", "style=tags", "--env-arg", "sample_rows=0", "--env-arg", TEMPLATES,
         "--env-arg", "solver_slips=0.5")  # fmt: skip
-    run(cli, "train", "--config", "configs/sql_gigpo.yaml", f"model={sft}", f"run_dir={rl}")
-    evals = read_evals(rl)
+    run_ok("train", "--config", "configs/sql_gigpo.yaml", f"model={sft}", f"run_dir={rl}")
+    evals = eval_success(rl)
     before, after = evals[-1], evals[max(evals)]
     assert max(evals) == 39, evals  # the recipe's 40 steps ran and were evaluated
     assert after >= before + MARGIN, (before, after)
