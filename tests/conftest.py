@@ -71,6 +71,14 @@ def recipe_base(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def quickstart_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`toolgym quickstart` as the README runs it (about three and a half minutes): its
+    output directory (base, sft, rl, results.json) and the finished process."""
+    out = tmp_path_factory.mktemp("quickstart")
+    return out, run_cli("quickstart", "--out", str(out), timeout=1500)
+
+
+@pytest.fixture(scope="session")
 def tiny_tokenizer(tiny_model_dir):
     from transformers import AutoTokenizer
 

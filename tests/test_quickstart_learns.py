@@ -25,11 +25,11 @@ import pytest
 pytestmark = pytest.mark.timeout(1500)
 
 
-def test_quickstart_improves_on_its_sft_start(cli, tmp_path):
-    result = cli("quickstart", "--out", str(tmp_path), timeout=1500)
+def test_quickstart_improves_on_its_sft_start(quickstart_run):
+    out, result = quickstart_run
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "SFT + GiGPO" in result.stdout
-    results = json.loads((tmp_path / "results.json").read_text())
+    results = json.loads((out / "results.json").read_text())
     before, after = results["before_rl"]["1.0"], results["after_rl"]["1.0"]
     assert after["eval/success"] >= before["eval/success"] + 0.2, (before, after)
     assert after["eval/valid_actions"] >= before["eval/valid_actions"] + 0.05, (before, after)
@@ -39,5 +39,5 @@ def test_quickstart_improves_on_its_sft_start(cli, tmp_path):
         greedy_before,
         greedy_after,
     )
-    assert (tmp_path / "curves.png").stat().st_size > 5000
-    assert (tmp_path / "rl" / "policy" / "config.json").is_file()
+    assert (out / "curves.png").stat().st_size > 5000
+    assert (out / "rl" / "policy" / "config.json").is_file()

@@ -17,12 +17,13 @@ from transformers import AutoModelForCausalLM
 
 import toolgym
 from conftest import FIXTURES, ROOT
-from toolgym.config import load_config
+from toolgym.config import load_config, validate
 from toolgym.errors import ConfigError
 from toolgym.training import checkpoint
 from toolgym.training.builders import build_reward_stage
 from toolgym.training.config import TrainConfig
 from toolgym.training.metrics_log import read_metrics
+from toolgym.training.rewards import SOURCES
 from toolgym.training.trainer import Trainer
 
 SMALL = [
@@ -135,7 +136,19 @@ def test_kl_to_the_frozen_start_policy(tool_calling_model_dir, tmp_path, lora):
             torch.testing.assert_close(a, b)
 
 
+PRM = (
+    "rewards=[{source: env}, {source: function, name: bonus, kwargs: {path: "
+    "'fixture_rewards:first_member_bonus'}}, {source: implicit_prm, role: process, kwargs: "
+    "{lr: 0.001}}]"
+)
+"""An implicit PRM that learns every step (each group's first rollout earns an outcome
+bonus, so it succeeds where the others fail): the resumed run must carry a PRM that has
+changed."""
+
+
 def test_a_killed_run_resumes_without_duplicated_or_lost_steps(tool_calling_model_dir, tmp_path):
+    """Policy and implicit PRM both: the PRM has seen exactly as many steps as the policy in
+    every checkpoint, before the kill and after the resume."""
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
     args = [
@@ -148,6 +161,7 @@ def test_a_killed_run_resumes_without_duplicated_or_lost_steps(tool_calling_mode
         "steps=4",
         "eval.every_steps=10",
         *SMALL,
+        PRM,
     ]
     process = subprocess.Popen(
         args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -160,8 +174,9 @@ def test_a_killed_run_resumes_without_duplicated_or_lost_steps(tool_calling_mode
         time.sleep(0.2)
     process.send_signal(signal.SIGKILL)  # mid-training: somewhere in step 1 or later
     process.wait()
-    killed_at = checkpoint.read(run / checkpoint.FILE)["step"]
-    assert killed_at < 4
+    killed = checkpoint.read(run / checkpoint.FILE)
+    assert killed["step"] < 4
+    assert killed["extra"]["rewards"]["implicit_prm"]["updates"] == killed["step"]
     resumed = subprocess.run(
         [sys.executable, "-m", "toolgym", "train", "--resume", str(run)],
         env=env,
@@ -173,8 +188,15 @@ def test_a_killed_run_resumes_without_duplicated_or_lost_steps(tool_calling_mode
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert [m["step"] for m in read_metrics(run)] == [0, 1, 2, 3]
     assert [step for step, _ in tensorboard_scalars(run, "train/loss")] == [0, 1, 2, 3]
-    assert checkpoint.read(run / checkpoint.FILE)["step"] == 4
+    final = checkpoint.read(run / checkpoint.FILE)
+    assert final["step"] == 4
+    assert final["extra"]["rewards"]["implicit_prm"]["updates"] == 4
     assert json.loads((run / "config.json").read_text())["steps"] == 4
+    metrics = read_metrics(run)
+    assert sum(m.get("implicit_prm/pairs", 0) for m in metrics) > 0
+    start = AutoModelForCausalLM.from_pretrained(tool_calling_model_dir).state_dict()
+    prm = final["extra"]["rewards"]["implicit_prm"]["model"]
+    assert any(not torch.equal(prm[k], start[k]) for k in start), "the PRM never learned"
 
 
 def test_plot_draws_runs_side_by_side(cli, tmp_path):
@@ -239,6 +261,10 @@ def test_every_shipped_recipe_loads(recipe):
     obs, info = env.reset(seed=0)
     assert obs and info["state_key"] is not None
     env.close()
+    for entry in config.rewards:  # sources that check their arguments when built, checked now
+        settings = getattr(SOURCES[entry.source], "Settings", None)
+        if settings is not None:
+            validate(settings, entry.kwargs)
 
 
 def test_the_shipped_recipe_is_the_quickstarts():

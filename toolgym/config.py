@@ -38,6 +38,11 @@ def load_config(model: type[M], path: str | Path | None = None, overrides: list[
         data = _read_yaml(Path(path))
     for item in overrides:
         _apply_override(data, item)
+    return validate(model, data)
+
+
+def validate(model: type[M], data: dict[str, Any]) -> M:
+    """`model` from `data`, or a ConfigError that names each bad field."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:

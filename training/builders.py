@@ -13,7 +13,7 @@ from toolgym.agents.device import Precision
 from toolgym.agents.engines import engine_class, policy_engine
 from toolgym.errors import ConfigError
 from toolgym.training.config import TrainConfig
-from toolgym.training.rewards import RewardStage, WeightedSource, make_source
+from toolgym.training.rewards import RewardStage, RunContext, WeightedSource, make_source
 
 
 def build_model(config: TrainConfig, precision: Precision) -> Any:
@@ -72,10 +72,13 @@ def build_optimizer(config: TrainConfig, model: Any) -> torch.optim.Optimizer:
     return torch.optim.AdamW(trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay)
 
 
-def build_reward_stage(config: TrainConfig) -> RewardStage:
+def build_reward_stage(config: TrainConfig, precision: Precision | None = None) -> RewardStage:
+    """The configured sources; those that train a model of their own (the implicit PRM) put
+    it on `precision`'s device, starting from the policy's weights unless told otherwise."""
+    context = None if precision is None else RunContext(config.model, precision, config.steps)
     return RewardStage(
         [
-            WeightedSource(r.label, make_source(r.source, **r.kwargs), r.weight, r.role)
+            WeightedSource(r.label, make_source(r.source, context, **r.kwargs), r.weight, r.role)
             for r in config.rewards
         ]
     )

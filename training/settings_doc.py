@@ -16,6 +16,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from toolgym.training.config import TrainConfig
+from toolgym.training.rewards import SOURCES
 
 HEADER = """# Training settings
 
@@ -48,6 +49,13 @@ def settings_markdown() -> str:
             "", f"## {name} (a list)", "", _describe(field), "",
             f"Each entry of `{name}` has:", "", *_table(_rows(model, "")),
         ]  # fmt: skip
+    for name, source in SOURCES.items():
+        settings = getattr(source, "Settings", None)
+        if settings is not None:
+            out += [
+                "", f"## rewards: {name}'s kwargs", "", " ".join((settings.__doc__ or "").split()), "",
+                *_table(_rows(settings, "")),
+            ]  # fmt: skip
     return "\n".join(line.rstrip() for line in out).strip() + "\n"
 
 
@@ -81,6 +89,7 @@ def _default(field: FieldInfo) -> str:
 def _type(annotation: Any) -> str:
     text = re.sub(r"\btyping\.|<class '([^']+)'>", lambda m: m.group(1) or "", str(annotation))
     text = text.replace("NoneType", "None").replace("Literal", "one of ")
+    text = re.sub(r"toolgym\.training\.config\.(\w+)Section", lambda m: m.group(1).lower(), text)
     return text.replace("|", "or")
 
 

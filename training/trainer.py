@@ -106,7 +106,7 @@ class Trainer:
             self.tokenizer, tool_schemas=config.rollout.tool_schemas_in_prompt
         )
         self.optimizer = build_optimizer(config, self.model)
-        self.rewards = build_reward_stage(config)
+        self.rewards = build_reward_stage(config, self.precision)
         self.ppo = PPOConfig(**config.loss.model_dump())
         self.step = 0
 
@@ -131,8 +131,9 @@ class Trainer:
                 self.metrics.write(record)
                 self.step += 1
                 checkpoint.save(
-                    self.run_dir, step=self.step, model=self.model, optimizer=self.optimizer
-                )
+                    self.run_dir, step=self.step, model=self.model, optimizer=self.optimizer,
+                    extra={"rewards": self.rewards.state_dict()},
+                )  # fmt: skip
             self.save_policy()
         finally:
             self.metrics.close()
@@ -235,8 +236,7 @@ class Trainer:
         """Score every trajectory (the reward stage), then advantages per group."""
         trajectories, advantages = [], []
         options = self.config.advantage.options()
-        for g in groups:
-            scored = [self.rewards.score(t) for t in g.trajectories]
+        for g, scored in zip(groups, self.rewards.score(groups), strict=True):
             process = [p for _, p in scored] if self.rewards.has_process else None
             values = compute_advantages(
                 self.config.advantage.estimator,
@@ -394,6 +394,13 @@ class Trainer:
             raise ConfigError(f"no checkpoint in {self.run_dir} to resume from")
         state = checkpoint.load(self.run_dir, self.model, self.optimizer, self.config.steps)
         self.step = int(state["step"])
+        try:
+            self.rewards.load_state_dict(state["extra"].get("rewards", {}))
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise checkpoint.CheckpointError(
+                f"{self.run_dir / checkpoint.FILE}: its reward sources' states do not fit this "
+                f"run: {one_line(exc)}"
+            ) from None
         self.engine.policy_version = self.step
         if self.step > 0 and self.engine.weight_sync != "shared":
             self.engine.policy_version -= 1

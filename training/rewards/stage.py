@@ -6,6 +6,11 @@ the estimators' returns are made of; process sources' weighted sum is the per-st
 reward, which joins the advantage as a normalised step term (advantages/step_term.py). A
 source that returns the wrong number of values, or a value that is not finite, stops the run
 with a one-line error: training on garbage is worse than not training.
+
+A source may also see the whole step first (`prepare`: a learned PRM scores and learns from
+the step at once, a judge batches its requests), keep state across steps
+(`state_dict` / `load_state_dict`, saved in the run's checkpoint), and report metrics of its
+own (`last_metrics`).
 """
 
 from __future__ import annotations
@@ -13,10 +18,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from toolgym.agents.trajectory import Trajectory
+from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.errors import ToolgymError
 from toolgym.training.rewards.base import RewardSource
 
@@ -47,13 +53,56 @@ class RewardStage:
     def has_process(self) -> bool:
         return any(s.role == "process" for s in self.sources)
 
-    def score(self, trajectory: Trajectory) -> tuple[np.ndarray, np.ndarray]:
-        """Each step's combined outcome reward and combined process reward (zeros for a
-        masked trajectory); every component is written into the steps."""
-        totals = {role: np.zeros(len(trajectory.steps)) for role in ROLES}
-        if trajectory.masked:
-            return totals["outcome"], totals["process"]
+    def state_dict(self) -> dict[str, Any]:
+        """The state of every source that keeps one, by component name."""
+        return {
+            e.name: e.source.state_dict() for e in self.sources if hasattr(e.source, "state_dict")
+        }
+
+    def load_state_dict(self, states: dict[str, Any]) -> None:
         for entry in self.sources:
+            if not hasattr(entry.source, "load_state_dict"):
+                continue
+            if entry.name not in states:
+                raise RewardError(
+                    f"reward '{entry.name}' keeps state, but the checkpoint has none for it "
+                    "(was the run started without it?)"
+                )
+            entry.source.load_state_dict(states[entry.name])
+
+    def score(self, groups: Sequence[TrajectoryGroup]) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+        """Each trajectory's per-step combined outcome and process rewards (zeros for a masked
+        trajectory), group by group; every component is written into the steps.
+
+        Outcome sources score first. A source that works on a whole step at once
+        (`prepare(groups, returns)`) is then shown the groups: an outcome source with
+        `returns` None, a process source with each trajectory's outcome return (the sum of
+        its combined outcome rewards), which is what the implicit PRM prefers by."""
+        self._prepare("outcome", groups, None)
+        outcome = [[self._combine(t, "outcome") for t in g.trajectories] for g in groups]
+        returns = [[float(o.sum()) for o in row] for row in outcome]
+        self._prepare("process", groups, returns)
+        return [
+            [(o, self._combine(t, "process")) for t, o in zip(g.trajectories, row, strict=True)]
+            for g, row in zip(groups, outcome, strict=True)
+        ]
+
+    def _prepare(
+        self, role: str, groups: Sequence[TrajectoryGroup], returns: list[list[float]] | None
+    ) -> None:
+        for entry in self.sources:
+            prepare = getattr(entry.source, "prepare", None)
+            if entry.role == role and prepare is not None:
+                prepare(groups, returns)
+
+    def _combine(self, trajectory: Trajectory, role: str) -> np.ndarray:
+        """The weighted sum of the `role` sources' values for each step."""
+        total = np.zeros(len(trajectory.steps))
+        if trajectory.masked:
+            return total
+        for entry in self.sources:
+            if entry.role != role:
+                continue
             try:
                 values = list(entry.source(trajectory))
             except RewardError:
@@ -73,14 +122,19 @@ class RewardStage:
                 )
             for step, value in zip(trajectory.steps, values, strict=True):
                 step.rewards[entry.name] = float(value)
-            totals[entry.role] += entry.weight * np.asarray(values, dtype=np.float64)
-        return totals["outcome"], totals["process"]
+            total += entry.weight * np.asarray(values, dtype=np.float64)
+        return total
 
     def metrics(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
-        """Mean per-trajectory sum of each component (unmasked trajectories)."""
+        """Mean per-trajectory sum of each component (unmasked trajectories), and each
+        source's own metrics under its name (NAME/KEY)."""
         kept = [t for t in trajectories if not t.masked]
         n = max(len(kept), 1)
-        return {
+        out = {
             f"reward/{e.name}": sum(s.rewards.get(e.name, 0.0) for t in kept for s in t.steps) / n
             for e in self.sources
         }
+        for entry in self.sources:
+            own = getattr(entry.source, "last_metrics", {})
+            out |= {f"{entry.name}/{key}": value for key, value in own.items()}
+        return out

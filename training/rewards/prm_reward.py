@@ -1,0 +1,266 @@
+"""The implicit PRM as a reward source (`source: implicit_prm`, with `role: process`).
+
+A language model of its own, loaded from the policy's starting weights (or `model`), that
+learns online from outcomes alone: at every training step it first scores the step's
+trajectories, then takes one DPO step on their success/failure pairs (training/process/
+implicit_prm.py has the formulas). Scoring before updating is PRIME's order: the scores come
+from a PRM that has not yet seen these trajectories' outcomes, so they cannot leak them.
+
+The DPO loss couples the trajectories of a group, but its gradient reaches each trajectory
+only through that trajectory's summed log-probability. So the loss is taken on the summed
+values of the scoring pass, and each micro-batch then back-propagates its sums times their
+loss gradients: the exact gradient, with memory bounded by one micro-batch, not by a group.
+
+Its model, optimizer and step count go into the run's checkpoint (`state_dict`), so a
+resumed run continues the PRM where it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from toolgym.agents.device import Precision
+from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
+from toolgym.config import ConfigModel, validate
+from toolgym.errors import ConfigError
+from toolgym.training.batch import build_batch, token_logprobs
+from toolgym.training.config import LoraSection
+from toolgym.training.process.implicit_prm import BETA, dpo_loss, preference_pairs
+from toolgym.training.rewards.stage import RewardError
+from toolgym.training.schedule import lr_factor
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a source that trains a model of its own needs from the run."""
+
+    model: str
+    precision: Precision
+    steps: int
+
+
+class PRMSettings(ConfigModel):
+    """The settings of `{source: implicit_prm, role: process, kwargs: {...}}`, a process
+    reward model learned online from outcomes (training/rewards/prm_reward.py)."""
+
+    model: str | None = None
+    """Where its weights start (default: the policy's starting model)."""
+    beta: float = Field(BETA, gt=0)
+    """The scale of its log-ratios, in the DPO loss and in the step rewards."""
+    lr: float = Field(1e-4, gt=0)
+    """Its AdamW learning rate."""
+    warmup_steps: int = Field(0, ge=0)
+    """Training steps of linear warm-up from 0 to lr."""
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    """How its learning rate moves after warm-up, over the run's steps (to 0)."""
+    grad_clip: float = Field(1.0, gt=0)
+    """Largest global gradient norm of its update."""
+    micro_batch_size: int = Field(8, ge=1)
+    """Sequences per forward/backward pass."""
+    prefer: Literal["success", "return"] = "success"
+    """What makes one trajectory of a group preferred to another: success over failure
+    (an outcome return above 0), or a higher outcome return. The return is the sum of the
+    run's outcome rewards (those with role: outcome)."""
+    lora: LoraSection | None = None
+    """Train a LoRA adapter on its weights instead of all of them: {r, alpha,
+    target_modules}, as in the run's lora section."""
+
+
+class ImplicitPRMReward:
+    needs_context = True
+    Settings = PRMSettings
+
+    def __init__(self, context: RunContext, **settings: Any) -> None:
+        self.settings = s = validate(self.Settings, settings)
+        self.context = context
+        self.model = _load_model(s.model or context.model, context.precision, s.lora)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=s.lr, weight_decay=0.0)
+        self.updates = 0
+        """Training steps the PRM has seen (scored and, where there were pairs, learned from)."""
+        self.scores: dict[int, list[float]] = {}
+        self.last_metrics: dict[str, float] = {}
+
+    # ----- the reward-source contract ------------------------------------------------------
+    def prepare(
+        self, groups: Sequence[TrajectoryGroup], returns: Sequence[Sequence[float]] | None
+    ) -> None:
+        """Score every unmasked trajectory of the step, then learn from the step's pairs:
+        within a group, a trajectory is preferred to another by its outcome return (the
+        run's outcome rewards summed)."""
+        if returns is None:
+            raise RewardError("implicit_prm scores steps: give it `role: process`")
+        t0 = time.perf_counter()
+        kept = [
+            [(t, r) for t, r in zip(g.trajectories, row, strict=True) if not t.masked and t.steps]
+            for g, row in zip(groups, returns, strict=True)
+        ]
+        flat = [t for group in kept for t, _ in group]
+        self.scores = {}
+        if not flat:
+            self.updates += 1
+            self.last_metrics = {}
+            return
+        batch = build_batch(flat, [np.zeros(len(t.steps)) for t in flat], pad_id=0)
+        prm_totals, old_totals = self.score(batch, flat)
+        pairs, owner = [], 0
+        for group in kept:
+            outcomes = [self._outcome(r) for _, r in group]
+            pairs += [
+                (owner + i, owner + j) for i, j in preference_pairs(outcomes, [True] * len(group))
+            ]
+            owner += len(group)
+        metrics = self._learn(batch, prm_totals, old_totals, pairs)
+        self.updates += 1
+        self.last_metrics = {
+            **metrics,
+            **self._separation(flat, pairs),
+            "pairs": float(len(pairs)),
+            "seconds": time.perf_counter() - t0,
+        }
+
+    def __call__(self, trajectory: Trajectory) -> list[float]:
+        try:
+            return self.scores[id(trajectory)]
+        except KeyError:
+            raise RewardError(
+                f"implicit_prm: trajectory {trajectory.id} was not among the step's prepared groups"
+            ) from None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])
+
+    # ----- the work ------------------------------------------------------------------------
+    @torch.no_grad()
+    def score(self, batch: Any, flat: list[Trajectory]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each step's reward beta * sum(log pi_prm - log pi_old) over its action tokens, into
+        self.scores; each trajectory's summed PRM and behaviour log-probabilities."""
+        self.model.eval()
+        device = self.context.precision.device
+        prm_totals, old_totals, row = [], [], 0
+        for micro in batch.split(self.settings.micro_batch_size):
+            micro = micro.to(device)
+            with self.context.precision.autocast():
+                prm = token_logprobs(self.model, micro)[0].float()
+            ratio = (prm - micro.old_logprobs) * micro.loss_mask
+            prm_totals.append((prm * micro.loss_mask).sum(-1).cpu())
+            old_totals.append((micro.old_logprobs * micro.loss_mask).sum(-1).cpu())
+            for r in ratio.cpu().numpy():
+                t = flat[row]
+                self.scores[id(t)] = [
+                    self.settings.beta * float(r[s.response_start - 1 : s.response_end - 1].sum())
+                    for s in t.steps
+                ]
+                row += 1
+        return torch.cat(prm_totals), torch.cat(old_totals)
+
+    def _learn(
+        self,
+        batch: Any,
+        prm_totals: torch.Tensor,
+        old_totals: torch.Tensor,
+        pairs: list[tuple[int, int]],
+    ) -> dict[str, float]:
+        """One optimizer step on the pairs' mean DPO loss; nothing without pairs."""
+        if not pairs:
+            return {}
+        s = self.settings
+        factor = lr_factor(self.updates, self.context.steps, s.schedule, s.warmup_steps, 0.0)
+        for group in self.optimizer.param_groups:
+            group["lr"] = s.lr * factor
+        self.optimizer.zero_grad()
+        loss = self.backward(batch, prm_totals, old_totals, pairs)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip))
+        if not np.isfinite(grad_norm):
+            self.optimizer.zero_grad()
+            raise RewardError("implicit_prm: its gradient norm is not finite")
+        self.optimizer.step()
+        margins = s.beta * (prm_totals - old_totals)
+        return {
+            "loss": loss,
+            "pair_accuracy": float(np.mean([float(margins[p] > margins[r]) for p, r in pairs])),
+            "grad_norm": grad_norm,
+            "lr": s.lr * factor,
+        }
+
+    def backward(
+        self,
+        batch: Any,
+        prm_totals: torch.Tensor,
+        old_totals: torch.Tensor,
+        pairs: list[tuple[int, int]],
+    ) -> float:
+        """Accumulate the gradient of the pairs' mean DPO loss in the PRM's parameters, one
+        micro-batch at a time (each sequence's summed log-probability times the loss's
+        gradient with respect to it); returns the loss."""
+        leaf = prm_totals.clone().requires_grad_(True)
+        loss = dpo_loss(leaf, old_totals, pairs, self.settings.beta)
+        if not torch.isfinite(loss):
+            raise RewardError(f"implicit_prm: the DPO loss is not finite ({loss.item()})")
+        loss.backward()
+        weights = leaf.grad
+        assert weights is not None
+        device, start = self.context.precision.device, 0
+        self.model.train()
+        for micro in batch.split(self.settings.micro_batch_size):
+            micro = micro.to(device)
+            rows = weights[start : start + len(micro)].to(device)
+            start += len(micro)
+            with self.context.precision.autocast():
+                prm = token_logprobs(self.model, micro)[0].float()
+            ((prm * micro.loss_mask).sum(-1) * rows).sum().backward()
+        self.model.eval()
+        return loss.item()
+
+    def _outcome(self, total: float) -> float:
+        return float(total > 0) if self.settings.prefer == "success" else total
+
+    def _separation(self, flat: list[Trajectory], pairs: list[tuple[int, int]]) -> dict[str, float]:
+        """How the PRM's scores (given before this step's update, so on trajectories it had
+        not learned from) tell preferred from rejected trajectories: the mean step reward of
+        the preferred minus the rejected, and the share of pairs it orders right."""
+        if not pairs:
+            return {}
+        mean_step = [float(np.mean(self.scores[id(t)])) for t in flat]
+        preferred = sorted({p for p, _ in pairs})
+        rejected = sorted({r for _, r in pairs})
+        return {
+            "separation": float(
+                np.mean([mean_step[i] for i in preferred])
+                - np.mean([mean_step[i] for i in rejected])
+            ),
+            "score_accuracy": float(np.mean([mean_step[p] > mean_step[r] for p, r in pairs])),
+        }
+
+
+def _load_model(path: str, precision: Precision, lora: LoraSection | None) -> Any:
+    """float32 weights on the run's device; with `lora`, only an adapter on them trains."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"implicit_prm: cannot load its model from {path}: {exc}") from None
+    model = model.to(precision.device)
+    if lora is not None:
+        from peft import LoraConfig, get_peft_model
+
+        settings = LoraConfig(r=lora.r, lora_alpha=lora.alpha, target_modules=lora.target_modules)
+        model = get_peft_model(model, settings)
+    return model.eval()
