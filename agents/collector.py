@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from toolgym.agents.engines.base import Engine
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.rollout import RolloutConfig, run_pooled
+from toolgym.agents.rollout import Prefix, RolloutConfig, run_pooled
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.envs.pool import EnvPool
 from toolgym.envs.tasks import TaskDraw
@@ -40,6 +40,15 @@ class GroupRequest:
     def group_id(self) -> str:
         """Unique per env, split and draw index (a train index is never drawn twice)."""
         return f"{self.pool.name}:{self.draw.split}:{self.draw.index}"
+
+
+@dataclass(frozen=True)
+class BranchRequest:
+    """`size` continuations of `prefix` on the env of `pool` (Monte-Carlo step values)."""
+
+    pool: EnvPool
+    prefix: Prefix
+    size: int = 1
 
 
 def requests_for(
@@ -138,36 +147,72 @@ class RolloutCollector:
     ) -> list[TrajectoryGroup]:
         """One group per request, in order; `options` go to every reset (e.g. the trainer's
         step), besides each draw's task."""
-        limit = asyncio.Semaphore(self.concurrency)
-        done: list[Trajectory] = []
-        start = time.perf_counter()
-        total = sum(r.size for r in requests)
-        bar = self._progress_bar() if self.progress else None
-        with bar or contextlib.nullcontext():
-            task = bar.add_task("rollouts", total=total, tokens_s=0.0, reward=0.0) if bar else None
-
-            async def one(request: GroupRequest, member: int) -> Trajectory:
-                async with limit:
-                    traj = await run_pooled(
-                        request.pool, self.engine, self.renderer, self.config,
-                        seed=request.draw.seed, task=request.draw.task, options=options,
-                        trajectory_id=f"{request.group_id}:{member}", group_id=request.group_id,
-                        adapter=adapter, role=request.role,
-                    )  # fmt: skip
-                done.append(traj)
-                if bar is not None and task is not None:
-                    s = summarize(done, time.perf_counter() - start)
-                    bar.update(task, advance=1, tokens_s=s.tokens_per_s, reward=s.mean_reward)
-                return traj
-
-            results = await asyncio.gather(*(one(r, m) for r in requests for m in range(r.size)))
-        self.masked_total += sum(t.masked for t in results)
+        episodes = [
+            (r.pool, {
+                "seed": r.draw.seed, "task": r.draw.task, "options": options, "role": r.role,
+                "trajectory_id": f"{r.group_id}:{member}", "group_id": r.group_id, "adapter": adapter,
+            })
+            for r in requests
+            for member in range(r.size)
+        ]  # fmt: skip
+        results = await self._run(episodes)
         groups, at = [], 0
         for r in requests:
             members = list(results[at : at + r.size])
             at += r.size
             groups.append(TrajectoryGroup(r.group_id, r.draw.seed, members, r.pool.name))
         return groups
+
+    async def branch(
+        self,
+        requests: Sequence[BranchRequest],
+        adapter: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> list[list[Trajectory]]:
+        """Each request's continuations, in order (ids: the prefix's id, `/after{steps}:k`)."""
+        episodes = []
+        for r in requests:
+            t = r.prefix.trajectory
+            for k in range(r.size):
+                episodes.append((r.pool, {
+                    "seed": t.seed, "task": t.task, "options": options, "role": t.role,
+                    "trajectory_id": f"{t.id}/after{r.prefix.steps}:{k}", "group_id": t.group_id,
+                    "adapter": adapter, "prefix": r.prefix,
+                }))  # fmt: skip
+        results = await self._run(episodes)
+        out, at = [], 0
+        for r in requests:
+            out.append(list(results[at : at + r.size]))
+            at += r.size
+        return out
+
+    async def _run(self, episodes: list[tuple[EnvPool, dict[str, Any]]]) -> list[Trajectory]:
+        """Every episode (a pool and run_pooled's arguments), at most `concurrency` at once."""
+        limit = asyncio.Semaphore(self.concurrency)
+        done: list[Trajectory] = []
+        start = time.perf_counter()
+        bar = self._progress_bar() if self.progress else None
+        with bar or contextlib.nullcontext():
+            task = (
+                bar.add_task("rollouts", total=len(episodes), tokens_s=0.0, reward=0.0)
+                if bar
+                else None
+            )
+
+            async def one(pool: EnvPool, episode: dict[str, Any]) -> Trajectory:
+                async with limit:
+                    traj = await run_pooled(
+                        pool, self.engine, self.renderer, self.config, **episode
+                    )
+                done.append(traj)
+                if bar is not None and task is not None:
+                    s = summarize(done, time.perf_counter() - start)
+                    bar.update(task, advance=1, tokens_s=s.tokens_per_s, reward=s.mean_reward)
+                return traj
+
+            results = await asyncio.gather(*(one(pool, e) for pool, e in episodes))
+        self.masked_total += sum(t.masked for t in results)
+        return list(results)
 
     @staticmethod
     def _progress_bar() -> Progress:

@@ -43,6 +43,16 @@ class RolloutConfig:
     """Limit for each env reset and step; past it the episode ends ENV_FAILED (masked)."""
 
 
+@dataclass(frozen=True)
+class Prefix:
+    """Where a continuation starts: after the first `steps` steps of `trajectory`. The env is
+    reset to the trajectory's task and seed and those steps' actions are replayed; the policy
+    then goes on from the trajectory's tokens up to that point."""
+
+    trajectory: Trajectory
+    steps: int
+
+
 async def run_episode(
     env: Any,
     engine: Engine,
@@ -58,9 +68,12 @@ async def run_episode(
     task: dict[str, Any] | None = None,
     env_name: str = "",
     role: str = "policy",
+    prefix: Prefix | None = None,
 ) -> Trajectory:
     """Play one episode; never raises for env, engine or timeout failures (they are masked).
-    `task` goes to reset as `options["task"]`."""
+    `task` goes to reset as `options["task"]`. With a `prefix`, the episode continues that
+    one (see Prefix); an env that answers the replayed actions differently than it did is
+    not deterministic, and the continuation is masked."""
     traj = Trajectory(
         trajectory_id, group_id, env_id, seed, env_name=env_name, role=role, task=task
     )
@@ -69,7 +82,7 @@ async def run_episode(
     start = time.perf_counter()
     try:
         async with asyncio.timeout(config.episode_timeout_s):
-            await _play(env, engine, renderer, config, traj, options, adapter)
+            await _play(env, engine, renderer, config, traj, options, adapter, prefix)
     except TimeoutError:
         traj.end, traj.infra_error = (
             EpisodeEnd.TIMEOUT,
@@ -130,6 +143,7 @@ async def _play(
     traj: Trajectory,
     options: dict[str, Any] | None,
     adapter: str | None,
+    prefix: Prefix | None = None,
 ) -> None:
     limit = config.call_timeout_s
     obs, info = await _env_call(env.areset(seed=traj.seed, options=options), "reset", 2, limit)
@@ -137,7 +151,9 @@ async def _play(
     traj.token_ids = renderer.prompt_ids(obs, traj.tools)
     traj.prompt_length = len(traj.token_ids)
     state = info["state_key"]
-    for turn in range(1 << 30):
+    if prefix is not None:
+        state = await _replay(env, traj, prefix, limit)
+    for turn in range(len(traj.steps), 1 << 30):
         budget = config.max_context_tokens - len(traj.token_ids)
         if budget <= 0:
             traj.end = EpisodeEnd.CONTEXT
@@ -176,6 +192,36 @@ async def _play(
             traj.end = EpisodeEnd.CONTEXT
             return
         traj.token_ids += delta
+
+
+async def _replay(env: Any, traj: Trajectory, prefix: Prefix, limit: float | None) -> Any:
+    """Step `env` through the prefix's actions, checking that it answers as it did; copy
+    those steps and the tokens before the next one into `traj`. Returns the state key."""
+    source = prefix.trajectory
+    if (
+        not 0 < prefix.steps < len(source.steps)
+        or traj.token_ids != source.token_ids[: traj.prompt_length]
+    ):
+        raise EnvFailed(
+            f"cannot continue {source.id} after step {prefix.steps}: it has "
+            f"{len(source.steps)} steps, and a continuation starts before its last, from its own prompt"
+        )
+    state = None
+    for k, step in enumerate(source.steps[: prefix.steps]):
+        obs, reward, _, _, info = await _env_call(env.astep(step.action), "step", 5, limit)
+        if (
+            obs != step.observation
+            or info["state_key"] != step.next_state_key
+            or reward != step.reward
+        ):
+            raise EnvFailed(
+                f"replaying step {k} of {source.id} gave another answer than it did: the env is "
+                "not deterministic, so its states cannot be restored by replay"
+            )
+        traj.steps.append(replace(step, rewards={}))
+        state = info["state_key"]
+    traj.token_ids = list(source.token_ids[: source.steps[prefix.steps].response_start])
+    return state
 
 
 def turn_seed(base: int | None, trajectory_id: str, turn: int) -> int | None:

@@ -85,8 +85,7 @@ def hand_made_group(vocab: int, rewards: list[float], seed: int = 0):
 @pytest.fixture
 def prm(tiny_model_dir):
     from toolgym.agents.device import resolve_precision
-    from toolgym.training.rewards import make_source
-    from toolgym.training.rewards.prm_reward import RunContext
+    from toolgym.training.rewards import RunContext, make_source
 
     context = RunContext(str(tiny_model_dir), resolve_precision("cpu", "float32"), steps=4)
     return make_source("implicit_prm", context, micro_batch_size=2, lr=1e-3)

@@ -342,6 +342,36 @@ def test_a_process_reward_joins_the_advantages_as_a_step_term(tool_calling_model
     assert all((a == 0).all() for a in off)
 
 
+def test_monte_carlo_values_branch_every_step_and_average_the_continuations(
+    tool_calling_model_dir, tmp_path
+):
+    """The outcome depends on the first action only, which every continuation after a later
+    step shares: each step's value must be its trajectory's own outcome."""
+    rewards = (
+        "rewards=[{source: function, name: even, kwargs: {path: 'fixture_rewards:first_action_even'}}, "
+        "{source: mc_values, role: process, kwargs: {continuations: 2}}]"
+    )
+    config = load_config(TrainConfig, None, [
+        f"model={tool_calling_model_dir}", f"run_dir={tmp_path}", "steps=1", "tensorboard=false",
+        rewards, *SMALL,
+    ])  # fmt: skip
+    trainer = Trainer(config)
+    groups = trainer.collect(trainer.train_requests(0), temperature=1.0, sampling_seed=0)
+    trajectories, _ = trainer.advantages(groups)
+    metrics = trainer.rewards.metrics(trajectories)
+    trainer.close()
+    outcomes = {t.steps[-1].rewards["even"] for t in trajectories}
+    assert outcomes == {0.0, 1.0}, "the test needs both outcomes"
+    for t in trajectories:
+        assert [s.rewards["mc_values"] for s in t.steps] == [t.steps[-1].rewards["even"]] * len(
+            t.steps
+        )
+    branches = sum(len(t.steps) - 1 for t in trajectories)
+    assert metrics["mc_values/branches"] == branches > 0
+    assert metrics["mc_values/continuations"] == 2 * branches
+    assert metrics["mc_values/masked"] == 0
+
+
 def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_model_dir, tmp_path):
     base = [
         f"model={tool_calling_model_dir}",

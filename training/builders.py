@@ -14,6 +14,7 @@ from toolgym.agents.engines import engine_class, policy_engine
 from toolgym.errors import ConfigError
 from toolgym.training.config import TrainConfig
 from toolgym.training.rewards import RewardStage, RunContext, WeightedSource, make_source
+from toolgym.training.rewards.base import Continue
 
 
 def build_model(config: TrainConfig, precision: Precision) -> Any:
@@ -72,10 +73,17 @@ def build_optimizer(config: TrainConfig, model: Any) -> torch.optim.Optimizer:
     return torch.optim.AdamW(trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay)
 
 
-def build_reward_stage(config: TrainConfig, precision: Precision | None = None) -> RewardStage:
-    """The configured sources; those that train a model of their own (the implicit PRM) put
-    it on `precision`'s device, starting from the policy's weights unless told otherwise."""
-    context = None if precision is None else RunContext(config.model, precision, config.steps)
+def build_reward_stage(
+    config: TrainConfig, precision: Precision | None = None, continue_from: Continue | None = None
+) -> RewardStage:
+    """The configured sources. Those that need the run (`needs_context`: the implicit PRM's
+    model on `precision`'s device, Monte-Carlo values played through `continue_from`) are
+    refused without one."""
+    context = (
+        None
+        if precision is None
+        else RunContext(config.model, precision, config.steps, continue_from)
+    )
     return RewardStage(
         [
             WeightedSource(r.label, make_source(r.source, context, **r.kwargs), r.weight, r.role)

@@ -34,7 +34,8 @@ class EnvSection(ConfigModel):
 
 class RewardSection(ConfigModel):
     source: str
-    """A reward source from training/rewards (env, format, length, function, implicit_prm)."""
+    """A reward source from training/rewards (env, format, length, function, implicit_prm,
+    mc_values)."""
     name: str | None = None
     """The component's name in Step.rewards and in reward/NAME metrics (default: source)."""
     weight: float = 1.0
@@ -44,8 +45,8 @@ class RewardSection(ConfigModel):
     score, normalised over the group's steps and added to the advantage (advantage.step_alpha)."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """The source's arguments (format: invalid, cut_off; length: per_token, budget;
-    function: path="package.module:function"; implicit_prm: beta, lr, warmup_steps, schedule,
-    grad_clip, micro_batch_size, prefer, model, lora)."""
+    function: path="package.module:function"; implicit_prm and mc_values: see their own
+    tables below)."""
 
     @property
     def label(self) -> str:

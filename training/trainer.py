@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ import numpy as np
 import torch
 
 from toolgym.agents.collector import (
+    BranchRequest,
     GroupRequest,
     RolloutCollector,
     require_unmasked,
@@ -41,7 +43,7 @@ from toolgym.agents.collector import (
 from toolgym.agents.device import peak_memory_gb, resolve_precision
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.rollout import RolloutConfig
+from toolgym.agents.rollout import Prefix, RolloutConfig
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.envs.pool import EnvPool
@@ -63,6 +65,7 @@ from toolgym.training.config import EnvSection, TrainConfig
 from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
 from toolgym.training.metrics_log import METRICS, MetricsLog, read_metrics
 from toolgym.training.mixture import allot, step_slots
+from toolgym.training.rewards.base import Continuation
 from toolgym.training.schedule import lr_factor
 from toolgym.training.weight_sync import weight_sync
 
@@ -106,7 +109,7 @@ class Trainer:
             self.tokenizer, tool_schemas=config.rollout.tool_schemas_in_prompt
         )
         self.optimizer = build_optimizer(config, self.model)
-        self.rewards = build_reward_stage(config, self.precision)
+        self.rewards = build_reward_stage(config, self.precision, self.continue_from)
         self.ppo = PPOConfig(**config.loss.model_dump())
         self.step = 0
 
@@ -216,19 +219,49 @@ class Trainer:
         sampling_seed: int | None,
         options: dict[str, Any] | None = None,
     ) -> list[TrajectoryGroup]:
+        rollout = self.rollout_config(temperature, sampling_seed)
+        concurrency = self.config.rollout.concurrency
+        collector = RolloutCollector(self.engine, self.renderer, rollout, concurrency=concurrency)
+        self.model.eval()
+        return self.runtime.run(collector.collect(requests, adapter=self.adapter, options=options))
+
+    def rollout_config(self, temperature: float, sampling_seed: int | None) -> RolloutConfig:
         r = self.config.rollout
         sampling = SamplingParams(
             max_tokens=r.max_tokens, temperature=temperature, seed=sampling_seed
         )
-        rollout = RolloutConfig(
+        return RolloutConfig(
             sampling,
             max_turns=r.max_turns,
             max_context_tokens=r.max_context_tokens,
             episode_timeout_s=r.episode_timeout_s,
         )
+
+    def continue_from(
+        self, requests: Sequence[tuple[Trajectory, int, int]]
+    ) -> list[list[Continuation]]:
+        """Continuations of the step's trajectories by the current policy, at the training
+        temperature (Monte-Carlo step values): their outcome returns and env steps."""
+        pools = {e.label: self.pool(e) for e in self.config.mixture}
+        branches = [
+            BranchRequest(pools[t.env_name], Prefix(t, steps), n) for t, steps, n in requests
+        ]
+        r = self.config.rollout
+        # the step's sampling seed: turn seeds hash the trajectory id, which a branch's extends
+        rollout = self.rollout_config(r.temperature, self.config.seed * 100_003 + self.step)
         collector = RolloutCollector(self.engine, self.renderer, rollout, concurrency=r.concurrency)
         self.model.eval()
-        return self.runtime.run(collector.collect(requests, adapter=self.adapter, options=options))
+        options = {"training_step": (self.step, self.config.steps)}
+        played = self.runtime.run(collector.branch(branches, adapter=self.adapter, options=options))
+        groups = [TrajectoryGroup(f"branch:{i}", None, c) for i, c in enumerate(played)]
+        scores = self.rewards.outcome_returns(groups)
+        return [
+            [
+                Continuation(None if t.masked else value, len(t.steps))
+                for t, value in zip(c, row, strict=True)
+            ]
+            for c, row in zip(played, scores, strict=True)
+        ]
 
     def advantages(
         self, groups: list[TrajectoryGroup]

@@ -6,12 +6,13 @@ from collections.abc import Callable
 from typing import Any
 
 from toolgym.errors import ConfigError, lookup
-from toolgym.training.rewards.base import RewardSource
+from toolgym.training.rewards.base import RewardSource, RunContext
 from toolgym.training.rewards.env_reward import EnvReward
 from toolgym.training.rewards.format_reward import FormatReward
 from toolgym.training.rewards.function_reward import FunctionReward
 from toolgym.training.rewards.length_reward import LengthReward
-from toolgym.training.rewards.prm_reward import ImplicitPRMReward, RunContext
+from toolgym.training.rewards.mc_reward import MCValueReward
+from toolgym.training.rewards.prm_reward import ImplicitPRMReward
 from toolgym.training.rewards.stage import RewardError, RewardStage, WeightedSource
 
 SOURCES: dict[str, Callable[..., RewardSource]] = {
@@ -20,6 +21,7 @@ SOURCES: dict[str, Callable[..., RewardSource]] = {
     "length": LengthReward,
     "function": FunctionReward,
     "implicit_prm": ImplicitPRMReward,
+    "mc_values": MCValueReward,
 }
 
 

@@ -9,8 +9,11 @@ env or the estimators.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
+from toolgym.agents.device import Precision
 from toolgym.agents.trajectory import Trajectory
 
 
@@ -18,3 +21,28 @@ class RewardSource(Protocol):
     def __call__(self, trajectory: Trajectory) -> list[float]:
         """One value per step of `trajectory` (masked trajectories are never scored)."""
         ...
+
+
+class Continuation(NamedTuple):
+    """What a continuation came to: its outcome return (None where it was masked) and the
+    env steps it took, the replayed ones included."""
+
+    outcome: float | None
+    env_steps: int
+
+
+Continue = Callable[[Sequence[tuple[Trajectory, int, int]]], list[list[Continuation]]]
+"""For each (trajectory, steps, count): `count` continuations of the trajectory after its
+first `steps` steps, played by the current policy."""
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a source that needs the run itself is given (`needs_context`): where the policy
+    started and on what device (a learned PRM's model), the run's length (its schedule), and
+    a way to play continuations (Monte-Carlo step values)."""
+
+    model: str
+    precision: Precision
+    steps: int
+    continue_from: Continue | None = None

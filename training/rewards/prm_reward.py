@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -33,17 +32,9 @@ from toolgym.errors import ConfigError
 from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.config import LoraSection
 from toolgym.training.process.implicit_prm import BETA, dpo_loss, preference_pairs
+from toolgym.training.rewards.base import RunContext
 from toolgym.training.rewards.stage import RewardError
 from toolgym.training.schedule import lr_factor
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What a source that trains a model of its own needs from the run."""
-
-    model: str
-    precision: Precision
-    steps: int
 
 
 class PRMSettings(ConfigModel):

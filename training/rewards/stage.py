@@ -78,14 +78,22 @@ class RewardStage:
         (`prepare(groups, returns)`) is then shown the groups: an outcome source with
         `returns` None, a process source with each trajectory's outcome return (the sum of
         its combined outcome rewards), which is what the implicit PRM prefers by."""
-        self._prepare("outcome", groups, None)
-        outcome = [[self._combine(t, "outcome") for t in g.trajectories] for g in groups]
+        outcome = self._outcomes(groups)
         returns = [[float(o.sum()) for o in row] for row in outcome]
         self._prepare("process", groups, returns)
         return [
             [(o, self._combine(t, "process")) for t, o in zip(g.trajectories, row, strict=True)]
             for g, row in zip(groups, outcome, strict=True)
         ]
+
+    def outcome_returns(self, groups: Sequence[TrajectoryGroup]) -> list[list[float]]:
+        """Each trajectory's outcome return (its combined outcome rewards summed), group by
+        group: what a continuation of it scores (Monte-Carlo step values)."""
+        return [[float(o.sum()) for o in row] for row in self._outcomes(groups)]
+
+    def _outcomes(self, groups: Sequence[TrajectoryGroup]) -> list[list[np.ndarray]]:
+        self._prepare("outcome", groups, None)
+        return [[self._combine(t, "outcome") for t in g.trajectories] for g in groups]
 
     def _prepare(
         self, role: str, groups: Sequence[TrajectoryGroup], returns: list[list[float]] | None

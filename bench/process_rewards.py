@@ -1,0 +1,115 @@
+"""GiGPO alone against GiGPO plus a process reward (the implicit PRM, Monte-Carlo step
+values): the same start model, seeds and settings, on Maze by default.
+
+For each seed, trains once per variant and reports:
+- success per step, and the final success (mean of the last `--window` steps);
+- env steps until success (a moving average over `--window` steps) first reaches
+  `--threshold`, counting the policy's own episodes and, for Monte-Carlo values, the
+  branches' too (replayed steps included); the ratio against GiGPO alone (above 1: the
+  variant needs fewer);
+- the wall time of a training step against GiGPO alone's, measured in the same run: what
+  the process reward costs.
+
+    python bench/process_rewards.py --model DIR [--seeds 3] [--steps 30] [--threshold 0.5]
+        [--variants gigpo,prm,mc] [section.field=value ...]
+
+The overrides go to every variant, e.g. harder mazes than the quickstart's:
+`env.kwargs.size=3 env.kwargs.max_turns=10` (start from an SFT policy of those mazes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+
+from toolgym.config import load_config
+from toolgym.training.config import TrainConfig
+from toolgym.training.plot import plot_runs
+from toolgym.training.trainer import Trainer
+
+CONFIGS = Path(__file__).parent.parent / "configs"
+VARIANTS = {
+    "gigpo": CONFIGS / "maze_gigpo.yaml",
+    "prm": CONFIGS / "maze_gigpo_prm.yaml",
+    "mc": CONFIGS / "maze_gigpo_mc.yaml",
+}
+
+
+def env_steps(record: dict) -> float:
+    """The env steps a training step took: its episodes', and its branches' if any."""
+    return record["env_steps"] + record.get("mc_values/env_steps", 0.0)
+
+
+def step_seconds(record: dict) -> float:
+    return record["time/rollout_s"] + record["time/advantage_s"] + record["time/update_s"]
+
+
+def steps_to_threshold(metrics: list[dict], threshold: float, window: int) -> float | None:
+    spent, successes = 0.0, []
+    for record in metrics:
+        spent += env_steps(record)
+        successes.append(record["rollout/success"])
+        if len(successes) >= window and statistics.mean(successes[-window:]) >= threshold:
+            return spent
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--threshold", type=float, default=0.5)
+    parser.add_argument("--window", type=int, default=3)
+    parser.add_argument("--variants", default="gigpo,prm,mc")
+    parser.add_argument("--out", default=None, help="directory for runs and the curve PNG")
+    parser.add_argument("overrides", nargs="*", help="section.field=value settings for all")
+    args = parser.parse_args()
+    names = args.variants.split(",")
+    if "gigpo" not in names or not set(names) <= set(VARIANTS):
+        parser.error(f"--variants: a comma list from {list(VARIANTS)} that includes gigpo")
+    out = Path(args.out or tempfile.mkdtemp(prefix="process-rewards-"))
+    reached: dict[str, list[float | None]] = {n: [] for n in names}
+    finals: dict[str, list[float]] = {n: [] for n in names}
+    seconds: dict[str, list[float]] = {n: [] for n in names}
+    for seed in range(args.seeds):
+        for name in names:
+            run = out / f"{name}-seed{seed}"
+            overrides = [
+                f"model={args.model}", f"run_dir={run}", f"seed={seed}", f"steps={args.steps}",
+                "eval.every_steps=1000000", "eval.episodes=1", "tensorboard=false", *args.overrides,
+            ]  # fmt: skip
+            config = load_config(TrainConfig, VARIANTS[name], overrides)
+            metrics = Trainer(config).run(overwrite=True)
+            reached[name].append(steps_to_threshold(metrics, args.threshold, args.window))
+            finals[name].append(
+                statistics.mean(m["rollout/success"] for m in metrics[-args.window :])
+            )
+            seconds[name].append(statistics.mean(step_seconds(m) for m in metrics))
+            curve = " ".join(f"{m['rollout/success']:.2f}" for m in metrics)
+            print(f"seed {seed} {name:5}: success per step {curve}", flush=True)
+    base_s = statistics.mean(seconds["gigpo"])
+    print(f"\nenv steps (branches included) until success >= {args.threshold} "
+          f"(mean of {args.window} steps); final success; seconds per training step:")  # fmt: skip
+    for name in names:
+        shown = ", ".join("never" if v is None else f"{v:.0f}" for v in reached[name])
+        cost = statistics.mean(seconds[name])
+        print(f"  {name:5}: {shown}   final {statistics.mean(finals[name]):.3f}   "
+              f"{cost:.2f} s/step ({cost / base_s:.2f}x gigpo's)")  # fmt: skip
+    for name in names:
+        if name == "gigpo":
+            continue
+        both = [(g, v) for g, v in zip(reached["gigpo"], reached[name], strict=True) if g and v]
+        if both:
+            ratio = statistics.mean(g for g, _ in both) / statistics.mean(v for _, v in both)
+            print(f"ratio gigpo / {name} env steps (seeds where both reached it): {ratio:.2f}x")
+        else:
+            print(f"ratio gigpo / {name}: not defined (not both reached it on any seed)")
+    png = plot_runs(sorted(out.glob("*-seed*")), out / "curves.png", ["rollout/success"])
+    print(f"curves: {png}")
+
+
+if __name__ == "__main__":
+    main()
