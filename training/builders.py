@@ -4,7 +4,9 @@ reward stage. Each takes what it needs and returns the part; the trainer only wi
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import torch
@@ -74,15 +76,18 @@ def build_optimizer(config: TrainConfig, model: Any) -> torch.optim.Optimizer:
 
 
 def build_reward_stage(
-    config: TrainConfig, precision: Precision | None = None, continue_from: Continue | None = None
+    config: TrainConfig,
+    precision: Precision | None = None,
+    continue_from: Continue | None = None,
+    run: Callable[[Coroutine[Any, Any, Any]], Any] = asyncio.run,
 ) -> RewardStage:
     """The configured sources. Those that need the run (`needs_context`: the implicit PRM's
-    model on `precision`'s device, Monte-Carlo values played through `continue_from`) are
-    refused without one."""
+    model on `precision`'s device, Monte-Carlo values played through `continue_from`, a
+    judge's requests on the event loop `run`) are refused without one."""
     context = (
         None
         if precision is None
-        else RunContext(config.model, precision, config.steps, continue_from)
+        else RunContext(config.model, precision, config.steps, continue_from, run)
     )
     return RewardStage(
         [

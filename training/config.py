@@ -35,7 +35,7 @@ class EnvSection(ConfigModel):
 class RewardSection(ConfigModel):
     source: str
     """A reward source from training/rewards (env, format, length, function, implicit_prm,
-    mc_values)."""
+    mc_values, judge)."""
     name: str | None = None
     """The component's name in Step.rewards and in reward/NAME metrics (default: source)."""
     weight: float = 1.0
@@ -45,8 +45,8 @@ class RewardSection(ConfigModel):
     score, normalised over the group's steps and added to the advantage (advantage.step_alpha)."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """The source's arguments (format: invalid, cut_off; length: per_token, budget;
-    function: path="package.module:function"; implicit_prm and mc_values: see their own
-    tables below)."""
+    function: path="package.module:function"; implicit_prm, mc_values and judge: see their
+    own tables below)."""
 
     @property
     def label(self) -> str:

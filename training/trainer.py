@@ -109,7 +109,9 @@ class Trainer:
             self.tokenizer, tool_schemas=config.rollout.tool_schemas_in_prompt
         )
         self.optimizer = build_optimizer(config, self.model)
-        self.rewards = build_reward_stage(config, self.precision, self.continue_from)
+        self.rewards = build_reward_stage(
+            config, self.precision, self.continue_from, self.runtime.run
+        )
         self.ppo = PPOConfig(**config.loss.model_dump())
         self.step = 0
 
@@ -147,6 +149,7 @@ class Trainer:
         """Stop the engine's workers, close the env pools and shared resources, and the loop
         (a later call such as `evaluate` opens a fresh runtime)."""
         self.runtime.run(self.engine.aclose())
+        self.runtime.run(self.rewards.aclose())
         self.runtime.close()
 
     def train_step(self) -> dict[str, Any]:
@@ -166,6 +169,7 @@ class Trainer:
                 self.step, len(raised), one_line(raised[0]),
             )  # fmt: skip
         trajectories, advantages = self.advantages(groups)
+        require_unmasked(everything, f"training step {self.step}'s reward stage")
         t2 = time.perf_counter()
         train_metrics = self.update(trajectories, advantages) if trajectories else {}
         t3 = time.perf_counter()

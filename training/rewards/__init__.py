@@ -10,6 +10,7 @@ from toolgym.training.rewards.base import RewardSource, RunContext
 from toolgym.training.rewards.env_reward import EnvReward
 from toolgym.training.rewards.format_reward import FormatReward
 from toolgym.training.rewards.function_reward import FunctionReward
+from toolgym.training.rewards.judge_reward import JudgeReward
 from toolgym.training.rewards.length_reward import LengthReward
 from toolgym.training.rewards.mc_reward import MCValueReward
 from toolgym.training.rewards.prm_reward import ImplicitPRMReward
@@ -22,6 +23,7 @@ SOURCES: dict[str, Callable[..., RewardSource]] = {
     "function": FunctionReward,
     "implicit_prm": ImplicitPRMReward,
     "mc_values": MCValueReward,
+    "judge": JudgeReward,
 }
 
 

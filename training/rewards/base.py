@@ -9,9 +9,10 @@ env or the estimators.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from toolgym.agents.device import Precision
 from toolgym.agents.trajectory import Trajectory
@@ -40,9 +41,11 @@ first `steps` steps, played by the current policy."""
 class RunContext:
     """What a source that needs the run itself is given (`needs_context`): where the policy
     started and on what device (a learned PRM's model), the run's length (its schedule), and
-    a way to play continuations (Monte-Carlo step values)."""
+    a way to play continuations (Monte-Carlo step values), and its event loop."""
 
     model: str
     precision: Precision
     steps: int
     continue_from: Continue | None = None
+    run: Callable[[Coroutine[Any, Any, Any]], Any] = asyncio.run
+    """Runs a coroutine to its end on the run's event loop (a judge's requests)."""

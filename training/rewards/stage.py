@@ -53,6 +53,13 @@ class RewardStage:
     def has_process(self) -> bool:
         return any(s.role == "process" for s in self.sources)
 
+    async def aclose(self) -> None:
+        """Close what sources hold open (a judge's connections or model)."""
+        for entry in self.sources:
+            close = getattr(entry.source, "aclose", None)
+            if close is not None:
+                await close()
+
     def state_dict(self) -> dict[str, Any]:
         """The state of every source that keeps one, by component name."""
         return {
