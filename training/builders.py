@@ -15,7 +15,13 @@ from toolgym.agents.device import Precision
 from toolgym.agents.engines import engine_class, policy_engine
 from toolgym.errors import ConfigError
 from toolgym.training.config import TrainConfig
-from toolgym.training.rewards import RewardStage, RunContext, WeightedSource, make_source
+from toolgym.training.rewards import (
+    SOURCES,
+    RewardStage,
+    RunContext,
+    WeightedSource,
+    make_source,
+)
 from toolgym.training.rewards.base import Continue
 
 
@@ -89,6 +95,10 @@ def build_reward_stage(
         if precision is None
         else RunContext(config.model, precision, config.steps, continue_from, run)
     )
+    for r in config.rewards:
+        roles = getattr(SOURCES.get(r.source), "roles", (r.role,))
+        if r.role not in roles:
+            raise ConfigError(f"reward source '{r.source}' scores steps: give it role: process")
     return RewardStage(
         [
             WeightedSource(r.label, make_source(r.source, context, **r.kwargs), r.weight, r.role)

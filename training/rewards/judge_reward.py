@@ -27,9 +27,10 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.config import ConfigModel, validate
@@ -75,6 +76,20 @@ class JudgeSettings(ConfigModel):
     max_chars: int = Field(6000, ge=200)
     """The most characters of history a request carries."""
 
+    @field_validator("base_url")
+    @classmethod
+    def _http(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http:// or https:// URL")
+        return url
+
+    @field_validator("model")
+    @classmethod
+    def _directory(cls, model: str | None) -> str | None:
+        if model is not None and not Path(model).is_dir():
+            raise ValueError(f"no model directory at {model}")
+        return model
+
 
 class JudgeReward:
     needs_context = True
@@ -84,13 +99,13 @@ class JudgeReward:
         self.settings = s = validate(self.Settings, settings)
         self.run = context.run
         if (s.base_url is None) == (s.model is None):
-            raise ConfigError("judge: give base_url (a server) or model (in-process), one of them")
+            raise ConfigError("give base_url (a server) or model (in-process), one of them")
         if s.base_url is not None:
             from toolgym.agents.writer import ChatWriter
 
             key = os.environ.get(s.api_key_env) if s.api_key_env else None
             if s.api_key_env and not key:
-                raise ConfigError(f"judge: the environment variable {s.api_key_env} is not set")
+                raise ConfigError(f"the environment variable {s.api_key_env} is not set")
             self.writer: Any = ChatWriter(s.base_url, s.served_model, api_key=key)
         else:
             from toolgym.agents.writer import EngineWriter
@@ -98,7 +113,7 @@ class JudgeReward:
             try:
                 self.writer = EngineWriter.load(str(s.model))
             except (OSError, ValueError) as exc:
-                raise ConfigError(f"judge: cannot load {s.model}: {one_line(exc)}") from None
+                raise ConfigError(f"cannot load {s.model}: {one_line(exc)}") from None
         self.cache: OrderedDict[str, float] = OrderedDict()
         self.scores: dict[int, list[float]] = {}
         self.last_metrics: dict[str, float] = {}

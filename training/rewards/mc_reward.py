@@ -56,6 +56,8 @@ class MCSettings(ConfigModel):
 
 
 class MCValueReward:
+    roles = ("process",)
+    """It scores steps, so it is never an outcome."""
     needs_context = True
     Settings = MCSettings
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -28,7 +29,7 @@ from pydantic import Field
 from toolgym.agents.device import Precision
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.config import ConfigModel, validate
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, one_line
 from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.config import LoraSection
 from toolgym.training.process.implicit_prm import BETA, dpo_loss, preference_pairs
@@ -65,6 +66,8 @@ class PRMSettings(ConfigModel):
 
 
 class ImplicitPRMReward:
+    roles = ("process",)
+    """It scores steps, so it is never an outcome."""
     needs_context = True
     Settings = PRMSettings
 
@@ -244,10 +247,12 @@ def _load_model(path: str, precision: Precision, lora: LoraSection | None) -> An
     """float32 weights on the run's device; with `lora`, only an adapter on them trains."""
     from transformers import AutoModelForCausalLM
 
+    if not Path(path).is_dir():
+        raise ConfigError(f"no model directory at {path}")
     try:
         model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"implicit_prm: cannot load its model from {path}: {exc}") from None
+        raise ConfigError(f"cannot load its model from {path}: {one_line(exc)}") from None
     model = model.to(precision.device)
     if lora is not None:
         from peft import LoraConfig, get_peft_model
