@@ -1,9 +1,12 @@
-"""Shared pieces of the rollout benchmarks: a tiny model to run, and minimal envs."""
+"""Shared pieces of the benchmarks: a tiny model to run, minimal envs, and when a training
+run first reached a success threshold."""
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,23 @@ def tiny_model(path: str | None) -> Path:
     from toolgym.agents.modelinit import init_model
 
     return init_model(Path(tempfile.mkdtemp(prefix="toolgym-bench-")), "qwen2", "tiny", seed=0)
+
+
+def steps_to_threshold(
+    metrics: list[dict],
+    threshold: float,
+    window: int,
+    cost: Callable[[dict], float] = lambda record: record["env_steps"],
+) -> float | None:
+    """The env steps (`cost` of each training step, summed) spent until rollout success,
+    averaged over the last `window` training steps, first reached `threshold`; None if never."""
+    spent, successes = 0.0, []
+    for record in metrics:
+        spent += cost(record)
+        successes.append(record["rollout/success"])
+        if len(successes) >= window and statistics.mean(successes[-window:]) >= threshold:
+            return spent
+    return None
 
 
 class QuestionEnv(Env):

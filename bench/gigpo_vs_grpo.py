@@ -20,20 +20,12 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from common import steps_to_threshold
+
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
 from toolgym.training.plot import plot_runs
 from toolgym.training.trainer import Trainer
-
-
-def steps_to_threshold(metrics: list[dict], threshold: float, window: int) -> int | None:
-    env_steps, successes = 0, []
-    for record in metrics:
-        env_steps += record["env_steps"]
-        successes.append(record["rollout/success"])
-        if len(successes) >= window and statistics.mean(successes[-window:]) >= threshold:
-            return env_steps
-    return None
 
 
 def main() -> None:
@@ -52,7 +44,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="extra section.field=value settings for both")
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="gigpo-vs-grpo-"))
-    reached: dict[str, list[int | None]] = {"gigpo": [], "grpo": []}
+    reached: dict[str, list[float | None]] = {"gigpo": [], "grpo": []}
     finals: dict[str, list[float]] = {"gigpo": [], "grpo": []}
     for seed in range(args.seeds):
         for estimator in ("gigpo", "grpo"):
@@ -76,7 +68,7 @@ def main() -> None:
             print(f"seed {seed} {estimator:5}: success per step {curve}")
     print(f"\nenv steps until success (mean of {args.window} steps) >= {args.threshold}:")
     for estimator, values in reached.items():
-        shown = ", ".join("never" if v is None else str(v) for v in values)
+        shown = ", ".join("never" if v is None else f"{v:.0f}" for v in values)
         print(f"  {estimator:5}: {shown}   final success {statistics.mean(finals[estimator]):.2f}")
     both = [(g, r) for g, r in zip(reached["gigpo"], reached["grpo"], strict=True) if g and r]
     if both:

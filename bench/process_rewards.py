@@ -24,6 +24,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from common import steps_to_threshold
+
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
 from toolgym.training.plot import plot_runs
@@ -44,16 +46,6 @@ def env_steps(record: dict) -> float:
 
 def step_seconds(record: dict) -> float:
     return record["time/rollout_s"] + record["time/advantage_s"] + record["time/update_s"]
-
-
-def steps_to_threshold(metrics: list[dict], threshold: float, window: int) -> float | None:
-    spent, successes = 0.0, []
-    for record in metrics:
-        spent += env_steps(record)
-        successes.append(record["rollout/success"])
-        if len(successes) >= window and statistics.mean(successes[-window:]) >= threshold:
-            return spent
-    return None
 
 
 def main() -> None:
@@ -83,7 +75,9 @@ def main() -> None:
             ]  # fmt: skip
             config = load_config(TrainConfig, VARIANTS[name], overrides)
             metrics = Trainer(config).run(overwrite=True)
-            reached[name].append(steps_to_threshold(metrics, args.threshold, args.window))
+            reached[name].append(
+                steps_to_threshold(metrics, args.threshold, args.window, cost=env_steps)
+            )
             finals[name].append(
                 statistics.mean(m["rollout/success"] for m in metrics[-args.window :])
             )

@@ -96,7 +96,6 @@ CHAT_TOOL_CALL = '<tool_call>{"name": "move", "arguments": {"direction": "north"
 def tool_calling_model_dir(tiny_model_dir, tmp_path_factory):
     """The tiny model taught, by a few hundred optimizer steps on one conversation, to answer
     CHAT_MESSAGES (with the Maze tools) with CHAT_TOOL_CALL: a real model that calls tools."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from toolgym.agents.render import ChatRenderer
@@ -107,18 +106,28 @@ def tool_calling_model_dir(tiny_model_dir, tmp_path_factory):
     renderer = ChatRenderer(tokenizer)
     prompt = renderer.prompt_ids(CHAT_MESSAGES, MazeEnv().tool_schemas())
     answer = renderer.encode(CHAT_TOOL_CALL) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    ids = torch.tensor([prompt + answer])
-    labels = torch.tensor([[-100] * len(prompt) + answer])
+    out = tmp_path_factory.mktemp("tool-calling-model")
+    return teach(model, tokenizer, [(prompt, answer)], out, steps=300)
+
+
+def teach(model, tokenizer, examples, out: Path, steps: int) -> Path:
+    """Train `model` on (prompt ids, answer ids) examples (the mean loss over the answers)
+    for at most `steps` steps, stopping once it is below 0.01; save it with `tokenizer`."""
+    import torch
+
+    rows = [
+        (torch.tensor([prompt + answer]), torch.tensor([[-100] * len(prompt) + answer]))
+        for prompt, answer in examples
+    ]
     torch.manual_seed(0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    for _ in range(300):
-        loss = model(input_ids=ids, labels=labels).loss
+    for _ in range(steps):
+        loss = sum(model(input_ids=ids, labels=labels).loss for ids, labels in rows) / len(rows)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         if loss.item() < 0.01:
             break
-    out = tmp_path_factory.mktemp("tool-calling-model")
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out

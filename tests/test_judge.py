@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import serve
+from conftest import serve, teach
 from toolgym.agents.device import resolve_precision
 from toolgym.agents.trajectory import Step, Trajectory, TrajectoryGroup
 from toolgym.config import load_config
@@ -38,7 +38,6 @@ def group(*trajectories: Trajectory) -> list[TrajectoryGroup]:
 @pytest.fixture(scope="module")
 def judge_model_dir(tiny_model_dir, tmp_path_factory):
     """The tiny model taught, on a few judge requests, to answer every one with "7"."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from toolgym.agents.render import ChatRenderer
@@ -51,29 +50,10 @@ def judge_model_dir(tiny_model_dir, tmp_path_factory):
         trajectory("a", ["move north", "move east", "pick up"]),
         trajectory("b", ["open door west", "move south"]),
     ]
-    end = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    rows = []
-    for t in examples:
-        for _, messages in judge.prompts(t):
-            prompt = renderer.prompt_ids(messages)
-            answer = renderer.encode("7") + end
-            rows.append((prompt + answer, [-100] * len(prompt) + answer))
-    torch.manual_seed(0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    for _ in range(200):
-        loss = sum(
-            model(input_ids=torch.tensor([ids]), labels=torch.tensor([labels])).loss
-            for ids, labels in rows
-        ) / len(rows)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if loss.item() < 0.01:
-            break
+    answer = renderer.encode("7") + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    requests = [renderer.prompt_ids(messages) for t in examples for _, messages in judge.prompts(t)]
     out = tmp_path_factory.mktemp("judge-model")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return teach(model, tokenizer, [(prompt, answer) for prompt in requests], out, steps=200)
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.config import ConfigModel, validate
 from toolgym.errors import ConfigError, one_line
 from toolgym.training.rewards.base import RunContext
-from toolgym.training.rewards.stage import RewardError
+from toolgym.training.rewards.prepared import PreparedScores
 
 RUBRIC = (
     "A good step moves the task towards its goal: it uses the tools correctly, acts on what "
@@ -91,11 +91,13 @@ class JudgeSettings(ConfigModel):
         return model
 
 
-class JudgeReward:
+class JudgeReward(PreparedScores):
+    source_name = "judge"
     needs_context = True
     Settings = JudgeSettings
 
     def __init__(self, context: RunContext, **settings: Any) -> None:
+        super().__init__()
         self.settings = s = validate(self.Settings, settings)
         self.run = context.run
         if (s.base_url is None) == (s.model is None):
@@ -115,8 +117,6 @@ class JudgeReward:
             except (OSError, ValueError) as exc:
                 raise ConfigError(f"cannot load {s.model}: {one_line(exc)}") from None
         self.cache: OrderedDict[str, float] = OrderedDict()
-        self.scores: dict[int, list[float]] = {}
-        self.last_metrics: dict[str, float] = {}
 
     # ----- the reward-source contract ------------------------------------------------------
     def prepare(
@@ -148,14 +148,6 @@ class JudgeReward:
             "failed": float(failed),
             "seconds": time.perf_counter() - t0,
         }
-
-    def __call__(self, trajectory: Trajectory) -> list[float]:
-        try:
-            return self.scores[id(trajectory)]
-        except KeyError:
-            raise RewardError(
-                f"judge: trajectory {trajectory.id} was not among the step's prepared groups"
-            ) from None
 
     async def aclose(self) -> None:
         await self.writer.aclose()

@@ -31,6 +31,7 @@ from toolgym.config import ConfigModel, validate
 from toolgym.errors import ConfigError
 from toolgym.training.process.mc_values import step_values, steps_to_branch
 from toolgym.training.rewards.base import RunContext
+from toolgym.training.rewards.prepared import PreparedScores
 from toolgym.training.rewards.stage import RewardError
 
 
@@ -55,19 +56,19 @@ class MCSettings(ConfigModel):
         return budget
 
 
-class MCValueReward:
+class MCValueReward(PreparedScores):
+    source_name = "mc_values"
     roles = ("process",)
     """It scores steps, so it is never an outcome."""
     needs_context = True
     Settings = MCSettings
 
     def __init__(self, context: RunContext, **settings: Any) -> None:
+        super().__init__()
         self.settings = validate(self.Settings, settings)
         if context.continue_from is None:
             raise RewardError("mc_values needs a training run that can play continuations")
         self.continue_from = context.continue_from
-        self.scores: dict[int, list[float]] = {}
-        self.last_metrics: dict[str, float] = {}
 
     def prepare(
         self, groups: Sequence[TrajectoryGroup], returns: Sequence[Sequence[float]] | None
@@ -106,14 +107,6 @@ class MCValueReward:
             "env_steps": float(sum(r.env_steps for results in outcomes for r in results)),
             "seconds": time.perf_counter() - t0,
         }
-
-    def __call__(self, trajectory: Trajectory) -> list[float]:
-        try:
-            return self.scores[id(trajectory)]
-        except KeyError:
-            raise RewardError(
-                f"mc_values: trajectory {trajectory.id} was not among the step's prepared groups"
-            ) from None
 
 
 def _entropies(trajectory: Trajectory) -> list[float]:

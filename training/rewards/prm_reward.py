@@ -34,6 +34,7 @@ from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.config import LoraSection
 from toolgym.training.process.implicit_prm import BETA, dpo_loss, preference_pairs
 from toolgym.training.rewards.base import RunContext
+from toolgym.training.rewards.prepared import PreparedScores
 from toolgym.training.rewards.stage import RewardError
 from toolgym.training.schedule import lr_factor
 
@@ -65,13 +66,15 @@ class PRMSettings(ConfigModel):
     target_modules}, as in the run's lora section."""
 
 
-class ImplicitPRMReward:
+class ImplicitPRMReward(PreparedScores):
+    source_name = "implicit_prm"
     roles = ("process",)
     """It scores steps, so it is never an outcome."""
     needs_context = True
     Settings = PRMSettings
 
     def __init__(self, context: RunContext, **settings: Any) -> None:
+        super().__init__()
         self.settings = s = validate(self.Settings, settings)
         self.context = context
         self.model = _load_model(s.model or context.model, context.precision, s.lora)
@@ -79,8 +82,6 @@ class ImplicitPRMReward:
         self.optimizer = torch.optim.AdamW(trainable, lr=s.lr, weight_decay=0.0)
         self.updates = 0
         """Training steps the PRM has seen (scored and, where there were pairs, learned from)."""
-        self.scores: dict[int, list[float]] = {}
-        self.last_metrics: dict[str, float] = {}
 
     # ----- the reward-source contract ------------------------------------------------------
     def prepare(
@@ -119,14 +120,6 @@ class ImplicitPRMReward:
             "pairs": float(len(pairs)),
             "seconds": time.perf_counter() - t0,
         }
-
-    def __call__(self, trajectory: Trajectory) -> list[float]:
-        try:
-            return self.scores[id(trajectory)]
-        except KeyError:
-            raise RewardError(
-                f"implicit_prm: trajectory {trajectory.id} was not among the step's prepared groups"
-            ) from None
 
     def state_dict(self) -> dict[str, Any]:
         return {
