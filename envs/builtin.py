@@ -3,6 +3,7 @@ contract test over every registered id then covers it."""
 
 from __future__ import annotations
 
+from toolgym.envs.gui.miniwob import NONDETERMINISTIC, task_names
 from toolgym.envs.registration import register
 
 
@@ -42,3 +43,11 @@ def register_builtin_envs() -> None:
         "toolgym.envs.sql:SQLEnv",
         description="questions over read-only databases; run_sql / describe_table / submit",
     )
+    for task in task_names():  # the pages the installed miniwob package ships
+        register(
+            f"toolgym/miniwob.{task}-v0",
+            "toolgym.envs.gui.miniwob:MiniWoBEnv",
+            {"task": task},
+            description=f"MiniWoB++ {task} in headless Chromium; click / type / press / ...",
+            nondeterministic=task in NONDETERMINISTIC,
+        )

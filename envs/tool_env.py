@@ -116,6 +116,11 @@ class ToolEnv(Env):
         """A turn without any tool call. Return feedback to accept it, None to call it invalid."""
         return None
 
+    async def observe(self) -> list[Message]:
+        """Messages that follow a turn's tool results (what a page looks like now, say);
+        none by default."""
+        return []
+
     def collect_tools(self) -> list[Tool]:
         """The `@tool` methods declared on this class and its bases, bound to this env."""
         names: dict[str, None] = {}
@@ -179,6 +184,7 @@ class ToolEnv(Env):
                 obs.append({"role": "user", "content": feedback})
                 outcome = self.outcome()
                 reward += outcome.reward
+        obs += await self.observe()
         if problems:
             listed = "\n".join(f"- {p}" for p in clip_list(problems, MAX_ERRORS))
             obs.append(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the test suite needs beyond pip: bubblewrap, a running Docker engine with the sandbox
-# image built locally (debootstrap + docker import), and PostgreSQL's programs (the SQL tests
-# start their own throwaway server). Installs with apt-get when run as root on
+# image built locally (debootstrap + docker import), PostgreSQL's programs (the SQL tests
+# start their own throwaway server) and Chromium (the browser envs drive it headless). Installs with apt-get when run as root on
 # Debian/Ubuntu; otherwise says what is missing. Idempotent: quick when all is in place.
 set -euo pipefail
 PYTHON="${PYTHON:-python3}"
@@ -12,6 +12,7 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from shipped_envs import shipped_env_ids
 
 import fixture_envs
-import toolgym
 from toolgym.envs.checker import check_env
 
-SHIPPED = [i for i in toolgym.registered_ids() if i.startswith("toolgym/")]
+SHIPPED = shipped_env_ids()
 
 
 @pytest.mark.parametrize("env_id", SHIPPED)

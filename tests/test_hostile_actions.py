@@ -9,12 +9,13 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shipped_envs import shipped_env_ids
 
 import toolgym
 from toolgym.agents.trajectory import Trajectory, read_jsonl, write_jsonl
 from toolgym.envs.tool_env import FEEDBACK_CHARS
 
-ENV_IDS = [i for i in toolgym.registered_ids() if i.startswith("toolgym/")]
+ENV_IDS = shipped_env_ids()
 """The envs toolgym ships (the test fixtures include deliberately broken ones)."""
 MAX_OBSERVATION_CHARS = 40_000
 """What one turn's observation may cost at most: the tools' own results (16,000 characters
@@ -78,6 +79,16 @@ def test_a_lone_surrogate_reaches_neither_the_model_nor_a_broken_file(tmp_path, 
     json.loads(path.read_text())  # still valid JSON
 
 
+@pytest.fixture(scope="module")
+def live_envs():
+    """One instance per env id for all the fuzzed turns, reset before each (as a run reuses
+    its envs): a turn must leave the env fit for the next episode."""
+    envs: dict[str, object] = {}
+    yield envs
+    for env in envs.values():
+        env.close()
+
+
 @pytest.mark.parametrize("env_id", ENV_IDS)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -86,7 +97,8 @@ def test_a_lone_surrogate_reaches_neither_the_model_nor_a_broken_file(tmp_path, 
         st.builds(lambda body: f"<tool_call>{body}</tool_call>", st.text(max_size=300)),
         st.builds(
             lambda name, args: "<tool_call>" + json.dumps({"name": name, "arguments": args}) + "</tool_call>",
-            st.one_of(st.sampled_from(["move", "calculator", "answer", "search", "open"]), st.text(max_size=20)),
+            st.one_of(st.sampled_from(["move", "calculator", "answer", "search", "open", "click", "type",
+                                       "select", "scroll", "click_at"]), st.text(max_size=20)),
             st.recursive(
                 st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
                 lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
@@ -95,13 +107,10 @@ def test_a_lone_surrogate_reaches_neither_the_model_nor_a_broken_file(tmp_path, 
         ),
     )
 )  # fmt: skip
-def test_fuzzed_actions_never_raise_and_stay_bounded(env_id, action):
-    env = toolgym.make(env_id)
-    try:
-        env.reset(seed=1)
-        obs, reward, terminated, truncated, info = env.step(action)
-    finally:
-        env.close()
+def test_fuzzed_actions_never_raise_and_stay_bounded(live_envs, env_id, action):
+    env = live_envs.get(env_id) or live_envs.setdefault(env_id, toolgym.make(env_id))
+    env.reset(seed=1)
+    obs, reward, terminated, truncated, info = env.step(action)
     assert_bounded(obs, info)
     assert info["infra_error"] is None
     assert isinstance(reward, float)

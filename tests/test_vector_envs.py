@@ -10,11 +10,12 @@ import gc
 import gymnasium
 import numpy as np
 import pytest
+from shipped_envs import shipped_env_ids
 
 import toolgym
 from toolgym.envs.spaces import MessagesSpace, SharedObservations
 
-SHIPPED = [i for i in toolgym.registered_ids() if i.startswith("toolgym/")]
+SHIPPED = shipped_env_ids()
 """The envs toolgym ships (the test fixtures include deliberately broken ones)."""
 
 

@@ -1,0 +1,367 @@
+"""BrowserEnv: a ToolEnv whose tools act on a real page in headless Chromium.
+
+Subclasses say how an episode opens and ends:
+
+    async def open_task(self, page, seed, options) -> str   # load the task; its instruction
+    async def read_outcome(self, page) -> tuple[float, bool] | None  # (reward, ended) or None
+
+Observation: the instruction, then the page as an accessibility-tree outline (page_tree.py)
+    with an id per element; optionally a screenshot as an image content part, with the ids
+    drawn on it (set-of-marks). After every turn: the page again.
+Tools: click, type, press, select, scroll, hover, click_at. A wrong id, a key that does not
+    exist or an element that cannot take the action is an observation the model reads.
+state_key: a hash of the outline (what can be seen and done), so equal pages group in GiGPO.
+Infrastructure: a page whose browser died ends its episode as an infrastructure error
+    (masked from training); the pool starts a new browser for the next episode.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Hashable
+from typing import Any
+
+from toolgym.envs.core import Message
+from toolgym.envs.gui.browser import BrowserPool, Lease, playwright_error
+from toolgym.envs.gui.marks import draw_marks, remove_marks
+from toolgym.envs.gui.page_tree import PageTree, read_tree
+from toolgym.envs.tool_env import Outcome, ToolEnv
+from toolgym.errors import ConfigError
+from toolgym.tools.text import clip
+from toolgym.tools.tool import InfraError, ToolCallError, tool
+
+SCROLL_DIRECTIONS = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
+MAX_TYPED_CHARS = 500
+
+
+class BrowserEnv(ToolEnv):
+    """Args:
+    screenshot: attach a PNG of the page to every observation (for vision-language models).
+    marks: draw each element's id on the screenshot (set-of-marks).
+    max_chars: the most characters of the page outline.
+    max_nodes: the most elements listed.
+    viewport: the page's (width, height) in CSS pixels.
+    executable: the Chromium binary (default: $TOOLGYM_CHROMIUM or `chromium` on the PATH).
+    offline: keep every host but loopback unreachable from the page.
+    action_timeout_s: how long an action may wait for its element to be ready.
+    plus ToolEnv's (max_turns, parser, invalid_action_reward, ...).
+    """
+
+    instructions = (
+        "Do the task in the web page. Each element of the page is listed as [id] role "
+        '"name" with its state; act on elements by their id.'
+    )
+    ignore: tuple[str, ...] = ()
+    """CSS selectors of parts of the page the agent is not shown (a harness's display)."""
+
+    def __init__(
+        self,
+        *,
+        screenshot: bool = False,
+        marks: bool = False,
+        max_chars: int = 4000,
+        max_nodes: int = 300,
+        viewport: tuple[int, int] | list[int] = (1280, 720),
+        executable: str | None = None,
+        offline: bool = True,
+        action_timeout_s: float = 3.0,
+        max_turns: int = 10,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(max_turns=max_turns, **kwargs)
+        if marks and not screenshot:
+            raise ConfigError("marks=True draws on the screenshot: set screenshot=True too")
+        width, height = (int(v) for v in viewport)
+        if not (16 <= width <= 4096 and 16 <= height <= 4096):
+            raise ConfigError(f"viewport {viewport}: each side must be 16 to 4096 pixels")
+        self.screenshot, self.marks = screenshot, marks
+        self.max_chars, self.max_nodes = max_chars, max_nodes
+        self.viewport = (width, height)
+        self.executable, self.offline = executable, offline
+        self.action_timeout_ms = action_timeout_s * 1000
+        self.lease: Lease | None = None
+        self.tree: PageTree | None = None
+        self.result: tuple[float, bool] | None = None
+        self.instruction = ""
+        self.crashed: str | None = None
+
+    # ----- hooks for subclasses -------------------------------------------------------------
+    async def open_task(self, page: Any, seed: int | None, options: dict[str, Any] | None) -> str:
+        raise NotImplementedError(f"{type(self).__name__} must implement open_task")
+
+    async def read_outcome(self, page: Any) -> tuple[float, bool] | None:
+        """(reward, ended) once the task has a verdict, else None."""
+        return None
+
+    # ----- the episode ----------------------------------------------------------------------
+    async def pool(self) -> BrowserPool:
+        key = ("browser", self.executable, self.viewport, self.offline)
+        return await self.shared(
+            key, lambda: BrowserPool(self.executable, self.viewport, self.offline)
+        )
+
+    async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[Message]:
+        await self._give_back()
+        pool = await self.pool()
+        self.lease = await pool.lease()
+        self.result, self.crashed = None, None
+        self.instruction = clip(await self.open_task(self.lease.page, seed, options), 2000)
+        return [await self._page_message(f"Task: {self.instruction}\n\n")]
+
+    async def observe(self) -> list[Message]:
+        if self.result is not None:
+            return [{"role": "user", "content": f"The task ended (reward {self.result[0]:g})."}]
+        try:
+            return [await self._page_message("")]
+        except InfraError as exc:
+            self.crashed = str(exc)
+            return [{"role": "user", "content": str(exc)}]
+
+    async def astep(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = await super().astep(action)
+        if self.crashed and not info.get("infra_error"):
+            info["infra_error"] = self.crashed
+        return obs, reward, terminated, truncated, info
+
+    def outcome(self) -> Outcome:
+        if self.result is None or not self.result[1]:
+            return Outcome()
+        return Outcome(self.result[0], True)
+
+    def state_key(self) -> Hashable:
+        return "page:" + (self.tree.digest() if self.tree is not None else "none")
+
+    async def aclose(self) -> None:
+        await self._give_back()
+        await super().aclose()
+
+    # ----- tools ----------------------------------------------------------------------------
+    @tool
+    async def click(self, element: int) -> str:
+        """Click an element.
+
+        Args:
+            element: the element's id, the number in brackets, e.g. 12.
+        """
+        if (over := await self._over()) is not None:
+            return over
+        handle, node = await self._element(element)
+        await self._act(lambda: handle.click(timeout=self.action_timeout_ms))
+        return await self._done(f"Clicked [{element}] {_describe(node)}.")
+
+    @tool
+    async def type(self, element: int, text: str) -> str:
+        """Replace the text in a text field with `text`, typed key by key.
+
+        Args:
+            element: the text field's id.
+            text: what to type.
+        """
+        if (over := await self._over()) is not None:
+            return over
+        if len(text) > MAX_TYPED_CHARS:
+            raise ToolCallError(f"text is {len(text)} characters; at most {MAX_TYPED_CHARS}")
+        handle, node = await self._element(element)
+
+        async def typing() -> None:
+            await handle.fill("", timeout=self.action_timeout_ms)
+            await handle.focus()
+            await self._page().keyboard.type(text)
+
+        await self._act(typing)
+        return await self._done(f"Typed {text!r} into [{element}] {_describe(node)}.")
+
+    @tool
+    async def press(self, key: str) -> str:
+        """Press a key, or a combination, in the focused element: Enter, Tab, Backspace,
+        ArrowDown, Control+A ...
+
+        Args:
+            key: the key's name, e.g. "Enter".
+        """
+        if (over := await self._over()) is not None:
+            return over
+        page = self._page()
+        await self._act(lambda: page.keyboard.press(key))
+        return await self._done(f"Pressed {key}.")
+
+    @tool
+    async def select(self, element: int, option: str) -> str:
+        """Choose an option of a drop-down list (a combobox) by its text.
+
+        Args:
+            element: the list's id.
+            option: the option's text, as listed.
+        """
+        if (over := await self._over()) is not None:
+            return over
+        handle, node = await self._element(element)
+
+        async def choose() -> None:
+            try:
+                await handle.select_option(label=option, timeout=self.action_timeout_ms)
+            except Exception as exc:
+                if "not" in str(exc).lower() and "select" in str(exc).lower():
+                    raise
+                await handle.select_option(value=option, timeout=self.action_timeout_ms)
+
+        await self._act(choose)
+        return await self._done(f"Selected {option!r} in [{element}] {_describe(node)}.")
+
+    @tool
+    async def scroll(self, direction: str = "down", element: int | None = None) -> str:
+        """Scroll the page, or one scrollable element, by most of its height (or width).
+
+        Args:
+            direction: "up", "down", "left" or "right".
+            element: the id of the element to scroll; the whole page when left out.
+        """
+        if (over := await self._over()) is not None:
+            return over
+        if direction not in SCROLL_DIRECTIONS:
+            raise ToolCallError(f"direction {direction!r}: one of {', '.join(SCROLL_DIRECTIONS)}")
+        dx, dy = SCROLL_DIRECTIONS[direction]
+        script = (
+            "([el, dx, dy]) => { const t = el || document.scrollingElement;"
+            " t.scrollBy(dx * t.clientWidth * 0.8, dy * t.clientHeight * 0.8); }"
+        )
+        target = (await self._element(element))[0] if element is not None else None
+        page = self._page()
+        await self._act(lambda: page.evaluate(script, [target, dx, dy]))
+        where = f"[{element}]" if element is not None else "the page"
+        return await self._done(f"Scrolled {where} {direction}.")
+
+    @tool
+    async def hover(self, element: int) -> str:
+        """Move the mouse over an element.
+
+        Args:
+            element: the element's id.
+        """
+        if (over := await self._over()) is not None:
+            return over
+        handle, node = await self._element(element)
+        await self._act(lambda: handle.hover(timeout=self.action_timeout_ms))
+        return await self._done(f"Hovered over [{element}] {_describe(node)}.")
+
+    @tool
+    async def click_at(self, x: int, y: int) -> str:
+        """Click a point of the page (CSS pixels from its top-left corner), for what the
+        outline does not list (a canvas, a drawing).
+
+        Args:
+            x: pixels from the left edge.
+            y: pixels from the top edge.
+        """
+        if (over := await self._over()) is not None:
+            return over
+        width, height = self.viewport
+        if not (0 <= x < width and 0 <= y < height):
+            raise ToolCallError(f"({x}, {y}) is outside the page's {width}x{height} pixels")
+        page = self._page()
+        await self._act(lambda: page.mouse.click(x, y))
+        return await self._done(f"Clicked at ({x}, {y}).")
+
+    # ----- helpers --------------------------------------------------------------------------
+    def _page(self) -> Any:
+        if self.lease is None:
+            raise InfraError("no page: the episode has not started")
+        return self.lease.page
+
+    async def _element(self, element: int | None) -> tuple[Any, dict[str, Any]]:
+        """The element with this id in the last outline, as a Playwright handle."""
+        node = self.tree.node(element) if self.tree is not None and element is not None else None
+        if node is None:
+            raise ToolCallError(
+                f"no element [{element}] on the page; use an id from the latest outline"
+            )
+        page = self._page()
+        handle = await self._act(
+            lambda: page.evaluate_handle(
+                "id => { const n = window.__toolgym && window.__toolgym.byId.get(id);"
+                " return n && (n.nodeType === 3 ? n.parentElement : n); }",
+                element,
+            )
+        )
+        target = handle.as_element()
+        if target is None or not await self._act(lambda: target.evaluate("e => e.isConnected")):
+            raise ToolCallError(f"element [{element}] is no longer on the page")
+        return target, node
+
+    async def _act(self, action: Any) -> Any:
+        """Run a Playwright call: a dead browser is an InfraError, an element that cannot
+        take the action (timeout, wrong kind) the model's mistake."""
+        lease = self.lease
+        if lease is None:
+            raise InfraError("no page: the episode has not started")
+        pool = await self.pool()
+        try:
+            return await action()
+        except playwright_error() as exc:
+            if not pool.lease_alive(lease):
+                raise InfraError(
+                    f"the browser died during the action: {_first_line(exc)}"
+                ) from None
+            raise ToolCallError(_first_line(exc)) from None
+
+    async def _over(self) -> str | None:
+        """Whether the task ended on its own since the last action (its time ran out, say):
+        then the action is not taken, and the verdict stands."""
+        await self._done("")
+        if self.result is None or not self.result[1]:
+            return None
+        return f"Not done: the task had already ended (reward {self.result[0]:g})."
+
+    async def _done(self, text: str) -> str:
+        """After an action: read the task's verdict."""
+        lease = self.lease
+        assert lease is not None
+        pool = await self.pool()
+        try:
+            self.result = await self.read_outcome(lease.page)
+        except Exception as exc:
+            if not pool.lease_alive(lease):
+                raise InfraError(f"the browser died: {_first_line(exc)}") from None
+            raise
+        return text
+
+    async def _page_message(self, prefix: str) -> Message:
+        lease = self.lease
+        assert lease is not None
+        pool = await self.pool()
+        try:
+            self.tree = await read_tree(lease.page, self.ignore, self.max_nodes)
+            text = f"{prefix}Page:\n{self.tree.text(self.max_chars)}"
+            if not self.screenshot:
+                return {"role": "user", "content": text}
+            if self.marks:
+                await draw_marks(lease.page, self.tree)
+            png = await lease.page.screenshot(type="png")
+            if self.marks:
+                await remove_marks(lease.page)
+        except Exception as exc:
+            if not pool.lease_alive(lease):
+                raise InfraError(f"the browser died: {_first_line(exc)}") from None
+            raise
+        url = "data:image/png;base64," + base64.b64encode(png).decode()
+        return {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": text},
+                {"type": "image_url", "image_url": {"url": url}},
+            ],
+        }
+
+    async def _give_back(self) -> None:
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            await (await self.pool()).give_back(lease)
+
+
+def _describe(node: dict[str, Any]) -> str:
+    return f'{node["role"]} "{node["name"]}"' if node["name"] else node["role"]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return clip(text[0] if text else type(exc).__name__, 300)

@@ -1,0 +1,117 @@
+"""toolgym/miniwob.<task>-v0: the MiniWoB++ tasks, from the `miniwob` package's own pages.
+
+Observation: the task's instruction (its own `core.getUtterance()`), then the page outline
+    (BrowserEnv), without MiniWoB's score display and start cover.
+Reward: read from the task's JavaScript once it ends the episode: its raw reward, from -1 to 1
+    (`reward="timed"`: MiniWoB's reward shrunk by the time taken, as its leaderboards count).
+    Success is a reward above 0.
+Time limit: the task's own (`core.EPISODE_MAX_TIME`, 10 s for most); when it runs out the
+    page ends the episode with -1, read at the next action. Policies slower than a person
+    (a model on a CPU) can set `time_limit_s`.
+Seed: seeds the page's random numbers (`Math.seedrandom`), so a seed is a task instance: the
+    same seed gives the same page.
+Arguments: task (a page name, e.g. "click-button"), reward, time_limit_s, plus BrowserEnv's
+    (viewport 160x210 by default: MiniWoB's own task area).
+Versions: v0, first release.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from toolgym.envs.gui.browser_env import BrowserEnv
+from toolgym.envs.gui.miniwob_solvers import solve
+from toolgym.envs.tasks import SeedTasks, TaskSource
+from toolgym.errors import ConfigError, did_you_mean
+
+READY_TIMEOUT_MS = 5000
+
+
+NONDETERMINISTIC = frozenset({
+    "book-flight", "book-flight-nodelay", "choose-date", "choose-date-easy", "choose-date-medium",
+    "choose-date-nodelay", "click-dialog", "click-dialog-2", "click-pie", "click-pie-nodelay",
+    "click-scroll-list", "drag-cube", "order-food", "phone-book", "scroll-text", "scroll-text-2",
+    "search-engine", "social-media", "social-media-all", "social-media-some", "stock-market",
+    "terminal",
+})  # fmt: skip
+"""Tasks whose pages the miniwob package itself registers as not reproducible from a seed."""
+
+
+@cache
+def pages_dir() -> Path:
+    """The folder of the task pages the `miniwob` package ships (found, not imported:
+    importing it registers its own Selenium envs with Gymnasium)."""
+    spec = importlib.util.find_spec("miniwob")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("MiniWoB++ tasks need the miniwob package: pip install 'toolgym[gui]'")
+    return Path(next(iter(spec.submodule_search_locations))) / "html" / "miniwob"
+
+
+def task_names() -> list[str]:
+    """Every MiniWoB++ task the installed package ships (empty when it is not installed)."""
+    try:
+        return sorted(p.stem for p in pages_dir().glob("*.html"))
+    except ConfigError:
+        return []
+
+
+class MiniWoBEnv(BrowserEnv):
+    ignore = ("#reward-display", "#click-canvas", "#sync-task-cover", "#query")
+
+    def __init__(
+        self,
+        task: str = "click-button",
+        reward: str = "raw",
+        time_limit_s: float | None = None,
+        viewport: tuple[int, int] | list[int] = (160, 210),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(viewport=viewport, **kwargs)
+        names = task_names()
+        if task not in names:
+            raise ConfigError(f"no MiniWoB++ task {task!r}.{did_you_mean(task, names)}")
+        if reward not in ("raw", "timed"):
+            raise ConfigError(f"reward {reward!r}: choose 'raw' or 'timed'")
+        if time_limit_s is not None and not 0 < time_limit_s <= 24 * 3600:
+            raise ConfigError(f"time_limit_s {time_limit_s}: it must be above 0 (seconds)")
+        self.task = task
+        self.reward_kind = reward
+        self.time_limit_s = time_limit_s
+        self.url = (pages_dir() / f"{task}.html").as_uri()
+
+    def task_source(self) -> TaskSource:
+        return SeedTasks()
+
+    async def open_task(self, page: Any, seed: int | None, options: dict[str, Any] | None) -> str:
+        seed = seed if seed is not None else int(self.np_random.integers(2**31))
+        await page.goto(self.url, wait_until="load")
+        limit = (
+            ""
+            if self.time_limit_s is None
+            else f"core.EPISODE_MAX_TIME = {self.time_limit_s * 1000:.0f};"
+        )
+        await page.evaluate(
+            f"{limit} Math.seedrandom({json.dumps(str(seed))}); core.startEpisodeReal();"
+        )
+        await page.wait_for_function("WOB_TASK_READY", timeout=READY_TIMEOUT_MS)
+        return str(await page.evaluate("core.getUtterance()"))
+
+    async def read_outcome(self, page: Any) -> tuple[float, bool] | None:
+        done, raw, timed = await page.evaluate(
+            "[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_GLOBAL]"
+        )
+        if not done:
+            return None
+        return float(raw if self.reward_kind == "raw" else timed), True
+
+    def scripted_action(self) -> str | None:
+        """A solver written for this task that reads only the instruction and the outline
+        (miniwob_solvers.py); None for tasks without one."""
+        if self.tree is None or self.result is not None:
+            return None
+        calls = solve(self.task, self.instruction, self.tree)
+        return None if calls is None else self.parser.render(calls)
