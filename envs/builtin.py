@@ -43,6 +43,11 @@ def register_builtin_envs() -> None:
         "toolgym.envs.sql:SQLEnv",
         description="questions over read-only databases; run_sql / describe_table / submit",
     )
+    register(
+        "toolgym/Web-v0",
+        "toolgym.envs.gui.web:WebEnv",
+        description="any web app: tasks with a start URL, an instruction and a success check",
+    )
     for task in task_names():  # the pages the installed miniwob package ships
         register(
             f"toolgym/miniwob.{task}-v0",

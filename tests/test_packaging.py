@@ -52,6 +52,8 @@ def test_wheel_installs_into_a_fresh_venv_and_imports_every_subpackage(tmp_path)
         f"for n in names: assert importlib.import_module(n).__file__.startswith(r'{venv}'), n\n"
         "for sub in ('envs', 'tools', 'agents', 'training', 'sandbox'): assert 'toolgym.' + sub in names\n"
         "env = toolgym.make('toolgym/Maze-v0'); env.reset(seed=0)\n"
+        "from importlib.resources import files; gui = files('toolgym.envs.gui')\n"
+        "assert (gui / 'page_tree.js').is_file() and (gui / 'example' / 'shop.html').is_file()\n"
         "print(len(names))\n"
     )
     count = int(sh(python, "-c", script, cwd=tmp_path).strip())

@@ -30,7 +30,7 @@
     BUTTON: 'button', SELECT: 'combobox', OPTION: 'option', TEXTAREA: 'textbox', IMG: 'img',
     H1: 'heading', H2: 'heading', H3: 'heading', H4: 'heading', H5: 'heading', H6: 'heading',
     UL: 'list', OL: 'list', LI: 'listitem', TABLE: 'table', TR: 'row', TD: 'cell',
-    TH: 'columnheader', LABEL: 'label', SUMMARY: 'button', DIALOG: 'dialog', FORM: 'form',
+    TH: 'columnheader', LABEL: 'label', CANVAS: 'canvas', SUMMARY: 'button', DIALOG: 'dialog', FORM: 'form',
     circle: 'graphics', rect: 'graphics', polygon: 'graphics', ellipse: 'graphics',
     path: 'graphics', line: 'graphics', text: 'graphics',
   };
@@ -48,7 +48,7 @@
   // Roles whose name is their own text: their text is not listed again under them.
   const NAMED_BY_TEXT = new Set([
     'button', 'link', 'option', 'heading', 'label', 'cell', 'columnheader', 'listitem',
-    'tab', 'menuitem', 'graphics', 'generic',
+    'tab', 'menuitem', 'graphics',
   ]);
   const labelText = (el) => {
     if (el.id) {
@@ -58,7 +58,7 @@
     const wrapping = el.closest('label');
     return wrapping ? wrapping.textContent : '';
   };
-  const nameOf = (el, role) => {
+  const nameOf = (el, role, click) => {
     const aria = el.getAttribute('aria-label');
     if (aria) return aria;
     const by = el.getAttribute('aria-labelledby');
@@ -71,7 +71,8 @@
       return labelText(el) || el.getAttribute('placeholder') || el.getAttribute('title') || '';
     }
     if (el.tagName === 'IMG') return el.getAttribute('alt') || el.getAttribute('title') || '';
-    if (NAMED_BY_TEXT.has(role || 'generic')) return el.textContent;
+    // An element with no role is named by its text only when it is what one clicks.
+    if (role ? NAMED_BY_TEXT.has(role) : click) return el.textContent;
     return el.getAttribute('title') || '';
   };
   const clickable = (el, role, style) => {
@@ -88,6 +89,16 @@
   // Elements whose text children are not text on the page (a field's default value, code).
   const NO_TEXT = new Set(['TEXTAREA', 'SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'SELECT']);
   const width = window.innerWidth, height = window.innerHeight;
+  // In view: inside the window, and what a click at its centre would reach (not scrolled
+  // out of a box, clipped, or under another element).
+  const inView = (rect, el) => {
+    if (!(rect.width > 0 && rect.height > 0 && rect.bottom > 0 && rect.right > 0 &&
+          rect.top < height && rect.left < width)) return false;
+    const x = Math.min(Math.max(rect.left + rect.width / 2, 0), width - 1);
+    const y = Math.min(Math.max(rect.top + rect.height / 2, 0), height - 1);
+    const hit = document.elementFromPoint(x, y);
+    return hit !== null && (hit === el || el.contains(hit) || (hit.tagName === 'LABEL' && hit.control === el));
+  };
   const nodes = [];
   let truncated = false;
   const push = (node) => {
@@ -103,13 +114,15 @@
     if (!shown && (style.display === 'none' || style.visibility === 'hidden')) return;
     const role = roleOf(el);
     const click = clickable(el, role, style);
+    const scrolls = el !== document.body && (
+      (/(auto|scroll)/.test(style.overflowY) && el.scrollHeight > el.clientHeight) ||
+      (/(auto|scroll)/.test(style.overflowX) && el.scrollWidth > el.clientWidth));
     let childDepth = depth, childNamed = named;
-    if (role || click) {
+    if (role || click || scrolls) {
       const rect = (shown || el).getBoundingClientRect();
       const node = {
-        id: idOf(el), depth, role: role || 'generic', name: clip(nameOf(el, role || '')),
-        visible: rect.width > 0 && rect.height > 0 && rect.bottom > 0 && rect.right > 0 &&
-                 rect.top < height && rect.left < width,
+        id: idOf(el), depth, role: role || 'generic', name: clip(nameOf(el, role, click)),
+        visible: shown ? inView(shown.getBoundingClientRect(), shown) : inView(rect, el),
         focused: document.activeElement === el, clickable: click,
         box: [Math.round(rect.left), Math.round(rect.top), Math.round(rect.width), Math.round(rect.height)],
       };
@@ -121,9 +134,10 @@
       if (role === 'checkbox' || role === 'radio') node.checked = !!el.checked;
       if (role === 'option') node.selected = !!el.selected;
       if (el.disabled) node.disabled = true;
+      if (scrolls) node.scrollable = true;
       if (!push(node)) return;
       childDepth = depth + 1;
-      childNamed = named || (NAMED_BY_TEXT.has(role || 'generic') && node.name !== '');
+      childNamed = named || ((role ? NAMED_BY_TEXT.has(role) : click) && node.name !== '');
     }
     const childShown = el.tagName === 'SELECT' ? el : shown;
     for (const child of el.childNodes) {
@@ -137,7 +151,7 @@
         const rect = range.getBoundingClientRect();
         push({
           id: idOf(child), depth: childDepth, role: 'text', name: text,
-          visible: rect.width > 0 && rect.bottom > 0 && rect.top < height, focused: false,
+          visible: inView(rect, el), focused: false,
           clickable: false,
           box: [Math.round(rect.left), Math.round(rect.top), Math.round(rect.width), Math.round(rect.height)],
         });

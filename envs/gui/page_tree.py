@@ -10,6 +10,10 @@ id. The ids live in the page (a WeakMap), so an element keeps its id for the pag
     [3] button "Submit" clickable
     [4] textbox "Username" value="ann" focused clickable
     [5] text "Lorem ipsum" offscreen
+    [6] canvas at (10, 400) size 120x60
+
+"offscreen": not where a click would reach it now (outside the window, scrolled out of its
+box, or under another element); clicking it scrolls it into view first.
 """
 
 from __future__ import annotations
@@ -79,9 +83,20 @@ def _line(node: dict[str, Any]) -> str:
         parts.append(json.dumps(node["name"], ensure_ascii=False))
     if "value" in node:
         parts.append(f"value={json.dumps(node['value'], ensure_ascii=False)}")
-    for flag in ("multiline", "checked", "selected", "disabled", "focused", "clickable"):
+    for flag in (
+        "multiline",
+        "checked",
+        "selected",
+        "disabled",
+        "focused",
+        "clickable",
+        "scrollable",
+    ):
         if node.get(flag):
             parts.append(flag)
+    if node["role"] == "canvas":  # a canvas is acted on by coordinates (click_at)
+        x, y, width, height = node["box"]
+        parts.append(f"at ({x}, {y}) size {width}x{height}")
     if not node["visible"]:
         parts.append("offscreen")
     return " ".join(parts)

@@ -6,19 +6,17 @@ outcome reward) or a list with one number per step (a process reward).
 
 from __future__ import annotations
 
-import importlib
 import numbers
-from collections.abc import Callable
-from typing import Any
 
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
+from toolgym.imports import load_callable
 
 
 class FunctionReward:
     def __init__(self, path: str) -> None:
         self.path = path
-        self.function = _load(path)
+        self.function = load_callable(path, "reward function")
 
     def __call__(self, trajectory: Trajectory) -> list[float]:
         value = self.function(trajectory)
@@ -31,17 +29,3 @@ class FunctionReward:
             f"reward function {self.path} returned {type(value).__name__}; return a number or a "
             "list of numbers, one per step"
         )
-
-
-def _load(path: str) -> Callable[[Trajectory], Any]:
-    module_name, sep, name = path.partition(":")
-    if not sep or not module_name or not name:
-        raise ConfigError(f"reward function {path!r} must look like package.module:function")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"reward function {path}: cannot import {module_name}: {exc}") from None
-    function = getattr(module, name, None)
-    if not callable(function):
-        raise ConfigError(f"reward function {path}: {module_name} has no function {name!r}")
-    return function

@@ -1,0 +1,106 @@
+"""toolgym/Web-v0: any web app as an environment, from tasks that say where to start, what to
+do, and how to tell it is done.
+
+A task: {"url": the start page (absolute, or relative to `base_url`), "instruction": what to
+    do, and a success check: "check_js", a JavaScript expression evaluated in the page after
+    every action, or "check", a Python function "package.module:function" called as
+    check(page, task) (Playwright's async Page; it may be async)}. Checks the env is given
+    (`check_js=` / `check=`) apply to tasks that have none.
+The check's answer: a number ends the episode with that reward; true ends it with 1; false,
+    null or nothing means not done yet (the episode then ends at `max_turns`, reward 0).
+Seed: task `seed` of the train split (as every list-of-tasks env): the same seed, the same
+    task and start page.
+Default: the example shop (envs/gui/example: a sign-up form, a hover menu, a scrolling
+    catalogue and a canvas) with its seven tasks, opened from the package's files.
+Arguments: tasks (JSONL path or list of dicts), base_url, check_js, check, plus BrowserEnv's.
+    Pages on other hosts than loopback need `offline=False`.
+Versions: v0, first release.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from collections.abc import Iterable, Mapping
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+from toolgym.envs.gui.browser_env import BrowserEnv
+from toolgym.envs.tasks import ListTasks, TaskSource, choose_task
+from toolgym.errors import ConfigError
+from toolgym.imports import load_callable
+
+EXAMPLE = Path(str(files("toolgym.envs.gui").joinpath("example")))
+
+
+class WebEnv(BrowserEnv):
+    def __init__(
+        self,
+        tasks: str | Path | Iterable[Mapping[str, Any]] | None = None,
+        base_url: str | None = None,
+        check_js: str | None = None,
+        check: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if tasks is None:
+            tasks, base_url = EXAMPLE / "tasks.jsonl", base_url or EXAMPLE.as_uri() + "/"
+        self.tasks = ListTasks.load(tasks)
+        self.base_url = base_url
+        self.check_js = check_js
+        self.check = load_callable(check, "success check") if check else None
+        self.task: dict[str, Any] = {}
+        self._task_check: Any = None
+
+    def task_source(self) -> TaskSource:
+        return self.tasks
+
+    async def open_task(self, page: Any, seed: int | None, options: dict[str, Any] | None) -> str:
+        seed = seed if seed is not None else int(self.np_random.integers(2**31))
+        task = choose_task(seed, options, self.tasks, self._no_generator)
+        if not isinstance(task.get("url"), str) or not isinstance(task.get("instruction"), str):
+            raise ConfigError(
+                f"a web task needs a 'url' and an 'instruction'; got keys {sorted(task)}"
+            )
+        url = urljoin(self.base_url, task["url"]) if self.base_url else task["url"]
+        if "://" not in url:
+            raise ConfigError(f"task url {task['url']!r} is relative and the env has no base_url")
+        self.task = task
+        self._task_check = (
+            load_callable(task["check"], "success check") if task.get("check") else None
+        )
+        if not (task.get("check_js") or self._task_check or self.check_js or self.check):
+            raise ConfigError("a web task needs a success check: 'check_js' or 'check'")
+        response = await page.goto(url, wait_until="load")
+        if response is not None and response.status >= 400:
+            raise ConfigError(f"{url} answered HTTP {response.status}")
+        return str(task["instruction"])
+
+    async def read_outcome(self, page: Any) -> tuple[float, bool] | None:
+        script = self.task.get("check_js")
+        function = self._task_check
+        if not script and function is None:
+            script, function = self.check_js, self.check
+        if script:
+            value = await page.evaluate(f"() => ({script})")
+        else:
+            value = function(page, self.task)
+            if inspect.isawaitable(value):
+                value = await value
+        return _verdict(value)
+
+    @staticmethod
+    def _no_generator(seed: int) -> dict[str, Any]:
+        raise ConfigError("WebEnv's tasks come from its task list; there is no generator")
+
+
+def _verdict(value: Any) -> tuple[float, bool] | None:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return 1.0, True
+    if isinstance(value, numbers.Real):
+        return float(value), True
+    raise ConfigError(f"a success check answered {value!r}: answer a number, true, false or null")

@@ -1,0 +1,225 @@
+"""toolgym/Web-v0 on the example shop served over loopback by a real HTTP server: every tool
+does what it says to a real page, checks in JavaScript and in Python end episodes with their
+reward, and the browser reaches nothing but loopback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import free_port
+from toolgym.envs.gui.web import EXAMPLE, WebEnv
+from toolgym.errors import ConfigError
+
+SIGN_UP_ADA = (
+    "shop.signup && (shop.signup.name === 'Ada' && shop.signup.country === 'Peru' "
+    "&& !shop.signup.news ? 1 : 0)"
+)
+
+
+@pytest.fixture(scope="module")
+def shop_url():
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "http.server",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            EXAMPLE,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url + "shop.html", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def call(name: str, **arguments) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def node_id(env: WebEnv, name: str, role: str | None = None) -> int:
+    return next(n["id"] for n in env.tree.nodes if n["name"] == name and role in (None, n["role"]))
+
+
+def shop(shop_url, instruction, check_js=None, **task) -> WebEnv:
+    task = {"url": "shop.html", "instruction": instruction, **task}
+    if check_js:
+        task["check_js"] = check_js
+    return WebEnv(tasks=[task], base_url=shop_url)
+
+
+def test_type_select_and_click_sign_up(shop_url):
+    env = shop(shop_url, "Sign up as Ada from Peru, without news.", SIGN_UP_ADA)
+    try:
+        obs, info = env.reset(seed=0)
+        assert obs[-1]["content"].startswith(
+            "Task: Sign up as Ada from Peru, without news.\n\nPage:"
+        )
+        name, country = node_id(env, "Name", "textbox"), node_id(env, "Country", "combobox")
+        obs, reward, terminated, _, step_info = env.step(
+            call("type", element=name, text="Ada") + call("select", element=country, option="Peru")
+        )
+        assert reward == 0 and not terminated and step_info["valid_action"]
+        assert (
+            'value="Ada"' in obs[-1]["content"]
+            and 'combobox "Country" value="Peru"' in obs[-1]["content"]
+        )
+        assert step_info["state_key"] != info["state_key"]  # the page changed
+        obs, reward, terminated, _, _ = env.step(
+            call("click", element=node_id(env, "Sign up", "button"))
+        )
+    finally:
+        env.close()
+    assert terminated and reward == 1.0
+
+
+def test_a_wrong_answer_ends_with_the_checks_reward(shop_url):
+    env = shop(shop_url, "Sign up as Ada from Peru, without news.", SIGN_UP_ADA)
+    try:
+        env.reset(seed=0)
+        box = node_id(env, "Send me news", "checkbox")
+        env.step(
+            call("type", element=node_id(env, "Name", "textbox"), text="Ada")
+            + call("click", element=box)
+        )
+        assert env.tree.node(box)["checked"]
+        _, reward, terminated, _, _ = env.step(call("press", key="Enter"))  # Enter submits the form
+    finally:
+        env.close()
+    assert terminated and reward == 0.0
+
+
+def test_hover_shows_a_menu_that_is_then_clicked(shop_url):
+    env = shop(shop_url, "Find how to contact the shop.", "shop.contact")
+    try:
+        env.reset(seed=0)
+        assert all(n["name"] != "Contact us" for n in env.tree.nodes)  # hidden until hovered
+        obs, reward, terminated, *_ = env.step(call("hover", element=node_id(env, "Help")))
+        assert not terminated and '] link "Contact us" clickable' in obs[-1]["content"]
+        _, reward, terminated, *_ = env.step(call("click", element=node_id(env, "Contact us")))
+    finally:
+        env.close()
+    assert terminated and reward == 1.0
+
+
+def test_scrolling_a_box_brings_its_items_into_view(shop_url):
+    env = shop(
+        shop_url, "Buy item 27.", "shop.bought === null ? null : (shop.bought === 27 ? 1 : 0)"
+    )
+    try:
+        env.reset(seed=0)
+        item = node_id(env, "Buy item 27")
+        assert not env.tree.node(item)["visible"]
+        box = next(n["id"] for n in env.tree.nodes if n.get("scrollable"))
+        for _ in range(6):
+            if env.tree.node(item)["visible"]:
+                break
+            obs, reward, terminated, _, info = env.step(
+                call("scroll", direction="down", element=box)
+            )
+            assert info["valid_action"] and not terminated
+        assert env.tree.node(item)["visible"]
+        _, reward, terminated, *_ = env.step(call("click", element=item))
+    finally:
+        env.close()
+    assert terminated and reward == 1.0
+
+
+def test_click_at_reaches_a_canvas_by_coordinates(shop_url):
+    env = shop(shop_url, "Click the red square.", "shop.square")
+    try:
+        obs, _ = env.reset(seed=0)
+        canvas = next(n for n in env.tree.nodes if n["role"] == "canvas")
+        x, y, _, _ = canvas["box"]
+        assert f"canvas at ({x}, {y})" in obs[-1]["content"]
+        _, reward, terminated, *_ = env.step(call("click_at", x=x + 5, y=y + 5))  # white
+        assert not terminated and reward == 0
+        _, reward, terminated, *_ = env.step(call("click_at", x=x + 95, y=y + 35))  # the square
+    finally:
+        env.close()
+    assert terminated and reward == 1.0
+
+
+def test_a_python_check_reads_the_page(shop_url):
+    env = shop(
+        shop_url, "Sign up as Bo from Kenya.", check="web_checks:status_welcomes",
+        expect="Welcome, Bo from Kenya!",
+    )  # fmt: skip
+    try:
+        env.reset(seed=0)
+        country = node_id(env, "Country", "combobox")
+        _, reward, terminated, *_ = env.step(
+            call("type", element=node_id(env, "Name", "textbox"), text="Bo")
+            + call("select", element=country, option="Kenya")
+            + call("click", element=node_id(env, "Sign up", "button"))
+        )
+    finally:
+        env.close()
+    assert terminated and reward == 1.0
+
+
+def test_the_default_tasks_are_the_example_shop_from_the_package():
+    env = WebEnv()
+    try:
+        obs, _ = env.reset(seed=4)
+    finally:
+        env.close()
+    assert obs[-1]["content"].startswith("Task: Buy item 27 from the catalogue.")
+
+
+def test_only_loopback_is_reachable(shop_url):
+    """A host name goes to the closed loopback proxy (no lookup, no packet leaves)."""
+    env = WebEnv(tasks=[{"url": "http://shop.example.test/", "instruction": "x", "check_js": "1"}])
+    try:
+        with pytest.raises(Exception, match="ERR_PROXY_CONNECTION_FAILED"):
+            env.reset(seed=0)
+        allowed = shop(shop_url, "x", "false")
+        allowed.reset(seed=0)
+        allowed.close()
+    finally:
+        env.close()
+
+
+def test_a_huge_page_gives_a_bounded_outline(shop_url, tmp_path):
+    page = tmp_path / "huge.html"
+    page.write_text("<body>" + "<button>press me please</button>" * 20_000 + "</body>")
+    env = WebEnv(
+        tasks=[{"url": page.as_uri(), "instruction": "x", "check_js": "false"}], max_chars=3000
+    )
+    try:
+        obs, _ = env.reset(seed=0)
+        _, _, _, _, info = env.step(call("click", element=env.tree.nodes[-1]["id"]))
+    finally:
+        env.close()
+    text = obs[-1]["content"]
+    assert len(text) < 3200 and text.endswith("more lines not shown]")
+    assert info["valid_action"]
+
+
+def test_tasks_without_a_check_or_a_url_are_refused():
+    with pytest.raises(ConfigError, match="needs a success check"):
+        WebEnv(tasks=[{"url": "http://127.0.0.1:9/", "instruction": "x"}]).reset(seed=0)
+    with pytest.raises(ConfigError, match="needs a 'url' and an 'instruction'"):
+        WebEnv(tasks=[{"instruction": "x", "check_js": "1"}]).reset(seed=0)
+    with pytest.raises(ConfigError, match="success check 'nomodule' must look like"):
+        WebEnv(check="nomodule")
