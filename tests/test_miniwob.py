@@ -146,8 +146,8 @@ def test_the_tasks_own_time_limit_ends_the_episode():
         obs, reward, terminated, _, info = env.step(call("click", element=button["id"]))
     finally:
         env.close()
-    assert terminated and reward == -1.0 and info["infra_error"] is None
-    assert "already ended" in obs[0]["content"]
+    assert terminated and reward == -1.0 and info["infra_error"] is None  # the right button, late
+    assert obs[-1]["content"] == "The task ended (reward -1)."
 
 
 def test_a_screenshot_with_marks_is_an_image_part():
@@ -218,3 +218,26 @@ def test_a_browser_killed_mid_episode_masks_that_episode_and_the_next_ones_run(t
     assert ends[0] == ends[2] == ends[3] == EpisodeEnd.TRUNCATED
     assert all(len(t.steps) == 2 for t in (trajectories[0], *trajectories[2:]))
     assert browser_pids() == []  # the new browser was closed with its pool
+
+
+def test_toolgym_play_keeps_a_screenshot_of_the_page(cli, tmp_path):
+    env = MiniWoBEnv(task="click-button")
+    env.reset(seed=2)
+    target = env.scripted_action()
+    env.close()
+    shot = tmp_path / "out.png"
+    typed = ":solve\n" + target.replace("\n", "") + "\n"
+    result = cli(
+        "play",
+        "toolgym/miniwob.click-button-v0",
+        "--seed",
+        "2",
+        "--screenshot",
+        str(shot),
+        stdin=typed,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Episode over (terminated) after 1 turn(s), return 1." in result.stdout
+    assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    other = cli("play", "toolgym/Maze-v0", "--screenshot", str(tmp_path / "maze.png"), stdin="")
+    assert other.returncode == 2 and "shows no page" in other.stdout

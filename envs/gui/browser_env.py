@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
 from toolgym.envs.core import Message
@@ -30,6 +31,13 @@ from toolgym.errors import ConfigError
 from toolgym.tools.text import clip
 from toolgym.tools.tool import InfraError, ToolCallError, tool
 
+RESOLVE_JS = """id => {
+  const node = window.__toolgym && window.__toolgym.byId.get(id);
+  const element = node && (node.nodeType === 3 ? node.parentElement : node);
+  return element && element.isConnected ? element : null;
+}"""
+"""The element an outline id names (a text's id names the element around it), if it is still
+on the page: one round trip."""
 SCROLL_DIRECTIONS = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
 MAX_TYPED_CHARS = 500
 
@@ -143,8 +151,6 @@ class BrowserEnv(ToolEnv):
         Args:
             element: the element's id, the number in brackets, e.g. 12.
         """
-        if (over := await self._over()) is not None:
-            return over
         handle, node = await self._element(element)
         await self._act(lambda: handle.click(timeout=self.action_timeout_ms))
         return await self._done(f"Clicked [{element}] {_describe(node)}.")
@@ -157,8 +163,6 @@ class BrowserEnv(ToolEnv):
             element: the text field's id.
             text: what to type.
         """
-        if (over := await self._over()) is not None:
-            return over
         if len(text) > MAX_TYPED_CHARS:
             raise ToolCallError(f"text is {len(text)} characters; at most {MAX_TYPED_CHARS}")
         handle, node = await self._element(element)
@@ -179,8 +183,6 @@ class BrowserEnv(ToolEnv):
         Args:
             key: the key's name, e.g. "Enter".
         """
-        if (over := await self._over()) is not None:
-            return over
         page = self._page()
         await self._act(lambda: page.keyboard.press(key))
         return await self._done(f"Pressed {key}.")
@@ -193,8 +195,6 @@ class BrowserEnv(ToolEnv):
             element: the list's id.
             option: the option's text, as listed.
         """
-        if (over := await self._over()) is not None:
-            return over
         handle, node = await self._element(element)
 
         async def choose() -> None:
@@ -216,8 +216,6 @@ class BrowserEnv(ToolEnv):
             direction: "up", "down", "left" or "right".
             element: the id of the element to scroll; the whole page when left out.
         """
-        if (over := await self._over()) is not None:
-            return over
         if direction not in SCROLL_DIRECTIONS:
             raise ToolCallError(f"direction {direction!r}: one of {', '.join(SCROLL_DIRECTIONS)}")
         dx, dy = SCROLL_DIRECTIONS[direction]
@@ -238,8 +236,6 @@ class BrowserEnv(ToolEnv):
         Args:
             element: the element's id.
         """
-        if (over := await self._over()) is not None:
-            return over
         handle, node = await self._element(element)
         await self._act(lambda: handle.hover(timeout=self.action_timeout_ms))
         return await self._done(f"Hovered over [{element}] {_describe(node)}.")
@@ -253,14 +249,28 @@ class BrowserEnv(ToolEnv):
             x: pixels from the left edge.
             y: pixels from the top edge.
         """
-        if (over := await self._over()) is not None:
-            return over
         width, height = self.viewport
         if not (0 <= x < width and 0 <= y < height):
             raise ToolCallError(f"({x}, {y}) is outside the page's {width}x{height} pixels")
         page = self._page()
         await self._act(lambda: page.mouse.click(x, y))
         return await self._done(f"Clicked at ({x}, {y}).")
+
+    def save_screenshot(self, path: str | Path, marks: bool = True) -> Path:
+        """Write the page as a PNG (with the element ids drawn on it), for people watching
+        an episode (`toolgym play ... --screenshot out.png`)."""
+        return self._run_sync(self._save_screenshot(Path(path), marks))
+
+    async def _save_screenshot(self, path: Path, marks: bool) -> Path:
+        page = self._page()
+        if marks and self.tree is not None:
+            await draw_marks(page, self.tree)
+        try:
+            path.write_bytes(await page.screenshot(type="png"))
+        finally:
+            if marks and self.tree is not None:
+                await remove_marks(page)
+        return path
 
     # ----- helpers --------------------------------------------------------------------------
     def _page(self) -> Any:
@@ -276,15 +286,9 @@ class BrowserEnv(ToolEnv):
                 f"no element [{element}] on the page; use an id from the latest outline"
             )
         page = self._page()
-        handle = await self._act(
-            lambda: page.evaluate_handle(
-                "id => { const n = window.__toolgym && window.__toolgym.byId.get(id);"
-                " return n && (n.nodeType === 3 ? n.parentElement : n); }",
-                element,
-            )
-        )
+        handle = await self._act(lambda: page.evaluate_handle(RESOLVE_JS, element))
         target = handle.as_element()
-        if target is None or not await self._act(lambda: target.evaluate("e => e.isConnected")):
+        if target is None:
             raise ToolCallError(f"element [{element}] is no longer on the page")
         return target, node
 
@@ -303,14 +307,6 @@ class BrowserEnv(ToolEnv):
                     f"the browser died during the action: {_first_line(exc)}"
                 ) from None
             raise ToolCallError(_first_line(exc)) from None
-
-    async def _over(self) -> str | None:
-        """Whether the task ended on its own since the last action (its time ran out, say):
-        then the action is not taken, and the verdict stands."""
-        await self._done("")
-        if self.result is None or not self.result[1]:
-            return None
-        return f"Not done: the task had already ended (reward {self.result[0]:g})."
 
     async def _done(self, text: str) -> str:
         """After an action: read the task's verdict."""

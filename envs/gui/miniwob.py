@@ -6,7 +6,7 @@ Reward: read from the task's JavaScript once it ends the episode: its raw reward
     (`reward="timed"`: MiniWoB's reward shrunk by the time taken, as its leaderboards count).
     Success is a reward above 0.
 Time limit: the task's own (`core.EPISODE_MAX_TIME`, 10 s for most); when it runs out the
-    page ends the episode with -1, read at the next action. Policies slower than a person
+    page ends the episode with -1, read after the next action (which can no longer change it). Policies slower than a person
     (a model on a CPU) can set `time_limit_s`.
 Seed: seeds the page's random numbers (`Math.seedrandom`), so a seed is a task instance: the
     same seed gives the same page.
@@ -18,7 +18,6 @@ Versions: v0, first release.
 from __future__ import annotations
 
 import importlib.util
-import json
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,14 @@ from toolgym.envs.tasks import SeedTasks, TaskSource
 from toolgym.errors import ConfigError, did_you_mean
 
 READY_TIMEOUT_MS = 5000
+START_JS = """([seed, limitMs]) => {
+  if (limitMs !== null) core.EPISODE_MAX_TIME = limitMs;
+  Math.seedrandom(seed);
+  core.startEpisodeReal();
+  // No start cover once the episode ends: a late action lands on the finished task, whose
+  // verdict stands, instead of starting a new one.
+  core.startEpisode = function () {};
+}"""
 
 
 NONDETERMINISTIC = frozenset({
@@ -89,14 +96,8 @@ class MiniWoBEnv(BrowserEnv):
     async def open_task(self, page: Any, seed: int | None, options: dict[str, Any] | None) -> str:
         seed = seed if seed is not None else int(self.np_random.integers(2**31))
         await page.goto(self.url, wait_until="load")
-        limit = (
-            ""
-            if self.time_limit_s is None
-            else f"core.EPISODE_MAX_TIME = {self.time_limit_s * 1000:.0f};"
-        )
-        await page.evaluate(
-            f"{limit} Math.seedrandom({json.dumps(str(seed))}); core.startEpisodeReal();"
-        )
+        limit_ms = None if self.time_limit_s is None else self.time_limit_s * 1000
+        await page.evaluate(START_JS, [str(seed), limit_ms])
         await page.wait_for_function("WOB_TASK_READY", timeout=READY_TIMEOUT_MS)
         return str(await page.evaluate("core.getUtterance()"))
 

@@ -76,11 +76,15 @@ def play(
     seed: Annotated[
         int, typer.Option(help="Episode seed (the same seed gives the same task).")
     ] = 0,
+    screenshot: Annotated[
+        Path | None,
+        typer.Option(help="Browser envs: keep a PNG of the page here, redrawn after every turn."),
+    ] = None,
 ) -> None:
     """Play an episode in the terminal by typing tool calls."""
     from toolgym.cli.play import play_command
 
-    raise typer.Exit(play_command(env_id, seed))
+    raise typer.Exit(play_command(env_id, seed, screenshot))
 
 
 @app.command("quickstart")

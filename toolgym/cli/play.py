@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
@@ -34,18 +35,30 @@ def help_line(schemas: list[dict[str, Any]], parser: Any) -> str:
     return f"Type a tool call: {shorthand}{raw}. {COMMANDS}"
 
 
-def play_command(env_id: str, seed: int) -> int:
+def play_command(env_id: str, seed: int, screenshot: Path | None = None) -> int:
     from toolgym.envs.registration import make
 
     env = make(env_id)
     try:
-        return _play(env, seed)
+        if screenshot is not None and not hasattr(env.unwrapped, "save_screenshot"):
+            console.print(
+                f"[red]{escape(env_id)} shows no page: --screenshot is for browser envs.[/]"
+            )
+            return 2
+        return _play(env, seed, screenshot)
     finally:
         env.close()
 
 
-def _play(env: Any, seed: int) -> int:
+def _snap(env: Any, screenshot: Path | None) -> None:
+    if screenshot is not None:
+        env.unwrapped.save_screenshot(screenshot)
+        console.print(f"[dim]page: {escape(str(screenshot))}[/]")
+
+
+def _play(env: Any, seed: int, screenshot: Path | None = None) -> int:
     messages, info = env.reset(seed=seed)
+    _snap(env, screenshot)
     schemas = info.get("tools") or []
     if schemas:
         show_tools(schemas)
@@ -78,6 +91,8 @@ def _play(env: Any, seed: int) -> int:
         total += reward
         for m in obs:
             show_message(m)
+        if not (terminated or truncated):
+            _snap(env, screenshot)
         status = "valid" if info["valid_action"] else "[red]invalid[/]"
         if any(c.get("error") == "exception" for c in info.get("tool_calls", [])):
             status += " · [red]a tool raised (a bug in the env, not the action)[/]"
