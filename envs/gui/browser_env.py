@@ -38,6 +38,22 @@ RESOLVE_JS = """id => {
 }"""
 """The element an outline id names (a text's id names the element around it), if it is still
 on the page: one round trip."""
+POINT_JS = """e => {
+  e.scrollIntoView({block: 'nearest', inline: 'nearest'});
+  const r = e.getBoundingClientRect();
+  if (!(r.width > 0 && r.height > 0)) return {error: 'it is not shown'};
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  if (x < 0 || y < 0 || x >= innerWidth || y >= innerHeight) return {error: 'it cannot be scrolled into view'};
+  const hit = document.elementFromPoint(x, y);
+  if (hit && hit !== e && !e.contains(hit) && !(hit.tagName === 'LABEL' && hit.control === e)) {
+    const name = (hit.getAttribute('aria-label') || hit.textContent || '').replace(/\\s+/g, ' ').trim();
+    return {error: 'another element covers it (' + hit.tagName.toLowerCase() +
+      (name ? ' "' + name.slice(0, 40) + '"' : '') + ')'};
+  }
+  return {x, y};
+}"""
+"""The point a mouse action aims at: the element's centre, scrolled into view, or why it
+cannot be reached there."""
 SCROLL_DIRECTIONS = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
 MAX_TYPED_CHARS = 500
 
@@ -152,7 +168,9 @@ class BrowserEnv(ToolEnv):
             element: the element's id, the number in brackets, e.g. 12.
         """
         handle, node = await self._element(element)
-        await self._act(lambda: handle.click(timeout=self.action_timeout_ms))
+        x, y = await self._point(handle, node)
+        page = self._page()
+        await self._act(lambda: page.mouse.click(x, y))
         return await self._done(f"Clicked [{element}] {_describe(node)}.")
 
     @tool
@@ -237,7 +255,9 @@ class BrowserEnv(ToolEnv):
             element: the element's id.
         """
         handle, node = await self._element(element)
-        await self._act(lambda: handle.hover(timeout=self.action_timeout_ms))
+        x, y = await self._point(handle, node)
+        page = self._page()
+        await self._act(lambda: page.mouse.move(x, y))
         return await self._done(f"Hovered over [{element}] {_describe(node)}.")
 
     @tool
@@ -291,6 +311,18 @@ class BrowserEnv(ToolEnv):
         if target is None:
             raise ToolCallError(f"element [{element}] is no longer on the page")
         return target, node
+
+    async def _point(self, handle: Any, node: dict[str, Any]) -> tuple[float, float]:
+        """Where a mouse reaches the element: its centre, once scrolled into view, if nothing
+        covers it there. One round trip; it does not wait for animations to settle (the
+        page is acted on as it is now, as a person's click would be)."""
+        where = await self._act(lambda: handle.evaluate(POINT_JS))
+        if "error" in where:
+            hint = " (choose an option with select on its list)" if node["role"] == "option" else ""
+            raise ToolCallError(
+                f"cannot reach [{node['id']}] {_describe(node)}: {where['error']}{hint}"
+            )
+        return float(where["x"]), float(where["y"])
 
     async def _act(self, action: Any) -> Any:
         """Run a Playwright call: a dead browser is an InfraError, an element that cannot
