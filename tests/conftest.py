@@ -63,10 +63,11 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def recipe_base(tmp_path_factory):
     """The tiny base the code and SQL recipes start from, pretrained as their headers say
-    (built once, about three minutes)."""
+    (built once, about three minutes), with the default recipe's probes, which
+    test_pretrain.py checks (so the suite pretrains the default recipe once)."""
     out = tmp_path_factory.mktemp("recipe-base") / "pt_tiny"
     run_ok("model", "pretrain", "--out", str(out), "--size", "tiny", "--env",
-           "toolgym/MathCode-v0", "--env", "toolgym/SQL-v0", "--probes", "0")  # fmt: skip
+           "toolgym/MathCode-v0", "--env", "toolgym/SQL-v0", "--probes", "100")  # fmt: skip
     return out
 
 

@@ -223,3 +223,25 @@ def test_tasks_without_a_check_or_a_url_are_refused():
         WebEnv(tasks=[{"instruction": "x", "check_js": "1"}]).reset(seed=0)
     with pytest.raises(ConfigError, match="success check 'nomodule' must look like"):
         WebEnv(check="nomodule")
+
+
+def test_a_covered_element_is_not_clicked_through(tmp_path):
+    page = tmp_path / "covered.html"
+    page.write_text(
+        "<body><button onclick='window.hit = true'>Pay</button>"
+        "<div style='position:fixed;inset:0;background:#fff8' aria-label='Cookie banner'></div>"
+        "<select><option>a</option><option>b</option></select></body>"
+    )
+    env = WebEnv(tasks=[{"url": page.as_uri(), "instruction": "x", "check_js": "window.hit ? 1 : null"}])
+    try:
+        env.reset(seed=0)
+        pay = node_id(env, "Pay", "button")
+        assert not env.tree.node(pay)["visible"]  # the outline says so before any click
+        obs, reward, terminated, _, info = env.step(call("click", element=pay))
+        option = node_id(env, "b", "option")
+        after, *_ = env.step(call("click", element=option))
+    finally:
+        env.close()
+    assert not terminated and reward == 0 and not info["valid_action"]
+    assert 'another element covers it (div "Cookie banner")' in obs[0]["content"]
+    assert "choose an option with select on its list" in after[0]["content"]
