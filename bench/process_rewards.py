@@ -1,5 +1,5 @@
 """GiGPO alone against GiGPO plus a process reward (the implicit PRM, Monte-Carlo step
-values): the same start model, seeds and settings, on Maze by default.
+values): the same start model, seeds and settings, on Maze or on two-hop search.
 
 For each seed, trains once per variant and reports:
 - success per step, and the final success (mean of the last `--window` steps);
@@ -10,10 +10,12 @@ For each seed, trains once per variant and reports:
 - the wall time of a training step against GiGPO alone's, measured in the same run: what
   the process reward costs.
 
-    python bench/process_rewards.py --model DIR [--seeds 3] [--steps 30] [--threshold 0.5]
-        [--variants gigpo,prm,mc] [section.field=value ...]
+    python bench/process_rewards.py --model DIR [--task maze|search] [--seeds 3] [--steps 30]
+        [--threshold 0.5] [--variants gigpo,prm,mc] [section.field=value ...]
 
-The overrides go to every variant, e.g. harder mazes than the quickstart's:
+`--task search` trains on configs/search_gigpo_prm.yaml's two-hop questions (start from the
+SFT policy its header builds); its variants differ only in their reward sources. The
+overrides go to every variant, e.g. harder mazes than the quickstart's:
 `env.kwargs.size=3 env.kwargs.max_turns=10` (start from an SFT policy of those mazes).
 """
 
@@ -32,11 +34,21 @@ from toolgym.training.plot import plot_runs
 from toolgym.training.trainer import Trainer
 
 CONFIGS = Path(__file__).parent.parent / "configs"
-VARIANTS = {
-    "gigpo": CONFIGS / "maze_gigpo.yaml",
-    "prm": CONFIGS / "maze_gigpo_prm.yaml",
-    "mc": CONFIGS / "maze_gigpo_mc.yaml",
+SEARCH = CONFIGS / "search_gigpo_prm.yaml"
+SEARCH_MC = "{source: mc_values, role: process, kwargs: {continuations: 2, budget: 'entropy:2'}}"
+TASKS: dict[str, dict[str, tuple[Path, list[str]]]] = {
+    "maze": {
+        "gigpo": (CONFIGS / "maze_gigpo.yaml", []),
+        "prm": (CONFIGS / "maze_gigpo_prm.yaml", []),
+        "mc": (CONFIGS / "maze_gigpo_mc.yaml", []),
+    },
+    "search": {
+        "gigpo": (SEARCH, ["rewards=[{source: env}]"]),
+        "prm": (SEARCH, []),
+        "mc": (SEARCH, [f"rewards=[{{source: env}}, {SEARCH_MC}]"]),
+    },
 }
+"""Each task's variants: a config and the overrides that make the variant from it."""
 
 
 def env_steps(record: dict) -> float:
@@ -51,6 +63,7 @@ def step_seconds(record: dict) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
+    parser.add_argument("--task", choices=sorted(TASKS), default="maze")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--threshold", type=float, default=0.5)
@@ -60,8 +73,9 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="section.field=value settings for all")
     args = parser.parse_args()
     names = args.variants.split(",")
-    if "gigpo" not in names or not set(names) <= set(VARIANTS):
-        parser.error(f"--variants: a comma list from {list(VARIANTS)} that includes gigpo")
+    variants = TASKS[args.task]
+    if "gigpo" not in names or not set(names) <= set(variants):
+        parser.error(f"--variants: a comma list from {list(variants)} that includes gigpo")
     out = Path(args.out or tempfile.mkdtemp(prefix="process-rewards-"))
     reached: dict[str, list[float | None]] = {n: [] for n in names}
     finals: dict[str, list[float]] = {n: [] for n in names}
@@ -69,11 +83,12 @@ def main() -> None:
     for seed in range(args.seeds):
         for name in names:
             run = out / f"{name}-seed{seed}"
-            overrides = [
+            path, variant = variants[name]
+            overrides = [*variant,
                 f"model={args.model}", f"run_dir={run}", f"seed={seed}", f"steps={args.steps}",
                 "eval.every_steps=1000000", "eval.episodes=1", "tensorboard=false", *args.overrides,
             ]  # fmt: skip
-            config = load_config(TrainConfig, VARIANTS[name], overrides)
+            config = load_config(TrainConfig, path, overrides)
             metrics = Trainer(config).run(overwrite=True)
             reached[name].append(
                 steps_to_threshold(metrics, args.threshold, args.window, cost=env_steps)
