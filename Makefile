@@ -42,3 +42,4 @@ bench: install system-deps
 	$(PYTHON) bench/search_server.py
 	$(PYTHON) bench/simulated_search.py
 	$(PYTHON) bench/sandbox_pool.py
+	$(PYTHON) bench/gui_step.py

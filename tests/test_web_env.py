@@ -216,13 +216,19 @@ def test_a_huge_page_gives_a_bounded_outline(shop_url, tmp_path):
     assert info["valid_action"]
 
 
-def test_tasks_without_a_check_or_a_url_are_refused():
-    with pytest.raises(ConfigError, match="needs a success check"):
-        WebEnv(tasks=[{"url": "http://127.0.0.1:9/", "instruction": "x"}]).reset(seed=0)
-    with pytest.raises(ConfigError, match="needs a 'url' and an 'instruction'"):
-        WebEnv(tasks=[{"instruction": "x", "check_js": "1"}]).reset(seed=0)
+def test_tasks_without_a_check_or_a_url_are_refused_before_a_browser_starts():
+    with pytest.raises(ConfigError, match="task 0 needs a success check"):
+        WebEnv(tasks=[{"url": "http://127.0.0.1:9/", "instruction": "x"}])
+    with pytest.raises(ConfigError, match="task 0 needs a 'url' and an 'instruction'"):
+        WebEnv(tasks=[{"instruction": "x", "check_js": "1"}])
     with pytest.raises(ConfigError, match="success check 'nomodule' must look like"):
         WebEnv(check="nomodule")
+    env = WebEnv(tasks=[{"url": "http://127.0.0.1:9/", "instruction": "x", "check_js": "1"}])
+    try:  # a task given at reset is checked there
+        with pytest.raises(ConfigError, match="needs a success check"):
+            env.reset(options={"task": {"url": "http://127.0.0.1:9/", "instruction": "x"}})
+    finally:
+        env.close()
 
 
 def test_a_covered_element_is_not_clicked_through(tmp_path):
@@ -232,7 +238,9 @@ def test_a_covered_element_is_not_clicked_through(tmp_path):
         "<div style='position:fixed;inset:0;background:#fff8' aria-label='Cookie banner'></div>"
         "<select><option>a</option><option>b</option></select></body>"
     )
-    env = WebEnv(tasks=[{"url": page.as_uri(), "instruction": "x", "check_js": "window.hit ? 1 : null"}])
+    env = WebEnv(
+        tasks=[{"url": page.as_uri(), "instruction": "x", "check_js": "window.hit ? 1 : null"}]
+    )
     try:
         env.reset(seed=0)
         pay = node_id(env, "Pay", "button")
@@ -245,3 +253,26 @@ def test_a_covered_element_is_not_clicked_through(tmp_path):
     assert not terminated and reward == 0 and not info["valid_action"]
     assert 'another element covers it (div "Cookie banner")' in obs[0]["content"]
     assert "choose an option with select on its list" in after[0]["content"]
+
+
+def test_an_episode_starts_without_what_the_last_one_stored(shop_url):
+    """Contexts are reused, so what a page stored (cookies, local and session storage) is
+    cleared between episodes: the same task starts from the same state."""
+    env = shop(shop_url, "x", "false")
+    seen = []
+    try:
+        for _ in range(2):
+            env.reset(seed=0)
+            seen.append(env._run_sync(env.lease.page.evaluate(STORE_AND_COUNT)))
+    finally:
+        env.close()
+    assert seen == [1, 1]
+
+
+STORE_AND_COUNT = """() => {
+  const visits = Number(localStorage.getItem('visits') || 0) + 1;
+  localStorage.setItem('visits', visits);
+  sessionStorage.setItem('visits', visits);
+  document.cookie = 'visits=' + visits;
+  return visits;
+}"""

@@ -48,6 +48,13 @@ OFFLINE_FLAGS = (
     "--proxy-server=http://127.0.0.1:9",
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
 )
+CLEAR_STORAGE_JS = """async () => {
+  try { localStorage.clear(); sessionStorage.clear(); } catch (e) {}
+  try {
+    for (const db of await indexedDB.databases()) indexedDB.deleteDatabase(db.name);
+  } catch (e) {}
+}"""
+"""What a page stored for its origin, forgotten before its context serves another episode."""
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 
 
@@ -138,10 +145,12 @@ class BrowserPool:
         return Lease(await context.new_page(), context, generation)
 
     async def give_back(self, lease: Lease) -> None:
-        """Close the episode's page; its context goes back to the pool if its browser lives."""
+        """Close the episode's page; its context, its cookies and the page's storage
+        cleared, goes back to the pool if its browser lives."""
         if lease.generation != self.generation or not self.alive:
             return
         try:
+            await lease.page.evaluate(CLEAR_STORAGE_JS)
             await lease.page.close()
             await lease.context.clear_cookies()
         except Exception as exc:  # the browser died meanwhile: nothing to keep

@@ -3,7 +3,7 @@
 Subclasses say how an episode opens and ends:
 
     async def open_task(self, page, seed, options) -> str   # load the task; its instruction
-    async def read_outcome(self, page) -> tuple[float, bool] | None  # (reward, ended) or None
+    async def read_outcome(self, page) -> float | None      # the reward once it has ended
 
 Observation: the instruction, then the page as an accessibility-tree outline (page_tree.py)
     with an id per element; optionally a screenshot as an image content part, with the ids
@@ -105,7 +105,8 @@ class BrowserEnv(ToolEnv):
         self.action_timeout_ms = action_timeout_s * 1000
         self.lease: Lease | None = None
         self.tree: PageTree | None = None
-        self.result: tuple[float, bool] | None = None
+        self.result: float | None = None
+        """The task's reward once it has ended (None while it goes on)."""
         self.instruction = ""
         self.crashed: str | None = None
 
@@ -113,8 +114,8 @@ class BrowserEnv(ToolEnv):
     async def open_task(self, page: Any, seed: int | None, options: dict[str, Any] | None) -> str:
         raise NotImplementedError(f"{type(self).__name__} must implement open_task")
 
-    async def read_outcome(self, page: Any) -> tuple[float, bool] | None:
-        """(reward, ended) once the task has a verdict, else None."""
+    async def read_outcome(self, page: Any) -> float | None:
+        """The task's reward once it has ended, else None (read after every action)."""
         return None
 
     # ----- the episode ----------------------------------------------------------------------
@@ -134,7 +135,7 @@ class BrowserEnv(ToolEnv):
 
     async def observe(self) -> list[Message]:
         if self.result is not None:
-            return [{"role": "user", "content": f"The task ended (reward {self.result[0]:g})."}]
+            return [{"role": "user", "content": f"The task ended (reward {self.result:g})."}]
         try:
             return [await self._page_message("")]
         except InfraError as exc:
@@ -148,9 +149,7 @@ class BrowserEnv(ToolEnv):
         return obs, reward, terminated, truncated, info
 
     def outcome(self) -> Outcome:
-        if self.result is None or not self.result[1]:
-            return Outcome()
-        return Outcome(self.result[0], True)
+        return Outcome() if self.result is None else Outcome(self.result, True)
 
     def state_key(self) -> Hashable:
         return "page:" + (self.tree.digest() if self.tree is not None else "none")

@@ -101,13 +101,13 @@ class MiniWoBEnv(BrowserEnv):
         await page.wait_for_function("WOB_TASK_READY", timeout=READY_TIMEOUT_MS)
         return str(await page.evaluate("core.getUtterance()"))
 
-    async def read_outcome(self, page: Any) -> tuple[float, bool] | None:
+    async def read_outcome(self, page: Any) -> float | None:
         done, raw, timed = await page.evaluate(
             "[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_GLOBAL]"
         )
         if not done:
             return None
-        return float(raw if self.reward_kind == "raw" else timed), True
+        return float(raw if self.reward_kind == "raw" else timed)
 
     def scripted_action(self) -> str | None:
         """A solver written for this task that reads only the instruction and the outline

@@ -53,6 +53,9 @@ class WebEnv(BrowserEnv):
         self.check = load_callable(check, "success check") if check else None
         self.task: dict[str, Any] = {}
         self._task_check: Any = None
+        for split in ("train", "eval", "test"):  # before any browser starts
+            for index in range(self.tasks.size(split) or 0):
+                self.check_task(self.tasks.task(split, index), f"{split} task {index}")
 
     def task_source(self) -> TaskSource:
         return self.tasks
@@ -60,25 +63,18 @@ class WebEnv(BrowserEnv):
     async def open_task(self, page: Any, seed: int | None, options: dict[str, Any] | None) -> str:
         seed = seed if seed is not None else int(self.np_random.integers(2**31))
         task = choose_task(seed, options, self.tasks, self._no_generator)
-        if not isinstance(task.get("url"), str) or not isinstance(task.get("instruction"), str):
-            raise ConfigError(
-                f"a web task needs a 'url' and an 'instruction'; got keys {sorted(task)}"
-            )
+        self.check_task(task)
         url = urljoin(self.base_url, task["url"]) if self.base_url else task["url"]
-        if "://" not in url:
-            raise ConfigError(f"task url {task['url']!r} is relative and the env has no base_url")
         self.task = task
         self._task_check = (
             load_callable(task["check"], "success check") if task.get("check") else None
         )
-        if not (task.get("check_js") or self._task_check or self.check_js or self.check):
-            raise ConfigError("a web task needs a success check: 'check_js' or 'check'")
         response = await page.goto(url, wait_until="load")
         if response is not None and response.status >= 400:
             raise ConfigError(f"{url} answered HTTP {response.status}")
         return str(task["instruction"])
 
-    async def read_outcome(self, page: Any) -> tuple[float, bool] | None:
+    async def read_outcome(self, page: Any) -> float | None:
         script = self.task.get("check_js")
         function = self._task_check
         if not script and function is None:
@@ -91,16 +87,30 @@ class WebEnv(BrowserEnv):
                 value = await value
         return _verdict(value)
 
+    def check_task(self, task: Mapping[str, Any], label: str = "a web task") -> None:
+        """A task this env can open, or a ConfigError saying what it lacks."""
+        if not isinstance(task.get("url"), str) or not isinstance(task.get("instruction"), str):
+            raise ConfigError(
+                f"{label} needs a 'url' and an 'instruction'; got keys {sorted(task)}"
+            )
+        if not (task.get("check_js") or task.get("check") or self.check_js or self.check):
+            raise ConfigError(f"{label} needs a success check: 'check_js' or 'check'")
+        url = urljoin(self.base_url, task["url"]) if self.base_url else task["url"]
+        if "://" not in url:
+            raise ConfigError(
+                f"{label}'s url {task['url']!r} is relative and the env has no base_url"
+            )
+
     @staticmethod
     def _no_generator(seed: int) -> dict[str, Any]:
         raise ConfigError("WebEnv's tasks come from its task list; there is no generator")
 
 
-def _verdict(value: Any) -> tuple[float, bool] | None:
+def _verdict(value: Any) -> float | None:
     if value is None or value is False:
         return None
     if value is True:
-        return 1.0, True
+        return 1.0
     if isinstance(value, numbers.Real):
-        return float(value), True
+        return float(value)
     raise ConfigError(f"a success check answered {value!r}: answer a number, true, false or null")
