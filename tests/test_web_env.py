@@ -276,3 +276,22 @@ STORE_AND_COUNT = """() => {
   document.cookie = 'visits=' + visits;
   return visits;
 }"""
+
+
+def test_overlong_arguments_are_refused_before_they_reach_the_browser(shop_url):
+    env = shop(shop_url, "Sign up as Ada from Peru, without news.", SIGN_UP_ADA)
+    try:
+        env.reset(seed=0)
+        name, country = node_id(env, "Name", "textbox"), node_id(env, "Country", "combobox")
+        huge = "x" * 1_000_000
+        for action, limit in (
+            (call("type", element=name, text=huge), "text is 1000000 characters; at most 500"),
+            (call("press", key=huge), "key is 1000000 characters; at most 60"),
+            (call("select", element=country, option=huge), "option is 1000000 characters"),
+        ):
+            obs, reward, terminated, _, _ = env.step(action)
+            assert limit in obs[0]["content"] and len(obs[0]["content"]) < 2000
+            assert reward == 0 and not terminated
+        assert 'value="Ada"' not in obs[-1]["content"]  # nothing was typed
+    finally:
+        env.close()

@@ -56,6 +56,8 @@ POINT_JS = """e => {
 cannot be reached there."""
 SCROLL_DIRECTIONS = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
 MAX_TYPED_CHARS = 500
+MAX_KEY_CHARS = 60
+"""Longer than any key combination Playwright knows (Control+Shift+ArrowDown is 23)."""
 
 
 class BrowserEnv(ToolEnv):
@@ -180,8 +182,7 @@ class BrowserEnv(ToolEnv):
             element: the text field's id.
             text: what to type.
         """
-        if len(text) > MAX_TYPED_CHARS:
-            raise ToolCallError(f"text is {len(text)} characters; at most {MAX_TYPED_CHARS}")
+        _bound("text", text, MAX_TYPED_CHARS)
         handle, node = await self._element(element)
 
         async def typing() -> None:
@@ -200,6 +201,7 @@ class BrowserEnv(ToolEnv):
         Args:
             key: the key's name, e.g. "Enter".
         """
+        _bound("key", key, MAX_KEY_CHARS)
         page = self._page()
         await self._act(lambda: page.keyboard.press(key))
         return await self._done(f"Pressed {key}.")
@@ -212,6 +214,7 @@ class BrowserEnv(ToolEnv):
             element: the list's id.
             option: the option's text, as listed.
         """
+        _bound("option", option, MAX_TYPED_CHARS)
         handle, node = await self._element(element)
 
         async def choose() -> None:
@@ -326,50 +329,22 @@ class BrowserEnv(ToolEnv):
     async def _act(self, action: Any) -> Any:
         """Run a Playwright call: a dead browser is an InfraError, an element that cannot
         take the action (timeout, wrong kind) the model's mistake."""
-        lease = self.lease
-        if lease is None:
-            raise InfraError("no page: the episode has not started")
-        pool = await self.pool()
         try:
-            return await action()
+            return await self._on_page(lambda page: action(), " during the action")
         except playwright_error() as exc:
-            if not pool.lease_alive(lease):
-                raise InfraError(
-                    f"the browser died during the action: {_first_line(exc)}"
-                ) from None
             raise ToolCallError(_first_line(exc)) from None
 
     async def _done(self, text: str) -> str:
         """After an action: read the task's verdict."""
-        lease = self.lease
-        assert lease is not None
-        pool = await self.pool()
-        try:
-            self.result = await self.read_outcome(lease.page)
-        except Exception as exc:
-            if not pool.lease_alive(lease):
-                raise InfraError(f"the browser died: {_first_line(exc)}") from None
-            raise
+        self.result = await self._on_page(self.read_outcome)
         return text
 
     async def _page_message(self, prefix: str) -> Message:
-        lease = self.lease
-        assert lease is not None
-        pool = await self.pool()
-        try:
-            self.tree = await read_tree(lease.page, self.ignore, self.max_nodes)
-            text = f"{prefix}Page:\n{self.tree.text(self.max_chars)}"
-            if not self.screenshot:
-                return {"role": "user", "content": text}
-            if self.marks:
-                await draw_marks(lease.page, self.tree)
-            png = await lease.page.screenshot(type="png")
-            if self.marks:
-                await remove_marks(lease.page)
-        except Exception as exc:
-            if not pool.lease_alive(lease):
-                raise InfraError(f"the browser died: {_first_line(exc)}") from None
-            raise
+        tree, png = await self._on_page(self._capture)
+        self.tree = tree
+        text = f"{prefix}Page:\n{tree.text(self.max_chars)}"
+        if png is None:
+            return {"role": "user", "content": text}
         url = "data:image/png;base64," + base64.b64encode(png).decode()
         return {
             "role": "user",
@@ -379,6 +354,32 @@ class BrowserEnv(ToolEnv):
             ],
         }
 
+    async def _capture(self, page: Any) -> tuple[PageTree, bytes | None]:
+        """The page's outline and, with screenshot=True, its picture (marks drawn on it)."""
+        tree = await read_tree(page, self.ignore, self.max_nodes)
+        if not self.screenshot:
+            return tree, None
+        if self.marks:
+            await draw_marks(page, tree)
+        png = await page.screenshot(type="png")
+        if self.marks:
+            await remove_marks(page)
+        return tree, png
+
+    async def _on_page(self, work: Any, during: str = "") -> Any:
+        """Await work(page); if it fails because the browser died, that is an InfraError
+        (the episode is masked and the pool starts a new browser), else the error as is."""
+        lease = self.lease
+        if lease is None:
+            raise InfraError("no page: the episode has not started")
+        pool = await self.pool()
+        try:
+            return await work(lease.page)
+        except Exception as exc:
+            if not pool.lease_alive(lease):
+                raise InfraError(f"the browser died{during}: {_first_line(exc)}") from None
+            raise
+
     async def _give_back(self) -> None:
         lease, self.lease = self.lease, None
         if lease is not None:
@@ -387,6 +388,12 @@ class BrowserEnv(ToolEnv):
 
 def _describe(node: dict[str, Any]) -> str:
     return f'{node["role"]} "{node["name"]}"' if node["name"] else node["role"]
+
+
+def _bound(name: str, text: str, limit: int) -> None:
+    """Refuse an argument too long to mean anything before it crosses to the browser."""
+    if len(text) > limit:
+        raise ToolCallError(f"{name} is {len(text)} characters; at most {limit}")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -63,8 +63,7 @@ class WebEnv(BrowserEnv):
     async def open_task(self, page: Any, seed: int | None, options: dict[str, Any] | None) -> str:
         seed = seed if seed is not None else int(self.np_random.integers(2**31))
         task = choose_task(seed, options, self.tasks, self._no_generator)
-        self.check_task(task)
-        url = urljoin(self.base_url, task["url"]) if self.base_url else task["url"]
+        url = self.check_task(task)
         self.task = task
         self._task_check = (
             load_callable(task["check"], "success check") if task.get("check") else None
@@ -87,8 +86,9 @@ class WebEnv(BrowserEnv):
                 value = await value
         return _verdict(value)
 
-    def check_task(self, task: Mapping[str, Any], label: str = "a web task") -> None:
-        """A task this env can open, or a ConfigError saying what it lacks."""
+    def check_task(self, task: Mapping[str, Any], label: str = "a web task") -> str:
+        """The start page's url of a task this env can open, or a ConfigError saying what
+        the task lacks."""
         if not isinstance(task.get("url"), str) or not isinstance(task.get("instruction"), str):
             raise ConfigError(
                 f"{label} needs a 'url' and an 'instruction'; got keys {sorted(task)}"
@@ -100,6 +100,7 @@ class WebEnv(BrowserEnv):
             raise ConfigError(
                 f"{label}'s url {task['url']!r} is relative and the env has no base_url"
             )
+        return url
 
     @staticmethod
     def _no_generator(seed: int) -> dict[str, Any]:
