@@ -7,6 +7,11 @@ tokenizer.json with its chat template, generation_config.json), so `AutoModelFor
 
 Special tokens cover our ChatML template and the markers of the Qwen and Llama-3 templates,
 so the same tokenizer renders those families' templates with their control tokens intact.
+
+`--arch qwen2_vl` builds a vision-language model of Qwen2-VL's architecture: the text model
+of the chosen size, a one-block vision encoder, Qwen2-VL's image tokens added to the
+tokenizer and its image processor saved beside the weights, with a pixel budget that keeps a
+screenshot to a few dozen tokens.
 """
 
 from __future__ import annotations
@@ -50,7 +55,10 @@ SIZES = {
     "mini": ModelSize(1024, 128, 4, 4, 2, 384),
     "small": ModelSize(4096, 256, 4, 8, 4, 768),
 }
-ARCHS = ("qwen2", "llama")
+ARCHS = ("qwen2", "llama", "qwen2_vl")
+VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>"]
+IMAGE_PIXELS = (28 * 28 * 4, 160 * 210 * 2)
+"""The image processor's pixel budget (min, max): a MiniWoB page, 160x210, is 48 tokens."""
 
 
 def corpus(n_episodes: int = 300) -> list[str]:
@@ -125,9 +133,34 @@ def build_model(arch: str, size: str, vocab_size: int, eos_id: int, pad_id: int,
         pad_token_id=pad_id,
         bos_token_id=None,
     )
-    config = Qwen2Config(**common) if arch == "qwen2" else LlamaConfig(**common)
     torch.manual_seed(seed)
+    if arch == "qwen2_vl":
+        return _vision_model(common)
+    config = Qwen2Config(**common) if arch == "qwen2" else LlamaConfig(**common)
     return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+def _vision_model(text: dict[str, Any]) -> Any:
+    """Qwen2-VL with `text` as its language model; the image token ids follow the vocabulary's
+    last three tokens (VISION_TOKENS, added last)."""
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+
+    start, end, image = (text["vocab_size"] - 3 + k for k in range(3))
+    half_head = text["hidden_size"] // text["num_attention_heads"] // 2
+    sections = [half_head - 2 * (half_head * 3 // 8), half_head * 3 // 8, half_head * 3 // 8]
+    config = Qwen2VLConfig(
+        text_config={
+            **text,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": sections},
+        },
+        vision_config={
+            "depth": 1, "embed_dim": 32, "num_heads": 2, "hidden_size": text["hidden_size"],
+            "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+        },
+        image_token_id=image, vision_start_token_id=start, vision_end_token_id=end,
+        tie_word_embeddings=True,
+    )  # fmt: skip
+    return Qwen2VLForConditionalGeneration(config).float()
 
 
 def init_model(out: str | Path, arch: str = "qwen2", size: str = "tiny", seed: int = 0) -> Path:
@@ -143,7 +176,17 @@ def init_model(out: str | Path, arch: str = "qwen2", size: str = "tiny", seed: i
             f"unknown size '{size}'.{did_you_mean(size, SIZES)} Choose from: {', '.join(SIZES)}"
         )
     tokenizer = build_tokenizer(SIZES[size].vocab_size)
-    return save_model(new_model(tokenizer, arch, size, seed), tokenizer, out)
+    if arch == "qwen2_vl":
+        tokenizer.add_tokens(VISION_TOKENS, special_tokens=True)
+    out = save_model(new_model(tokenizer, arch, size, seed), tokenizer, out)
+    if arch == "qwen2_vl":
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+            Qwen2VLImageProcessorPil,
+        )
+
+        low, high = IMAGE_PIXELS
+        Qwen2VLImageProcessorPil(min_pixels=low, max_pixels=high).save_pretrained(out)
+    return out
 
 
 def new_model(tokenizer: Any, arch: str, size: str, seed: int) -> Any:

@@ -13,6 +13,9 @@ split it differently) and let templates rewrite earlier turns (Qwen3 drops past 
 so the ids the trainer scores would not be the ids the model sampled. The delta is cut from
 a render of a fixed placeholder assistant turn followed by the new messages, which is
 independent of everything before it.
+
+Image content parts are left out here: a text-only model reads the text parts of a message
+(render_vision.py renders them for vision-language models).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from typing import Any
+
+from toolgym.agents.vision import text_only
 
 Message = dict[str, Any]
 
@@ -49,13 +54,21 @@ class ChatRenderer:
         add_generation_prompt: bool = False,
     ) -> str:
         text = self.tokenizer.apply_chat_template(
-            list(messages),
+            self.readable(messages),
             tools=list(tools) if tools and self.tool_schemas else None,
             chat_template=self.chat_template,
             add_generation_prompt=add_generation_prompt,
             tokenize=False,
         )
         return str(text)
+
+    def readable(self, messages: Sequence[Message]) -> list[Message]:
+        """The messages as this model reads them: the text of their content parts."""
+        return text_only(messages)
+
+    def image_urls(self, messages: Sequence[Message]) -> list[str]:
+        """The images of `messages` this model reads, in token order: none."""
+        return []
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`, special tokens written in it included, nothing added."""

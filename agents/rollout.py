@@ -149,10 +149,12 @@ async def _play(
     obs, info = await _env_call(env.areset(seed=traj.seed, options=options), "reset", 2, limit)
     traj.messages, traj.tools = obs, info.get("tools") or []
     traj.token_ids = renderer.prompt_ids(obs, traj.tools)
+    traj.images = renderer.image_urls(obs)
     traj.prompt_length = len(traj.token_ids)
     state = info["state_key"]
     if prefix is not None:
         state = await _replay(env, traj, prefix, limit)
+        traj.images += [url for step in traj.steps for url in renderer.image_urls(step.observation)]
     for turn in range(len(traj.steps), 1 << 30):
         budget = config.max_context_tokens - len(traj.token_ids)
         if budget <= 0:
@@ -164,7 +166,8 @@ async def _play(
             seed=turn_seed(config.sampling.seed, traj.id, turn),
         )
         t0 = time.perf_counter()
-        completion = await engine.generate(list(traj.token_ids), sampling, adapter)
+        images = {"images": list(traj.images)} if traj.images else {}  # text-only engines: none
+        completion = await engine.generate(list(traj.token_ids), sampling, adapter, **images)
         t1 = time.perf_counter()
         begin = len(traj.token_ids)
         traj.token_ids += completion.token_ids
@@ -192,6 +195,7 @@ async def _play(
             traj.end = EpisodeEnd.CONTEXT
             return
         traj.token_ids += delta
+        traj.images += renderer.image_urls(obs)
 
 
 async def _replay(env: Any, traj: Trajectory, prefix: Prefix, limit: float | None) -> Any:

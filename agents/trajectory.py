@@ -74,6 +74,9 @@ class Trajectory:
     """Which part the policy played (e.g. solver or proposer in self-play)."""
     task: dict[str, Any] | None = None
     """The task given to reset, if any."""
+    images: list[str] = field(default_factory=list)
+    """The images whose placeholder tokens are in token_ids, in order, as data URLs (for a
+    vision-language model; a text-only model's trajectories have none)."""
 
     @property
     def total_reward(self) -> float:

@@ -3,16 +3,20 @@
 Logits at position p predict token p+1, so every per-token array here has length T-1 and
 entry p belongs to target token p+1. A step's advantage lands on that step's response tokens
 only; prompt and environment tokens have loss mask 0. Masked trajectories are left out.
+A vision-language model's rows also carry their images' pixels (prepared by the same image
+encoder the engine used), so the scored sequence is the sampled one, pixels included.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import torch
+
+from toolgym.agents.vision import ImageEncoder, ImageInputs, vision_inputs
 
 
 @dataclass
@@ -22,30 +26,39 @@ class TokenBatch:
     loss_mask: torch.Tensor  # (B, T-1), 1 where the target token is the model's own
     old_logprobs: torch.Tensor  # (B, T-1), behaviour log-probabilities of the targets
     advantages: torch.Tensor  # (B, T-1)
+    images: list[ImageInputs | None] = field(default_factory=list)
+    """Each row's images (vision-language models; empty for text-only batches)."""
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 
     def to(self, device: torch.device) -> TokenBatch:
-        return TokenBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+        tensors = {
+            f.name: getattr(self, f.name).to(device) for f in fields(self) if f.name != "images"
+        }
+        images = [None if i is None else i.to(device) for i in self.images]
+        return TokenBatch(**tensors, images=images)
 
     def split(self, size: int) -> Iterator[TokenBatch]:
         """Micro-batches of `size` sequences (trimmed of padding they no longer need)."""
         for start in range(0, len(self), size):
-            part = TokenBatch(
-                **{f.name: getattr(self, f.name)[start : start + size] for f in fields(self)}
-            )
-            width = int(part.attention_mask.sum(-1).max())
+            rows = slice(start, start + size)
+            width = int(self.attention_mask[rows].sum(-1).max())
             yield TokenBatch(
-                part.input_ids[:, :width], part.attention_mask[:, :width],
-                part.loss_mask[:, : width - 1], part.old_logprobs[:, : width - 1], part.advantages[:, : width - 1],
+                self.input_ids[rows, :width], self.attention_mask[rows, :width],
+                self.loss_mask[rows, : width - 1], self.old_logprobs[rows, : width - 1],
+                self.advantages[rows, : width - 1], self.images[rows],
             )  # fmt: skip
 
 
 def build_batch(
-    trajectories: Sequence[Any], advantages: Sequence[np.ndarray], pad_id: int
+    trajectories: Sequence[Any],
+    advantages: Sequence[np.ndarray],
+    pad_id: int,
+    images: ImageEncoder | None = None,
 ) -> TokenBatch:
-    """`advantages[i]` holds one value per step of `trajectories[i]`."""
+    """`advantages[i]` holds one value per step of `trajectories[i]`; `images` prepares the
+    pixels of trajectories that have images (the model's encoder)."""
     kept = [
         (t, a) for t, a in zip(trajectories, advantages, strict=True) if not t.masked and t.steps
     ]
@@ -66,7 +79,13 @@ def build_batch(
             loss_mask[row, span] = 1
             old[row, span] = torch.tensor(step.logprobs)
             adv[row, span] = float(value)
-    return TokenBatch(input_ids, attention, loss_mask, old, adv)
+    pictured = [t.images for t, _ in kept if getattr(t, "images", None)]
+    if pictured and images is None:
+        raise ValueError("trajectories with images need the model's image encoder (images=)")
+    rows = [
+        images.encode(t.images) if images and getattr(t, "images", None) else None for t, _ in kept
+    ]
+    return TokenBatch(input_ids, attention, loss_mask, old, adv, rows if pictured else [])
 
 
 def token_logprobs(
@@ -75,7 +94,11 @@ def token_logprobs(
     """Log-probabilities of each target token under `model` (B, T-1), and their entropy, at
     the loss positions; 0 elsewhere. Prompt and environment tokens are most of a multi-turn
     sequence, so the softmax over the vocabulary (and its backward) runs on loss tokens only."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
+    pixels = ImageInputs.join(batch.images)
+    if pixels is not None:
+        inputs |= vision_inputs(model, batch.input_ids, batch.attention_mask, pixels)
+    logits = model(**inputs).logits[:, :-1]
     where = batch.loss_mask > 0
     log_probs = torch.log_softmax(logits[where].float(), dim=-1)
     targets = batch.input_ids[:, 1:][where]

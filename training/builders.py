@@ -13,6 +13,7 @@ import torch
 
 from toolgym.agents.device import Precision
 from toolgym.agents.engines import engine_class, policy_engine
+from toolgym.agents.loading import is_vision_model, load_model
 from toolgym.errors import ConfigError
 from toolgym.training.config import TrainConfig
 from toolgym.training.rewards import (
@@ -27,10 +28,7 @@ from toolgym.training.rewards.base import Continue
 
 def build_model(config: TrainConfig, precision: Precision) -> Any:
     """The policy, float32 weights on the configured device (LoRA and checkpointing as set)."""
-    from transformers import AutoModelForCausalLM
-
-    model: Any = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
-    model = model.to(precision.device)
+    model: Any = load_model(config.model).to(precision.device)
     if config.lora.enabled:
         from peft import LoraConfig, get_peft_model
 
@@ -63,6 +61,11 @@ def check_engine(config: TrainConfig) -> None:
     for setting in getattr(cls, "requires", ()):
         if not getattr(config.engine, setting):
             raise ConfigError(f"engine.kind={kind} needs engine.{setting}")
+    if not getattr(cls, "reads_images", False) and is_vision_model(config.model):
+        raise ConfigError(
+            f"{config.model} is a vision-language model and engine.kind={kind} generates from "
+            "text alone: use engine.kind=hf"
+        )
 
 
 def build_engine(config: TrainConfig, model: Any, tokenizer: Any, precision: Precision) -> Any:

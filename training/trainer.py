@@ -42,10 +42,11 @@ from toolgym.agents.collector import (
 )
 from toolgym.agents.device import peak_memory_gb, resolve_precision
 from toolgym.agents.engines import SamplingParams
-from toolgym.agents.render import ChatRenderer
+from toolgym.agents.render_vision import make_renderer
 from toolgym.agents.rollout import Prefix, RolloutConfig
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
+from toolgym.agents.vision import ImageEncoder
 from toolgym.envs.pool import EnvPool
 from toolgym.envs.tasks import TaskSource
 from toolgym.errors import ConfigError, EnvBuildError, RunFailedError, ToolgymError, one_line
@@ -105,8 +106,10 @@ class Trainer:
         self.sync_weights = weight_sync(self.engine, config.lora.enabled)
         self.adapter: str | None = None
         """The adapter name the engine generates with (LoRA sync); None otherwise."""
-        self.renderer = ChatRenderer(
-            self.tokenizer, tool_schemas=config.rollout.tool_schemas_in_prompt
+        self.images = ImageEncoder.for_model(config.model, self.model.config)
+        """The image encoder of a vision-language policy (None for a text-only one)."""
+        self.renderer = make_renderer(
+            self.tokenizer, self.images, tool_schemas=config.rollout.tool_schemas_in_prompt
         )
         self.optimizer = build_optimizer(config, self.model)
         self.rewards = build_reward_stage(
@@ -290,7 +293,8 @@ class Trainer:
     def update(
         self, trajectories: list[Trajectory], advantages: list[np.ndarray]
     ) -> dict[str, float]:
-        batch = build_batch(trajectories, advantages, self.pad_id).to(self.precision.device)
+        batch = build_batch(trajectories, advantages, self.pad_id, self.images)
+        batch = batch.to(self.precision.device)
         optim = self.config.optim
         lr = optim.lr * lr_factor(
             self.step, self.config.steps, optim.schedule, optim.warmup_steps, optim.min_lr_ratio
@@ -411,6 +415,8 @@ class Trainer:
         path = self.run_dir / "policy"
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
+        if self.images is not None:  # a vision-language model reads images through it
+            self.images.processor.save_pretrained(path)
         return path
 
     def _claim_run_dir(self, overwrite: bool) -> None:

@@ -62,6 +62,10 @@ class Engine(Protocol):
 
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None
-    ) -> Completion: ...
+    ) -> Completion:
+        """An engine that serves vision-language models also takes `images=`: the data URLs
+        of the images whose placeholder tokens are in `prompt_ids`, in order (rollouts pass
+        it only when there are images)."""
+        ...
 
     async def aclose(self) -> None: ...

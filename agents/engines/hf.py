@@ -29,6 +29,8 @@ import torch
 from toolgym.agents.device import Precision, resolve_precision
 from toolgym.agents.engines.base import Completion, EngineError, SamplingParams
 from toolgym.agents.engines.hf_batch import Row, RunningBatch
+from toolgym.agents.loading import load_model
+from toolgym.agents.vision import ImageEncoder, ImageError, ImageInputs
 from toolgym.errors import ToolgymError
 from toolgym.log import get_logger
 
@@ -67,14 +69,17 @@ class HFEngine:
 
     weight_sync = "shared"
     """A trainer's engine holds the trained model itself: its updates are the engine's."""
+    reads_images = True
+    """It generates from images too (vision-language models, `generate(..., images=)`)."""
 
     @classmethod
     def for_policy(
         cls, *, model: Any, tokenizer: Any, seed: int = 0, precision: Precision | None = None,
-        **_: Any,
+        model_path: str | None = None, **_: Any,
     ) -> HFEngine:  # fmt: skip
         """The engine a trainer generates with: the same model object, so no copy, no sync."""
-        return cls(model, tokenizer, seed=seed, precision=precision)
+        images = ImageEncoder.for_model(model_path, model.config) if model_path else None
+        return cls(model, tokenizer, seed=seed, precision=precision, images=images)
 
     def __init__(
         self,
@@ -84,13 +89,17 @@ class HFEngine:
         max_batch_size: int = 64,
         seed: int = 0,
         precision: Precision | None = None,
+        images: ImageEncoder | None = None,
     ) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        """`images`: the image encoder of a vision-language model passed as a loaded model
+        (found in the directory when `model` is one)."""
+        from transformers import AutoTokenizer
 
         if isinstance(model, (str, Path)):
             precision = precision or resolve_precision()
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
-            loaded: Any = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+            loaded: Any = load_model(model)
+            images = images or ImageEncoder.for_model(model, loaded.config)
             model = loaded.to(precision.device)
         self.precision = precision or Precision(next(model.parameters()).device, torch.float32)
         """Compute precision: autocast around every forward pass (the trainer's own, when
@@ -98,8 +107,11 @@ class HFEngine:
         if tokenizer is None:
             raise ValueError("pass the tokenizer along with a loaded model")
         self.model, self.tokenizer = model.eval(), tokenizer
+        self.images = images
         self.max_batch_size = max_batch_size
-        self.max_length = int(getattr(model.config, "max_position_embeddings", 1 << 30))
+        text_config = model.config.get_text_config()
+        self.vocab_size = int(text_config.vocab_size)
+        self.max_length = int(getattr(text_config, "max_position_embeddings", None) or 1 << 30)
         eos = model.generation_config.eos_token_id
         self.end_ids = {
             *(eos if isinstance(eos, list) else [eos] if eos is not None else []),
@@ -127,10 +139,13 @@ class HFEngine:
         sampling: SamplingParams,
         adapter: str | None = None,
         on_token: Callable[[int], None] | None = None,
+        images: list[str] | None = None,
     ) -> Completion:
         """`on_token` (optional) is called on the caller's event loop with each token as it
-        is sampled, before the completion is returned (for streaming)."""
+        is sampled, before the completion is returned (for streaming). `images`: the data
+        URLs of the images whose placeholders are in `prompt_ids` (vision-language models)."""
         self.check_request(prompt_ids, sampling, adapter)
+        pixels = await asyncio.to_thread(self._pixels, prompt_ids, images) if images else None
         seed = (
             sampling.seed
             if sampling.seed is not None
@@ -141,6 +156,7 @@ class HFEngine:
             sampling,
             torch.Generator().manual_seed(seed),
             self.end_ids | set(sampling.stop_token_ids),
+            images=pixels,
         )
         loop = asyncio.get_running_loop()
         request = _Request(row, adapter, loop.create_future(), loop)
@@ -244,7 +260,7 @@ class HFEngine:
         the same check; a server streaming its answer checks first, to answer a clean 400)."""
         if not prompt_ids:
             raise BadRequestError("the prompt is empty")
-        vocab = self.model.config.vocab_size
+        vocab = self.vocab_size
         if any(not isinstance(t, int) or not 0 <= t < vocab for t in prompt_ids):
             raise BadRequestError(f"prompt token ids must be integers in [0, {vocab})")
         if sampling.max_tokens < 1:
@@ -258,6 +274,22 @@ class HFEngine:
             raise BadRequestError("temperature must be >= 0 and top_p in (0, 1]")
         if adapter is not None and adapter not in self.adapters:
             raise BadRequestError(f"no LoRA adapter named '{adapter}' is loaded")
+
+    def _pixels(self, prompt_ids: list[int], images: list[str]) -> ImageInputs | None:
+        """The model inputs of a prompt's images, checked against its placeholder tokens."""
+        if self.images is None:
+            raise BadRequestError("this model reads text only: the prompt cannot have images")
+        try:
+            pixels = self.images.encode(images)
+            want = sum(self.images.tokens(url) for url in images)
+        except ImageError as exc:
+            raise BadRequestError(str(exc)) from None
+        have = prompt_ids.count(self.images.image_token_id)
+        if have != want:
+            raise BadRequestError(
+                f"the prompt has {have} image placeholder tokens; its {len(images)} images take {want}"
+            )
+        return pixels
 
     @contextlib.contextmanager
     def _adapter(self, adapter: str | None) -> Iterator[None]:

@@ -4,6 +4,10 @@ Rows join between decode steps (their prompts are prefilled together, then their
 merged into the batch's, left-padded to a common length) and leave as soon as they finish,
 so a short answer is returned while longer ones are still being decoded, and a new request
 does not wait for the whole batch to drain.
+
+Rows with images (vision-language models) are prefilled with their pixels and the model's
+3-D rotary positions; after the prompt every position is text again, so decoding goes on
+from each row's next position like any other row's.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from toolgym.agents.engines.base import Completion, SamplingParams
+from toolgym.agents.vision import ImageInputs, vision_inputs, vision_token_ids
 
 
 @dataclass
@@ -34,11 +39,15 @@ class Row:
     """Whoever waits for this row (the engine's request record)."""
     on_token: Callable[[int], None] | None = None
     """Called from the worker thread with each sampled token (a server streaming it)."""
+    images: ImageInputs | None = None
+    """The pixels of the images in the prompt, in order (vision-language models)."""
 
 
 class RunningBatch:
     def __init__(self, model: Any, tokenizer: Any, pad_id: int) -> None:
         self.model, self.tokenizer, self.pad_id = model, tokenizer, pad_id
+        self.unsampled = vision_token_ids(model.config)
+        """Ids never sampled (image placeholders); log-probabilities stay the model's own."""
         self.device = next(model.parameters()).device
         """Where the model, its cache, mask and positions live; sampling runs on the cpu
         (the last position's logits come back as float32), with each row's own generator."""
@@ -62,11 +71,17 @@ class RunningBatch:
             mask[i, longest - len(r.prompt) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        inputs = {"position_ids": positions}
+        images = ImageInputs.join([r.images for r in rows])
+        if images is not None:
+            inputs = vision_inputs(self.model, ids, mask, images.to(self.device))
+        out = self.model(input_ids=ids, attention_mask=mask, use_cache=True, **inputs)
         logits = out.logits[:, -1, :].float().cpu()
+        following = inputs["position_ids"].reshape(-1, *ids.shape).amax(dim=(0, 2)) + 1
+        following = following.unsqueeze(-1)
         if not self.rows:
             self.cache, self.mask, self.logits = out.past_key_values, mask, logits
-            self.positions = positions[:, -1:] + 1
+            self.positions = following
         else:
             width = max(self.mask.shape[1], mask.shape[1])
             for mine, theirs in zip(self.cache.layers, out.past_key_values.layers, strict=True):
@@ -78,7 +93,7 @@ class RunningBatch:
                 )
             self.mask = torch.cat([_left_pad(self.mask, width, 1), _left_pad(mask, width, 1)])
             self.logits = torch.cat([self.logits, logits])
-            self.positions = torch.cat([self.positions, positions[:, -1:] + 1])
+            self.positions = torch.cat([self.positions, following])
         self.rows += rows
 
     @torch.no_grad()
@@ -87,7 +102,11 @@ class RunningBatch:
         log_probs = torch.log_softmax(self.logits, dim=-1)
         temperature = torch.tensor([r.sampling.temperature for r in self.rows]).unsqueeze(-1)
         top_p = torch.tensor([r.sampling.top_p for r in self.rows]).unsqueeze(-1)
-        chosen = sample(self.logits, temperature, top_p, [r.generator for r in self.rows])
+        logits = self.logits
+        if self.unsampled:
+            logits = logits.clone()
+            logits[:, self.unsampled] = float("-inf")
+        chosen = sample(logits, temperature, top_p, [r.generator for r in self.rows])
         chosen_logprobs = log_probs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1).tolist()
         for i, r in enumerate(self.rows):
             token = int(chosen[i])

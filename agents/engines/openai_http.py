@@ -71,8 +71,17 @@ class OpenAIEngine:
         self._session_loop: asyncio.AbstractEventLoop | None = None
 
     async def generate(
-        self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        adapter: str | None = None,
+        images: list[str] | None = None,
     ) -> Completion:
+        if images:
+            raise EngineError(
+                "images in the prompt: the completions endpoint takes token ids and no pixels; generate with the hf engine for a "
+                "vision-language model"
+            )
         payload: dict[str, Any] = {
             "model": adapter or self.model,
             "prompt": list(prompt_ids),

@@ -59,8 +59,17 @@ class VLLMEngine:
         self._adapter_ids = itertools.count(1)
 
     async def generate(
-        self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        adapter: str | None = None,
+        images: list[str] | None = None,
     ) -> Completion:
+        if images:
+            raise EngineError(
+                "images in the prompt: this engine passes no multi-modal data to vLLM yet; generate with the hf engine for a "
+                "vision-language model"
+            )
         vllm = _import_vllm()
         from vllm.inputs import TokensPrompt
 

@@ -123,7 +123,9 @@ app.add_typer(sql_app, name="sql")
 @model_app.command("init")
 def model_init(
     out: Annotated[Path, typer.Option(help="Directory to write the model to.")],
-    arch: Annotated[str, typer.Option(help="qwen2 or llama.")] = "qwen2",
+    arch: Annotated[
+        str, typer.Option(help="qwen2, llama or qwen2_vl (vision-language).")
+    ] = "qwen2",
     size: Annotated[
         str, typer.Option(help="tiny (0.16M parameters), mini (0.9M) or small (4.2M).")
     ] = "tiny",
@@ -139,7 +141,9 @@ def model_init(
 def model_pretrain(
     out: Annotated[Path, typer.Option(help="Directory to write the model to.")],
     size: Annotated[str, typer.Option(help="tiny, mini or small.")] = "tiny",
-    arch: Annotated[str, typer.Option(help="qwen2 or llama.")] = "qwen2",
+    arch: Annotated[
+        str, typer.Option(help="qwen2, llama or qwen2_vl (vision-language).")
+    ] = "qwen2",
     steps: Annotated[int, typer.Option(help="Optimizer steps, the copy warm-up included.")] = 1400,
     seq_len: Annotated[int, typer.Option(help="Tokens per training sequence.")] = 640,
     batch_size: Annotated[int, typer.Option(help="Sequences per step.")] = 8,

@@ -36,7 +36,7 @@ def eval_command(
         summarize,
     )
     from toolgym.agents.engines import SamplingParams, make_engine
-    from toolgym.agents.render import ChatRenderer
+    from toolgym.agents.render_vision import make_renderer
     from toolgym.agents.rollout import RolloutConfig
     from toolgym.agents.runtime import Runtime
     from toolgym.agents.trajectory import write_jsonl
@@ -78,7 +78,7 @@ def eval_command(
         )
         collector = RolloutCollector(
             engine,
-            ChatRenderer(tok, tool_schemas=tool_schemas),
+            make_renderer(tok, getattr(engine, "images", None), tool_schemas=tool_schemas),
             config,
             concurrency=concurrency,
             progress=True,

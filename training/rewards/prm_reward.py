@@ -27,7 +27,9 @@ import torch
 from pydantic import Field
 
 from toolgym.agents.device import Precision
+from toolgym.agents.loading import load_model
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
+from toolgym.agents.vision import ImageEncoder
 from toolgym.config import ConfigModel, validate
 from toolgym.errors import ConfigError, one_line
 from toolgym.training.batch import build_batch, token_logprobs
@@ -77,7 +79,9 @@ class ImplicitPRMReward(PreparedScores):
         super().__init__()
         self.settings = s = validate(self.Settings, settings)
         self.context = context
-        self.model = _load_model(s.model or context.model, context.precision, s.lora)
+        path = s.model or context.model
+        self.model = _load_model(path, context.precision, s.lora)
+        self.images = ImageEncoder.for_model(path, self.model.config)
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(trainable, lr=s.lr, weight_decay=0.0)
         self.updates = 0
@@ -103,7 +107,7 @@ class ImplicitPRMReward(PreparedScores):
             self.updates += 1
             self.last_metrics = {}
             return
-        batch = build_batch(flat, [np.zeros(len(t.steps)) for t in flat], pad_id=0)
+        batch = build_batch(flat, [np.zeros(len(t.steps)) for t in flat], 0, self.images)
         prm_totals, old_totals = self.score(batch, flat)
         pairs, owner = [], 0
         for group in kept:
@@ -238,12 +242,10 @@ class ImplicitPRMReward(PreparedScores):
 
 def _load_model(path: str, precision: Precision, lora: LoraSection | None) -> Any:
     """float32 weights on the run's device; with `lora`, only an adapter on them trains."""
-    from transformers import AutoModelForCausalLM
-
     if not Path(path).is_dir():
         raise ConfigError(f"no model directory at {path}")
     try:
-        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model: Any = load_model(path)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot load its model from {path}: {one_line(exc)}") from None
     model = model.to(precision.device)
