@@ -176,21 +176,14 @@ def init_model(out: str | Path, arch: str = "qwen2", size: str = "tiny", seed: i
             f"unknown size '{size}'.{did_you_mean(size, SIZES)} Choose from: {', '.join(SIZES)}"
         )
     tokenizer = build_tokenizer(SIZES[size].vocab_size)
-    if arch == "qwen2_vl":
-        tokenizer.add_tokens(VISION_TOKENS, special_tokens=True)
-    out = save_model(new_model(tokenizer, arch, size, seed), tokenizer, out)
-    if arch == "qwen2_vl":
-        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-            Qwen2VLImageProcessorPil,
-        )
-
-        low, high = IMAGE_PIXELS
-        Qwen2VLImageProcessorPil(min_pixels=low, max_pixels=high).save_pretrained(out)
-    return out
+    return save_model(new_model(tokenizer, arch, size, seed), tokenizer, out)
 
 
 def new_model(tokenizer: Any, arch: str, size: str, seed: int) -> Any:
-    """A randomly initialised model of `size` for `tokenizer`, stopping at its end tokens."""
+    """A randomly initialised model of `size` for `tokenizer`, stopping at its end tokens
+    (for qwen2_vl, Qwen2-VL's image tokens are added to `tokenizer` first)."""
+    if arch == "qwen2_vl":
+        tokenizer.add_tokens(VISION_TOKENS, special_tokens=True)
     eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
     model = build_model(arch, size, len(tokenizer), eos_id, tokenizer.pad_token_id, seed)
     model.generation_config.eos_token_id = [
@@ -207,4 +200,9 @@ def save_model(model: Any, tokenizer: Any, out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    if getattr(model.config, "vision_config", None) is not None:
+        from transformers import Qwen2VLImageProcessorPil
+
+        low, high = IMAGE_PIXELS
+        Qwen2VLImageProcessorPil(min_pixels=low, max_pixels=high).save_pretrained(out)
     return out

@@ -150,6 +150,50 @@ def test_the_tasks_own_time_limit_ends_the_episode():
     assert obs[-1]["content"] == "The task ended (reward -1)."
 
 
+def test_select_toggles_options_of_a_list_box_that_takes_several():
+    env = MiniWoBEnv(task="click-scroll-list")
+    try:
+        env.reset(seed=0)
+        box = next(n for n in env.tree.nodes if n["role"] == "listbox")
+        assert box["multiselectable"] and "multiselectable" in env.tree.text(4000)
+        first, second = [n["name"] for n in env.tree.nodes if n["role"] == "option"][:2]
+        env.step(call("select", element=box["id"], option=first))
+        obs, *_ = env.step(call("select", element=box["id"], option=second))
+        assert obs[0]["content"].startswith(f"Selected {second!r} in [{box['id']}] listbox")
+        assert chosen(env) == {first, second}  # the second joins the first
+        obs, *_ = env.step(call("select", element=box["id"], option=first))
+        assert obs[0]["content"].startswith(f"Unselected {first!r}")
+        assert chosen(env) == {second}
+    finally:
+        env.close()
+
+
+def test_drag_moves_a_list_item_both_ways():
+    env = MiniWoBEnv(task="drag-sort-numbers")
+    try:
+        env.reset(seed=0)
+        items = [n for n in env.tree.nodes if n["role"] == "listitem"]
+        names = [n["name"] for n in items]
+        obs, *_ = env.step(call("drag", element=items[0]["id"], to=items[2]["id"]))  # down
+        assert obs[0]["content"] == (
+            f'Dragged [{items[0]["id"]}] listitem "{names[0]}" '
+            f'onto [{items[2]["id"]}] listitem "{names[2]}".'
+        )
+        assert listed(env) == [names[1], names[2], names[0], *names[3:]]
+        env.step(call("drag", element=items[-1]["id"], to=items[1]["id"]))  # up, to the top
+        assert listed(env)[0] == names[-1]
+    finally:
+        env.close()
+
+
+def listed(env: MiniWoBEnv) -> list[str]:
+    return [n["name"] for n in env.tree.nodes if n["role"] == "listitem"]
+
+
+def chosen(env: MiniWoBEnv) -> set[str]:
+    return {n["name"] for n in env.tree.nodes if n["role"] == "option" and n.get("selected")}
+
+
 def test_a_screenshot_with_marks_is_an_image_part():
     env = MiniWoBEnv(task="click-button", screenshot=True, marks=True)
     try:

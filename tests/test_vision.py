@@ -14,6 +14,7 @@ import pytest
 import torch
 from PIL import Image
 
+from conftest import run_ok
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.base import EngineError
 from toolgym.agents.engines.hf import BadRequestError, HFEngine
@@ -31,9 +32,9 @@ from toolgym.training.trainer import Trainer
 
 @pytest.fixture(scope="module")
 def vlm_dir(tmp_path_factory):
-    from toolgym.agents.modelinit import init_model
-
-    return init_model(tmp_path_factory.mktemp("tiny-vlm"), "qwen2_vl", "tiny", seed=0)
+    out = tmp_path_factory.mktemp("tiny-vlm")
+    run_ok("model", "init", "--arch", "qwen2_vl", "--out", str(out))
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ Subclasses say how an episode opens and ends:
 Observation: the instruction, then the page as an accessibility-tree outline (page_tree.py)
     with an id per element; optionally a screenshot as an image content part, with the ids
     drawn on it (set-of-marks). After every turn: the page again.
-Tools: click, type, press, select, scroll, hover, click_at. A wrong id, a key that does not
+Tools: click, type, press, select, scroll, hover, drag, click_at. A wrong id, a key that does not
     exist or an element that cannot take the action is an observation the model reads.
 state_key: a hash of the outline (what can be seen and done), so equal pages group in GiGPO.
 Infrastructure: a page whose browser died ends its episode as an infrastructure error
@@ -18,6 +18,7 @@ Infrastructure: a page whose browser died ends its episode as an infrastructure 
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,15 @@ POINT_JS = """e => {
 }"""
 """The point a mouse action aims at: the element's centre, scrolled into view, or why it
 cannot be reached there."""
+SELECTED_JS = """e => e.tagName === 'SELECT' && e.multiple
+  ? Array.from(e.selectedOptions, o => o.label) : null"""
+"""The options chosen now in a list box that takes several (None for any other element)."""
+DRAG_STEPS = 8
+"""Mouse moves between pick-up and drop: drag-and-drop code (jQuery UI's sortable) follows
+the pointer's moves, not only where it lands."""
+DRAG_PAST = 3.0
+"""Pixels past the target's centre, along the drag, where the drop lands: code that asks
+whether the pointer has crossed an element's middle (a sortable list) sees it cross."""
 SCROLL_DIRECTIONS = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
 MAX_TYPED_CHARS = 500
 MAX_KEY_CHARS = 60
@@ -208,7 +218,9 @@ class BrowserEnv(ToolEnv):
 
     @tool
     async def select(self, element: int, option: str) -> str:
-        """Choose an option of a drop-down list (a combobox) by its text.
+        """Choose an option of a drop-down list (a combobox) or a list box by its text. In a
+        list box that takes several (multiselectable), it toggles the option: selected if
+        it was not, unselected if it was; the others stay as they are.
 
         Args:
             element: the list's id.
@@ -216,17 +228,24 @@ class BrowserEnv(ToolEnv):
         """
         _bound("option", option, MAX_TYPED_CHARS)
         handle, node = await self._element(element)
+        chosen = await self._act(lambda: handle.evaluate(SELECTED_JS))
+        if chosen is None:
+            wanted: str | list[str] = option
+            done = f"Selected {option!r}"
+        else:
+            wanted = [o for o in chosen if o != option] + ([] if option in chosen else [option])
+            done = f"{'Unselected' if option in chosen else 'Selected'} {option!r}"
 
         async def choose() -> None:
             try:
-                await handle.select_option(label=option, timeout=self.action_timeout_ms)
+                await handle.select_option(label=wanted, timeout=self.action_timeout_ms)
             except Exception as exc:
                 if "not" in str(exc).lower() and "select" in str(exc).lower():
                     raise
-                await handle.select_option(value=option, timeout=self.action_timeout_ms)
+                await handle.select_option(value=wanted, timeout=self.action_timeout_ms)
 
         await self._act(choose)
-        return await self._done(f"Selected {option!r} in [{element}] {_describe(node)}.")
+        return await self._done(f"{done} in [{element}] {_describe(node)}.")
 
     @tool
     async def scroll(self, direction: str = "down", element: int | None = None) -> str:
@@ -261,6 +280,36 @@ class BrowserEnv(ToolEnv):
         page = self._page()
         await self._act(lambda: page.mouse.move(x, y))
         return await self._done(f"Hovered over [{element}] {_describe(node)}.")
+
+    @tool
+    async def drag(self, element: int, to: int) -> str:
+        """Drag an element with the mouse and drop it on another: a list item to a new
+        place, a shape into a box.
+
+        Args:
+            element: the id of the element to drag.
+            to: the id of the element to drop it on.
+        """
+        handle, node = await self._element(element)
+        target, target_node = await self._element(to)
+        x1, y1 = await self._point(target, target_node)
+        x0, y0 = await self._point(handle, node)  # last: it is the one the mouse must reach
+        page = self._page()
+
+        length = max(math.hypot(x1 - x0, y1 - y0), 1.0)
+        x1 += DRAG_PAST * (x1 - x0) / length  # a little past the middle, as a hand lands
+        y1 += DRAG_PAST * (y1 - y0) / length
+
+        async def dragging() -> None:
+            await page.mouse.move(x0, y0)
+            await page.mouse.down()
+            await page.mouse.move(x1, y1, steps=DRAG_STEPS)
+            await page.mouse.up()
+
+        await self._act(dragging)
+        return await self._done(
+            f"Dragged [{element}] {_describe(node)} onto [{to}] {_describe(target_node)}."
+        )
 
     @tool
     async def click_at(self, x: int, y: int) -> str:

@@ -232,6 +232,73 @@ def _choose(instruction: str, tree: PageTree) -> list[ToolCall] | None:
     return then_submit(tree, [ToolCall("select", {"element": box["id"], "option": match.group(1)})])
 
 
+@solver("click-scroll-list")
+def _scroll_list(instruction: str, tree: PageTree) -> list[ToolCall] | None:
+    match = re.match(r"Select (.+) from the scroll list and click Submit", instruction)
+    box = first(tree, "listbox")
+    if not match or box is None or not box.get("multiselectable"):
+        return None
+    wanted = [w.strip() for w in match.group(1).split(",")]
+    chosen = {n["name"] for n in find(tree, "option") if n.get("selected")}
+    toggles = [name for name in wanted if name not in chosen] + sorted(chosen - set(wanted))
+    return then_submit(
+        tree, [ToolCall("select", {"element": box["id"], "option": name}) for name in toggles]
+    )
+
+
+PLACES = {"to the top.": 1, "up by one position.": -1, "down by one position.": +1}
+
+
+@solver("drag-items")
+def _drag_items(instruction: str, tree: PageTree) -> list[ToolCall] | None:
+    match = re.match(
+        r"Drag (.+?) (to the .+|up by one position\.|down by one position\.)$", instruction
+    )
+    items = find(tree, "listitem")
+    names = [n["name"] for n in items]
+    if not match or match.group(1) not in names:
+        return None
+    here = names.index(match.group(1))
+    how = match.group(2)
+    if how == "to the bottom.":
+        there = len(items) - 1
+    elif how in ("up by one position.", "down by one position."):
+        there = here + PLACES[how]
+    else:
+        place = 1 if how == "to the top." else ordinal(how)
+        if place is None:
+            return None
+        there = place - 1
+    if not 0 <= there < len(items) or there == here:
+        return None
+    return [ToolCall("drag", {"element": items[here]["id"], "to": items[there]["id"]})]
+
+
+@solver("drag-sort-numbers")
+def _drag_sort(instruction: str, tree: PageTree) -> list[ToolCall] | None:
+    """One drag a turn: the smallest of the unsorted rest to the top of the rest."""
+    items = find(tree, "listitem")
+    try:
+        numbers = [int(n["name"]) for n in items]
+    except ValueError:
+        return None
+    if not instruction.startswith("Sort the numbers in increasing order") or not items:
+        return None
+    for place, number in enumerate(numbers):
+        smallest = min(range(place, len(numbers)), key=numbers.__getitem__)
+        if numbers[smallest] < number:
+            return [ToolCall("drag", {"element": items[smallest]["id"], "to": items[place]["id"]})]
+    return click(first(tree, "button", "Submit"))
+
+
+@solver("drag-box")
+def _drag_box(instruction: str, tree: PageTree) -> list[ToolCall] | None:
+    small, large = first(tree, name="s"), first(tree, name="L")
+    if not instruction.startswith("Drag the smaller box") or small is None or large is None:
+        return None
+    return then_submit(tree, [ToolCall("drag", {"element": small["id"], "to": large["id"]})])
+
+
 @solver("click-collapsible", "click-collapsible-nodelay")
 def _collapsible(instruction: str, tree: PageTree) -> list[ToolCall] | None:
     if first(tree, "tabpanel") is not None:  # the section is open

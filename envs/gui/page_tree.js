@@ -39,6 +39,7 @@
     if (explicit === 'presentation' || explicit === 'none') return null;
     if (explicit) return explicit;
     if (el.tagName === 'A') return el.hasAttribute('href') ? 'link' : null;
+    if (el.tagName === 'SELECT' && (el.multiple || el.size > 1)) return 'listbox';
     if (el.tagName === 'INPUT') {
       const type = (el.getAttribute('type') || 'text').toLowerCase();
       return type in INPUT_ROLES ? INPUT_ROLES[type] : 'textbox';
@@ -77,7 +78,7 @@
   };
   const clickable = (el, role, style) => {
     if (['button', 'link', 'checkbox', 'radio', 'option', 'tab', 'menuitem', 'textbox',
-         'combobox', 'slider', 'spinbutton'].includes(role)) return true;
+         'combobox', 'listbox', 'slider', 'spinbutton'].includes(role)) return true;
     if (el.onclick || el.__onclick || el.__onmousedown || el.__onmouseup) return true;
     if (window.jQuery && jQuery._data) {
       const events = jQuery._data(el, 'events');
@@ -127,6 +128,7 @@
         box: [Math.round(rect.left), Math.round(rect.top), Math.round(rect.width), Math.round(rect.height)],
       };
       if (el.tagName === 'TEXTAREA') node.multiline = true;
+      if (el.tagName === 'SELECT' && el.multiple) node.multiselectable = true;
       if (role === 'textbox' || role === 'slider' || role === 'spinbutton') node.value = clip(el.value);
       if (role === 'combobox' && el.selectedIndex >= 0 && el.options[el.selectedIndex]) {
         node.value = clip(el.options[el.selectedIndex].text);

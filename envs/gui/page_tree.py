@@ -85,6 +85,7 @@ def _line(node: dict[str, Any]) -> str:
         parts.append(f"value={json.dumps(node['value'], ensure_ascii=False)}")
     for flag in (
         "multiline",
+        "multiselectable",
         "checked",
         "selected",
         "disabled",
