@@ -52,9 +52,11 @@ class ToolChoice:
     name: str | None = None
 
 
-def template_messages(messages: list[Any]) -> list[dict[str, Any]]:
-    """The messages, checked, in the form chat templates render. Raises ApiError (400)."""
-    return [_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
+def template_messages(messages: list[Any], images: bool = False) -> list[dict[str, Any]]:
+    """The messages, checked, in the form chat templates render. Raises ApiError (400).
+    With `images` (a vision-language model), image_url parts stay in their message's list
+    of parts; otherwise a message's parts must all be text, and are joined."""
+    return [_message(m, f"messages[{i}]", images) for i, m in enumerate(messages)]
 
 
 def template_tools(tools: list[Any] | None) -> list[dict[str, Any]]:
@@ -89,7 +91,7 @@ def tool_choice(value: Any, tools: list[dict[str, Any]]) -> ToolChoice:
     return ToolChoice("function", name)
 
 
-def _message(message: Any, where: str) -> dict[str, Any]:
+def _message(message: Any, where: str, images: bool) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise ApiError(
             400, f"{where}: a message must be an object, got {type(message).__name__}",
@@ -107,7 +109,7 @@ def _message(message: Any, where: str) -> dict[str, Any]:
     _check(_MESSAGE[role], checked, where, "messages")
     out = dict(message)
     out["role"] = "system" if role == "developer" else role
-    out["content"] = _text(message.get("content"), where)
+    out["content"] = _content(message.get("content"), where, images)
     if message.get("tool_calls"):
         out["tool_calls"] = [
             _call(c, f"{where}.tool_calls[{k}]") for k, c in enumerate(message["tool_calls"])
@@ -115,18 +117,24 @@ def _message(message: Any, where: str) -> dict[str, Any]:
     return out
 
 
-def _text(content: Any, where: str) -> str:
+def _content(content: Any, where: str, images: bool) -> str | list[dict[str, Any]]:
     if content is None or isinstance(content, str):
         return content or ""
-    parts = []
+    readable = ("text", "image_url") if images else ("text",)
+    parts: list[dict[str, Any]] = []
     for k, part in enumerate(content):
-        if part.get("type") != "text":
+        if part.get("type") not in readable:
             raise ApiError(
-                400, f"{where}.content[{k}]: this server's models read text only, "
-                f"not {part.get('type')!r} parts", param="messages",
+                400, f"{where}.content[{k}]: this server's model reads "
+                f"{' and '.join(readable)} parts, not {part.get('type')!r}", param="messages",
             )  # fmt: skip
-        parts.append(part["text"])
-    return "\n".join(parts)
+        if part["type"] == "text":
+            parts.append({"type": "text", "text": part["text"]})
+        else:
+            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]["url"]}})
+    if any(p["type"] == "image_url" for p in parts):
+        return parts
+    return "\n".join(p["text"] for p in parts)
 
 
 def _call(call: dict[str, Any], where: str) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from toolgym.agents.chat_request import (
 )
 from toolgym.agents.engines.base import Completion
 from toolgym.agents.engines.hf import BadRequestError, HFEngine
-from toolgym.agents.render import ChatRenderer
+from toolgym.agents.render_vision import make_renderer
 from toolgym.agents.server_protocol import (
     ApiError,
     ChatRequest,
@@ -47,6 +47,7 @@ from toolgym.agents.server_protocol import (
     UnloadAdapterRequest,
 )
 from toolgym.agents.server_stream import ChoiceText, Job, stream
+from toolgym.agents.vision import ImageError, text_only
 from toolgym.log import get_logger
 from toolgym.tools.parsers import HermesParser
 from toolgym.tools.parsers.base import parse_safely
@@ -76,7 +77,7 @@ class ModelServer:
         vocabulary = engine.tokenizer.convert_ids_to_tokens(list(range(len(engine.tokenizer))))
         self.max_token_chars = max(len(str(t)) for t in vocabulary)
         """A text longer than max_length x this cannot fit the context, whatever it says."""
-        self.renderer = ChatRenderer(engine.tokenizer)
+        self.renderer = make_renderer(engine.tokenizer, engine.images)
         self.parser = HermesParser()
         self.created = int(time.time())
 
@@ -156,11 +157,13 @@ class ModelServer:
         body = await _parse(request, ChatRequest)
         adapter = self._adapter_for(body.model)
         self._check_fan_out(body.n)
-        messages = template_messages(body.messages)
+        messages = template_messages(body.messages, images=self.engine.images is not None)
         tools = template_tools(body.tools)
         choice_of_tool = tool_choice(body.tool_choice, tools)
-        self._check_text_size(len(json.dumps([messages, tools], default=str)), "messages")
-        prompt = await asyncio.to_thread(self.renderer.prompt_ids, messages, tools or None)
+        readable = [text_only(messages), tools]  # images are bounded when they are read
+        self._check_text_size(len(json.dumps(readable, default=str)), "messages")
+        images = self.renderer.image_urls(messages)
+        prompt = await self._engine_call(asyncio.to_thread(self._prompt, messages, tools, images))
         forced = self._forced_opening(choice_of_tool, tools)
         prompt = prompt + self.renderer.encode(forced) if forced else prompt
         max_tokens = (
@@ -172,8 +175,8 @@ class ModelServer:
         ]
         use_tools = choice_of_tool.mode != "none"
         if body.stream:
-            return await self._stream_chat(request, body, jobs, adapter, forced, use_tools)
-        results = await self._generate(jobs, adapter)
+            return await self._stream_chat(request, body, jobs, adapter, forced, use_tools, images)
+        results = await self._generate(jobs, adapter, images)
         choices = []
         for index, ((_, sampling), c) in enumerate(zip(jobs, results, strict=True)):
             message, finish = self._assistant_message(
@@ -212,7 +215,7 @@ class ModelServer:
 
     async def _stream_chat(
         self, request: web.Request, body: ChatRequest, jobs: list[Job], adapter: str | None,
-        forced: str, use_tools: bool,
+        forced: str, use_tools: bool, images: list[str],
     ) -> web.StreamResponse:  # fmt: skip
         marker = self.parser.open_tag if use_tools else None
         texts = [ChoiceText(self.engine.tokenizer, s.stop, forced, marker) for _, s in jobs]
@@ -238,11 +241,14 @@ class ModelServer:
             return [*out, chunk(index, {}, finish)]
 
         opening = [chunk(i, {"role": "assistant", "content": ""}, None) for i in range(len(jobs))]
-        return await self._stream(request, body, jobs, adapter, head, on_token, on_finish, opening)
+        return await self._stream(
+            request, body, jobs, adapter, head, on_token, on_finish, opening, images
+        )
 
     async def _stream(
         self, request: web.Request, body: Any, jobs: list[Job], adapter: str | None,
         head: dict[str, Any], on_token: Any, on_finish: Any, opening: list[dict[str, Any]],
+        images: list[str] | None = None,
     ) -> web.StreamResponse:  # fmt: skip
         for ids, sampling in jobs:  # a bad request is a 400, before the stream starts
             try:
@@ -251,7 +257,7 @@ class ModelServer:
                 raise ApiError(400, str(exc)) from None
 
         def generate(index: int, job: Job, token: Any) -> Any:
-            return self.engine.generate(job[0], job[1], adapter, on_token=token)
+            return self.engine.generate(job[0], job[1], adapter, on_token=token, images=images)
 
         def usage(results: list[Completion]) -> dict[str, Any]:
             return {**head, "choices": [], "usage": _usage(jobs, results)}
@@ -340,11 +346,28 @@ class ModelServer:
         raise ApiError(404, f"The model `{model}` does not exist.", param="model")
 
     async def _generate(
-        self, jobs: list[tuple[list[int], Any]], adapter: str | None
+        self,
+        jobs: list[tuple[list[int], Any]],
+        adapter: str | None,
+        images: list[str] | None = None,
     ) -> list[Completion]:
         return await self._engine_call(
-            asyncio.gather(*(self.engine.generate(ids, s, adapter) for ids, s in jobs))
+            asyncio.gather(
+                *(self.engine.generate(ids, s, adapter, images=images) for ids, s in jobs)
+            )
         )
+
+    def _prompt(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], images: list[str]
+    ) -> list[int]:
+        """The prompt's ids, its images checked (a bad image is a 400 before any stream)."""
+        try:
+            prompt = self.renderer.prompt_ids(messages, tools or None)
+        except ImageError as exc:
+            raise BadRequestError(str(exc)) from None
+        if images:
+            self.engine.pixels(prompt, images)
+        return prompt
 
     async def _engine_call(self, awaitable: Awaitable[Any]) -> Any:
         try:

@@ -172,7 +172,7 @@ def test_a_multi_turn_tool_conversation_through_the_official_client(client):
          r"messages\[0\]\.tool_calls\[0\]\.function\.arguments: Field required"),
         ({"role": "user", "content": 5}, r"messages\[0\]\.content: Input should be a valid string"),
         ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]},
-         r"messages\[0\]\.content\[0\]: this server's models read text only"),
+         r"messages\[0\]\.content\[0\]: this server's model reads text parts, not 'image_url'"),
         ({"role": "user"}, r"messages\[0\]\.content: Field required"),
     ],
 )  # fmt: skip

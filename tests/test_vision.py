@@ -8,13 +8,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
 
 import numpy as np
+import openai
 import pytest
 import torch
 from PIL import Image
 
-from conftest import run_ok
+from conftest import run_ok, serve
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.base import EngineError
 from toolgym.agents.engines.hf import BadRequestError, HFEngine
@@ -200,3 +202,34 @@ def test_the_trainer_trains_a_vision_language_policy_on_screenshots(vlm_dir, tmp
         reloaded.images is not None
         and reloaded.images.image_token_id == reloaded.model.config.image_token_id
     )
+
+
+@pytest.fixture(scope="module")
+def vlm_server(vlm_dir):
+    yield from serve(["serve", "model", str(vlm_dir), "--served-model-name", "vl"], "model server")
+
+
+def test_a_served_vision_language_model_reads_images_from_the_openai_client(vlm_server, vlm_dir):
+    """`toolgym serve model` of the tiny VLM: chat messages with image_url parts, as the
+    `openai` package sends them, streamed or not; bad images are 400s."""
+    client = openai.OpenAI(base_url=f"{vlm_server}/v1", api_key="unused", max_retries=0)
+    look = {"type": "text", "text": "Click the button."}
+    picture = {"type": "image_url", "image_url": {"url": png_url("red")}}
+    ask = dict(
+        model="vl", messages=[{"role": "user", "content": [look, picture]}], max_tokens=4, seed=1
+    )
+    reply = client.chat.completions.create(**ask, extra_body={"return_token_ids": True})
+    image_token = json.loads((vlm_dir / "config.json").read_text())["image_token_id"]
+    assert image_runs(reply.model_extra["prompt_token_ids"], image_token) == [48]
+    streamed = client.chat.completions.create(**ask, stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+    assert text == (reply.choices[0].message.content or "")
+    elsewhere = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError, match="only base64 data URLs"):
+            client.chat.completions.create(
+                model="vl",
+                messages=[{"role": "user", "content": [look, elsewhere]}],
+                max_tokens=2,
+                stream=stream,
+            )

@@ -145,7 +145,7 @@ class HFEngine:
         is sampled, before the completion is returned (for streaming). `images`: the data
         URLs of the images whose placeholders are in `prompt_ids` (vision-language models)."""
         self.check_request(prompt_ids, sampling, adapter)
-        pixels = await asyncio.to_thread(self._pixels, prompt_ids, images) if images else None
+        pixels = await asyncio.to_thread(self.pixels, prompt_ids, images) if images else None
         seed = (
             sampling.seed
             if sampling.seed is not None
@@ -275,8 +275,9 @@ class HFEngine:
         if adapter is not None and adapter not in self.adapters:
             raise BadRequestError(f"no LoRA adapter named '{adapter}' is loaded")
 
-    def _pixels(self, prompt_ids: list[int], images: list[str]) -> ImageInputs | None:
-        """The model inputs of a prompt's images, checked against its placeholder tokens."""
+    def pixels(self, prompt_ids: list[int], images: list[str]) -> ImageInputs | None:
+        """The model inputs of a prompt's images, checked against its placeholder tokens
+        (BadRequestError when they do not fit; a server checks before it streams)."""
         if self.images is None:
             raise BadRequestError("this model reads text only: the prompt cannot have images")
         try:
