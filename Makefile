@@ -43,3 +43,4 @@ bench: install system-deps
 	$(PYTHON) bench/simulated_search.py
 	$(PYTHON) bench/sandbox_pool.py
 	$(PYTHON) bench/gui_step.py
+	$(PYTHON) bench/vision_rollout.py

@@ -79,13 +79,12 @@ def build_batch(
             loss_mask[row, span] = 1
             old[row, span] = torch.tensor(step.logprobs)
             adv[row, span] = float(value)
-    pictured = [t.images for t, _ in kept if getattr(t, "images", None)]
-    if pictured and images is None:
-        raise ValueError("trajectories with images need the model's image encoder (images=)")
-    rows = [
-        images.encode(t.images) if images and getattr(t, "images", None) else None for t, _ in kept
-    ]
-    return TokenBatch(input_ids, attention, loss_mask, old, adv, rows if pictured else [])
+    pixels: list[ImageInputs | None] = []
+    if any(t.images for t, _ in kept):
+        if images is None:
+            raise ValueError("trajectories with images need the model's image encoder (images=)")
+        pixels = [images.encode(t.images) for t, _ in kept]
+    return TokenBatch(input_ids, attention, loss_mask, old, adv, pixels)
 
 
 def token_logprobs(
