@@ -45,8 +45,14 @@ class ScriptedEngine:
         self.imitate: list[bool] = []
 
     async def generate(
-        self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None
+        self,
+        prompt_ids: list[int],
+        sampling: SamplingParams,
+        adapter: str | None = None,
+        images: list[str] | None = None,
     ) -> Completion:
+        """The env's scripted action (it reads the env itself, so the prompt's images are
+        not needed)."""
         env = self.env.unwrapped
         mistake = self.mistake_rate > 0 and self.rng.random() < self.mistake_rate
         action = env.mistake_action(self.rng) if mistake else env.scripted_action()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import io
 import json
 
@@ -17,6 +18,7 @@ import torch
 from PIL import Image
 
 from conftest import run_ok, serve
+from toolgym.agents.demonstrations import demonstrations
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.base import EngineError
 from toolgym.agents.engines.hf import BadRequestError, HFEngine
@@ -25,10 +27,12 @@ from toolgym.agents.render import ChatRenderer
 from toolgym.agents.render_vision import VisionChatRenderer, make_renderer
 from toolgym.agents.rollout import RolloutConfig, run_episode
 from toolgym.config import load_config
+from toolgym.envs import SeedTasks
 from toolgym.envs.gui.miniwob import MiniWoBEnv
 from toolgym.errors import ConfigError
 from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.config import TrainConfig
+from toolgym.training.sft import SFTConfig, demonstration_nll, sft
 from toolgym.training.trainer import Trainer
 
 
@@ -233,3 +237,18 @@ def test_a_served_vision_language_model_reads_images_from_the_openai_client(vlm_
                 max_tokens=2,
                 stream=stream,
             )
+
+
+def test_sft_imitates_a_scripted_solver_through_screenshots(vlm):
+    """Demonstrations of MiniWoB's scripted solver with screenshots keep their images, and SFT
+    on them (pixels in every batch) lowers their NLL."""
+    engine, renderer = vlm
+    draws = SeedTasks().head("train", 3)
+    demos = demonstrations(
+        lambda: MiniWoBEnv(task="click-button", screenshot=True), renderer, draws
+    )
+    assert all(len(d.trajectory.images) == 1 and d.trajectory.steps for d in demos)
+    model = copy.deepcopy(engine.model)
+    before = demonstration_nll(model, demos, engine.pad_id, engine.images)
+    sft(model, demos, engine.pad_id, SFTConfig(epochs=3, lr=3e-3), images=engine.images)
+    assert demonstration_nll(model, demos, engine.pad_id, engine.images) < before - 0.5

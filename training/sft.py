@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from toolgym.agents.demonstrations import Demonstration
+from toolgym.agents.vision import ImageEncoder
 from toolgym.envs.tasks import TaskDraw, TaskSource
 from toolgym.training.batch import TokenBatch, build_batch, token_logprobs
 from toolgym.training.losses import aggregate, normalizer_for
@@ -43,9 +44,11 @@ def sft(
     pad_id: int,
     config: SFTConfig | None = None,
     on_epoch: Callable[[int, float], None] | None = None,
+    images: ImageEncoder | None = None,
 ) -> list[float]:
     """Train `model` in place; returns the mean loss of each epoch. `on_epoch(epoch, loss)` runs
-    after each epoch with the model in eval mode (to measure it on held-out data)."""
+    after each epoch with the model in eval mode (to measure it on held-out data). `images`:
+    a vision-language model's image encoder, for demonstrations with screenshots."""
     config = config or SFTConfig()
     kept = [d for d in demos if not d.trajectory.masked and any(d.imitate)]
     if not kept:
@@ -59,7 +62,7 @@ def sft(
         rng.shuffle(order)
         epoch = []
         for start in range(0, len(order), config.batch_size):
-            batch = imitation_batch(order[start : start + config.batch_size], pad_id)
+            batch = imitation_batch(order[start : start + config.batch_size], pad_id, images)
             normalizer = normalizer_for(batch.loss_mask)
             optimizer.zero_grad()
             total = 0.0
@@ -80,17 +83,21 @@ def sft(
     return losses
 
 
-def imitation_batch(demos: Sequence[Demonstration], pad_id: int) -> TokenBatch:
+def imitation_batch(
+    demos: Sequence[Demonstration], pad_id: int, images: ImageEncoder | None = None
+) -> TokenBatch:
     """The demonstrations' tokens, with the loss mask on the imitated steps' responses only."""
     weights = [np.asarray(d.imitate, dtype=float) for d in demos]
-    batch = build_batch([d.trajectory for d in demos], weights, pad_id)
+    batch = build_batch([d.trajectory for d in demos], weights, pad_id, images)
     batch.loss_mask = batch.loss_mask * (batch.advantages > 0)
     return batch
 
 
-def demonstration_nll(model: Any, demos: Sequence[Demonstration], pad_id: int) -> float:
+def demonstration_nll(
+    model: Any, demos: Sequence[Demonstration], pad_id: int, images: ImageEncoder | None = None
+) -> float:
     """Mean negative log-likelihood per demonstrated token (lower: the model imitates better)."""
-    batch = imitation_batch(demos, pad_id)
+    batch = imitation_batch(demos, pad_id, images)
     with torch.no_grad():
         logprobs, _ = token_logprobs(model, batch)
     return float(-(logprobs * batch.loss_mask).sum() / batch.loss_mask.sum())

@@ -130,6 +130,11 @@ class Question:
         }  # fmt: skip
 
 
+DRY_WALKS = 100_000
+"""Walks in a row that find no new question: the world has no more to give (a request for
+more than it holds is refused in a fraction of a second, not after n x 50 walks)."""
+
+
 class World:
     def __init__(self, seed: int = 0, size: str | int = "small") -> None:
         people = SIZES[size] if isinstance(size, str) else int(size)
@@ -186,12 +191,15 @@ class World:
         rng = random.Random(f"toolgym-questions-{self.seed}-{seed}-{hops}")
         starts = [e for e in self.entities.values() if e.kind != "country"]
         out: dict[str, Question] = {}
+        misses = 0
         for _ in range(n * 50):
-            if len(out) == n:
+            if len(out) == n or misses == DRY_WALKS:
                 break
             q = self._walk(rng.choice(starts), hops, rng)
             if q is not None and q.question not in out:
-                out[q.question] = q
+                out[q.question], misses = q, 0
+            else:
+                misses += 1
         if len(out) < n:
             raise ValueError(f"this world has only {len(out)} distinct {hops}-hop questions")
         return [

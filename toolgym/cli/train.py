@@ -36,10 +36,12 @@ def sft_command(
     tool_schemas: bool | None = True,
     mistake_rate: float = 0.0,
 ) -> int:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from toolgym.agents.demonstrations import demonstrations
-    from toolgym.agents.render import ChatRenderer
+    from toolgym.agents.loading import load_model
+    from toolgym.agents.render_vision import make_renderer
+    from toolgym.agents.vision import ImageEncoder
     from toolgym.cli.env_settings import write_env_settings
     from toolgym.envs import make, spec
     from toolgym.errors import ConfigError
@@ -62,8 +64,9 @@ def sft_command(
     finally:
         probe.close()
     tokenizer = AutoTokenizer.from_pretrained(model)
-    policy = AutoModelForCausalLM.from_pretrained(model)
-    renderer = ChatRenderer(tokenizer, tool_schemas=tool_schemas)
+    policy = load_model(model)
+    images = ImageEncoder.for_model(model, policy.config)
+    renderer = make_renderer(tokenizer, images, tool_schemas=tool_schemas)
     train, held_out_draws = sft_draws(tasks, seed, episodes)
     demos = demonstrations(
         lambda: make(env_id, **kwargs), renderer, train, mistake_rate=mistake_rate, env_id=env_id
@@ -78,10 +81,10 @@ def sft_command(
         f"{len(demos)} demonstrations of {env_id} ({solved} solved): {imitated} turns to imitate"
         + (f", {mistakes} injected mistakes to recover from" if mistake_rate else "")
     )
-    before = demonstration_nll(policy, held_out, tokenizer.pad_token_id)
+    before = demonstration_nll(policy, held_out, tokenizer.pad_token_id, images)
 
     def report(epoch: int, loss: float) -> None:
-        nll = demonstration_nll(policy, held_out, tokenizer.pad_token_id)
+        nll = demonstration_nll(policy, held_out, tokenizer.pad_token_id, images)
         console.print(f"epoch {epoch}: training loss {loss:.3f}, held-out NLL per token {nll:.3f}")
 
     losses = sft(
@@ -90,13 +93,16 @@ def sft_command(
         tokenizer.pad_token_id,
         SFTConfig(epochs=epochs, lr=lr, batch_size=batch_size, seed=seed),
         on_epoch=report,
+        images=images,
     )
-    after = demonstration_nll(policy, held_out, tokenizer.pad_token_id)
+    after = demonstration_nll(policy, held_out, tokenizer.pad_token_id, images)
     console.print(f"loss per epoch: {', '.join(f'{x:.3f}' for x in losses)}")
     console.print(f"held-out demonstration NLL per token: {before:.3f} -> {after:.3f}")
     out.mkdir(parents=True, exist_ok=True)
     policy.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    if images is not None:  # a vision-language model reads images through it
+        images.processor.save_pretrained(out)
     write_env_settings(out, env_id, kwargs, tool_schemas)
     console.print(f"saved to [bold]{out}[/] (with its env settings, which later commands reuse)")
     return 0
