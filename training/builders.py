@@ -68,13 +68,16 @@ def check_engine(config: TrainConfig) -> None:
         )
 
 
-def build_engine(config: TrainConfig, model: Any, tokenizer: Any, precision: Precision) -> Any:
-    """The generation engine named by engine.kind, built from the registry for a trainer."""
+def build_engine(
+    config: TrainConfig, model: Any, tokenizer: Any, precision: Precision, images: Any = None
+) -> Any:
+    """The generation engine named by engine.kind, built from the registry for a trainer
+    (`images`: the policy's image encoder, for an engine that reads images)."""
     kind = config.engine.kind
     return policy_engine(
         kind, model=model, tokenizer=tokenizer, model_path=config.model, seed=config.seed,
         base_url=config.engine.base_url, served_model=config.engine.served_model,
-        precision=precision,
+        precision=precision, images=images,
     )  # fmt: skip
 
 

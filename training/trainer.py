@@ -102,12 +102,15 @@ class Trainer:
             if self.tokenizer.pad_token_id is not None
             else self.tokenizer.eos_token_id
         )
-        self.engine: Any = build_engine(config, self.model, self.tokenizer, self.precision)
+        self.images = ImageEncoder.for_model(config.model, self.model.config)
+        """The image encoder of a vision-language policy (None for a text-only one), shared
+        by the renderer, the engine and the batches: a screenshot is prepared once."""
+        self.engine: Any = build_engine(
+            config, self.model, self.tokenizer, self.precision, self.images
+        )
         self.sync_weights = weight_sync(self.engine, config.lora.enabled)
         self.adapter: str | None = None
         """The adapter name the engine generates with (LoRA sync); None otherwise."""
-        self.images = ImageEncoder.for_model(config.model, self.model.config)
-        """The image encoder of a vision-language policy (None for a text-only one)."""
         self.renderer = make_renderer(
             self.tokenizer, self.images, tool_schemas=config.rollout.tool_schemas_in_prompt
         )

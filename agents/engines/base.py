@@ -54,7 +54,7 @@ class Engine(Protocol):
         full    `async update_weights(state_dict)` (vLLM in-process)
         lora    `async load_adapter(name, path)` and `async unload_adapter(name)` (servers)
     and a classmethod `for_policy(**context)` that builds it for a trainer (context: model,
-    tokenizer, model_path, base_url, served_model, seed, precision; each takes what it needs;
+    tokenizer, model_path, base_url, served_model, seed, precision, images; each takes what it needs;
     a class attribute `requires` names the ones it cannot do without).
     """
 

@@ -75,10 +75,10 @@ class HFEngine:
     @classmethod
     def for_policy(
         cls, *, model: Any, tokenizer: Any, seed: int = 0, precision: Precision | None = None,
-        model_path: str | None = None, **_: Any,
+        images: ImageEncoder | None = None, **_: Any,
     ) -> HFEngine:  # fmt: skip
-        """The engine a trainer generates with: the same model object, so no copy, no sync."""
-        images = ImageEncoder.for_model(model_path, model.config) if model_path else None
+        """The engine a trainer generates with: the same model object, so no copy, no sync
+        (and the trainer's image encoder, so a screenshot is prepared once)."""
         return cls(model, tokenizer, seed=seed, precision=precision, images=images)
 
     def __init__(
