@@ -6,15 +6,21 @@ it moves to private descriptors at start so that no code it runs can write a fra
 
 - `fork`: a fork server. Each `run` request forks a child that runs the code with rlimits in
   a fresh work dir; the server reads its output (capped), enforces the wall-clock limit, then
-  kills every other process in the sandbox and wipes the work dir and /tmp, so calls on one
-  warm sandbox never see each other. A short call costs a fork, not an interpreter start.
-- `repl`: one persistent Python namespace (a session): each `exec` request runs a cell in it;
-  variables survive between cells. A cell past its time limit is interrupted by SIGALRM, and
-  the host kills the sandbox if even that does not stop it.
+  kills every other process in the sandbox and wipes the work dir, /tmp and /dev/shm, so
+  calls on one warm sandbox never see each other. A short call costs a fork, not an interpreter start.
+- `repl`: one persistent Python namespace (a session), held by a worker process the guest
+  forks at start. Each `exec` request hands the worker a cell with fresh pipes for its
+  output and its end; the guest reads them and answers the host itself, so code in a cell
+  can forge nothing the host reads, and a cell's stray writes die with its pipes. A cell past
+  its time limit is interrupted by SIGALRM; one that does not stop within a grace period
+  costs the worker, and the reply says the session is lost.
 
-With `contained` (the backend gives the sandbox its own pid namespace) the server cleans up
-with kill(-1), which there reaches only the sandbox's own processes; the unisolated local
-backend never passes it, and then only the code's process group is killed.
+With `contained` (the backend gives the sandbox its own pid and IPC namespaces) the server
+cleans up by killing every other process of the sandbox, which there reaches only the
+sandbox's own, and a seccomp filter refuses SysV IPC objects (memory no rlimit counts, and
+state that would outlive a call); the unisolated local backend never passes it, and then
+only the code's process group is killed. POSIX message queues are refused to the code by
+RLIMIT_MSGQUEUE = 0 on every backend.
 """
 
 import base64
@@ -25,17 +31,20 @@ import json
 import linecache
 import os
 import resource
+import select
 import selectors
 import shutil
 import signal
+import socket
 import struct
 import sys
-import threading
 import time
 import traceback
 
 WORK = os.environ.get("TOOLGYM_WORK", "/work")
 TMP = os.environ.get("TOOLGYM_TMP", "/tmp")
+SHM = os.environ.get("TOOLGYM_SHM")
+"""The sandbox's own /dev/shm, wiped with the work dir; unset where it is the host's."""
 MAX_FRAME = 256 << 20
 SETTLE_S = 0.05
 """After the code's process exits, how long to wait for output still held by its children."""
@@ -96,6 +105,7 @@ def set_limits(limits, cpu_s):
         (resource.RLIMIT_FSIZE, limits["file_mb"] * mb),
         (resource.RLIMIT_NOFILE, limits["open_files"]),
         (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_MSGQUEUE, 0),
     ]
     for kind, value in pairs:
         if value is None:
@@ -268,10 +278,15 @@ def exit_status(exc):
 
 
 def print_error():
-    """The traceback as Python prints it, less this program's own frame."""
+    """The traceback as Python prints it, less this program's own frames (its source is
+    `-c`, so they are the leading frames named "<string>")."""
     kind, value, tb = sys.exc_info()
+    while (
+        tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == "<string>"
+    ):
+        tb = tb.tb_next
     with contextlib.suppress(BaseException):
-        traceback.print_exception(kind, value, tb.tb_next if tb else tb, file=sys.stderr)
+        traceback.print_exception(kind, value, tb, file=sys.stderr)
 
 
 def run_forked(req, contained):
@@ -331,7 +346,7 @@ def run_forked(req, contained):
     elif status == "output_limit" and flag == b"M":
         status = "memory"
     files = read_files(req.get("fetch_files"), int(req.get("file_bytes", 1 << 20)))
-    clean = wipe(WORK, TMP)
+    clean = wipe(WORK, TMP, *([SHM] if SHM else []))
     return {
         "status": status,
         "exit_code": code,
@@ -406,18 +421,32 @@ def on_alarm(signum, frame):
     raise CellTimeout()
 
 
-class ReplSession:
-    """A persistent namespace; each cell's output is captured through pipes on fds 1 and 2."""
+CELL_GRACE_S = 1.0
+"""How long past a cell's time limit the guest waits for the worker before it kills it."""
+DONE_BYTES = 4096
+END_WAIT_S = 0.5
+"""How long a cell's end pipe may close without a frame before the worker is taken as dead."""
+CELL_STATUSES = ("ok", "error", "timeout", "memory")
 
-    def __init__(self, contained):
+
+class ReplHost:
+    """A session, seen from the guest: a worker process holds the namespace and runs each
+    cell; the guest hands it the cell with fresh pipes for its output and its end, reads them
+    itself, and answers the host. Nothing the code writes can become a reply: the code can
+    reach only this cell's pipes (the worker's), never the guest's channel."""
+
+    def __init__(self, contained, limits, channel):
         self.contained = contained
-        self.namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-        self.cells = 0
-        os.chdir(WORK)
-        os.environ.clear()
-        os.environ.update(child_env())
-        sys.path[:0] = [WORK]
-        signal.signal(signal.SIGALRM, on_alarm)
+        self.control, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.worker = os.fork()
+        if self.worker == 0:
+            try:
+                for fd in (channel.rfd, channel.wfd, self.control.fileno()):
+                    os.close(fd)
+                ReplWorker(worker_end, limits).serve()
+            finally:
+                os._exit(0)
+        worker_end.close()
 
     def run(self, req):
         cap = int(req["output_bytes"])
@@ -425,17 +454,193 @@ class ReplSession:
             write_files(req.get("files"))
         except (ValueError, OSError) as exc:
             return {"status": "error", "setup_error": str(exc)}
-        self.cells += 1
+        timeout = float(req["timeout"])
+        cell = os.memfd_create("cell")
+        os.write(cell, json.dumps({"code": req["code"], "timeout": timeout}).encode())
+        os.lseek(cell, 0, os.SEEK_SET)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        done_r, done_w = os.pipe()
+        start = time.monotonic()
+        with contextlib.suppress(OSError):  # a worker that is gone: collect sees it at once
+            socket.send_fds(self.control, [b"cell"], [cell, out_w, err_w, done_w])
+        for fd in (cell, out_w, err_w, done_w):
+            os.close(fd)
         capture = Capture(cap)
-        saved = [os.dup(1), os.dup(2)]
-        readers = []
-        for which in (1, 2):
-            r, w = os.pipe()
-            os.dup2(w, which)
-            os.close(w)
-            thread = threading.Thread(target=drain, args=(r, which, capture), daemon=True)
-            thread.start()
-            readers.append(thread)
+        done, lost = self.collect(out_r, err_r, done_r, capture, start + timeout + CELL_GRACE_S)
+        duration = time.monotonic() - start
+        for fd in (out_r, err_r, done_r):
+            os.close(fd)
+        if self.contained:
+            kill_all_but(self.worker)
+        status, code = cell_status(done) or ("error", 1)
+        if lost:
+            status, code = ("timeout" if lost == "timeout" else "error"), None
+        elif status == "ok" and capture.over:
+            status = "output_limit"
+        return {
+            "status": status,
+            "exit_code": code,
+            "signal": None,
+            "stdout": capture.text(1),
+            "stderr": capture.text(2),
+            "duration": duration,
+            "files": read_files(req.get("fetch_files"), int(req.get("file_bytes", 1 << 20))),
+            "clean": True,
+            "lost": lost,
+        }
+
+    def collect(self, out_r, err_r, done_r, capture, deadline):
+        """Read the cell's output and its end frame until the worker reports the end (then
+        until the streams close or settle). Returns (end frame, None), or (what it read, why
+        the worker is lost: "timeout" past the deadline, "ended" when it died)."""
+        selector = selectors.DefaultSelector()
+        selector.register(out_r, selectors.EVENT_READ, 1)
+        selector.register(err_r, selectors.EVENT_READ, 2)
+        selector.register(done_r, selectors.EVENT_READ, 3)
+        pidfd = os.pidfd_open(self.worker)
+        selector.register(pidfd, selectors.EVENT_READ, 0)
+        done, streams, settle_until, lost = bytearray(), 2, None, None
+        try:
+            while True:
+                now = time.monotonic()
+                if settle_until is not None:
+                    if now >= settle_until or streams == 0:
+                        break
+                    wait = settle_until - now
+                elif now >= deadline:
+                    lost = "timeout"
+                    break
+                else:
+                    wait = deadline - now
+                for key, _ in selector.select(wait):
+                    if key.data == 0:
+                        selector.unregister(pidfd)
+                        if cell_status(done) is None:
+                            lost, settle_until = "ended", now + SETTLE_S
+                        continue
+                    chunk = os.read(key.fd, 1 << 16)
+                    if key.data == 3:
+                        done += chunk[: max(DONE_BYTES - len(done), 0)]
+                        if not chunk or len(done) >= DONE_BYTES:
+                            selector.unregister(key.fd)
+                            settle_until = time.monotonic() + SETTLE_S
+                    elif chunk:
+                        capture.take(key.data, chunk)
+                    else:
+                        selector.unregister(key.fd)
+                        streams -= 1
+            if not lost and cell_status(done) is None and wait_readable(pidfd, END_WAIT_S):
+                lost = "ended"  # the worker died, or the code closed its end pipe
+        finally:
+            selector.close()
+            os.close(pidfd)
+            if lost:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.worker, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(self.worker, 0)
+        return bytes(done), lost
+
+
+def cell_status(done):
+    """The worker's end frame as (status, exit code); None if it is missing or malformed."""
+    try:
+        frame = json.loads(done)
+        status, code = frame["status"], frame["exit_code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if status in CELL_STATUSES and isinstance(code, int) and 0 <= code < 256:
+        return status, code
+    return None
+
+
+def wait_readable(fd, timeout_s):
+    return bool(select.select([fd], [], [], timeout_s)[0])
+
+
+def kill_all_but(keep):
+    """Stop every process of the sandbox but this one and `keep` (zombies are left to their
+    parents to reap)."""
+    me = os.getpid()
+    for _ in range(50):
+        alive = [pid for pid in sandbox_pids() if pid not in (me, keep)]
+        if not alive:
+            break
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        reap()
+        time.sleep(0.001)
+    reap()
+
+
+def sandbox_pids():
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                state = handle.read().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+class ReplWorker:
+    """A session's namespace, in its own process: each cell arrives with the pipes to write
+    its output and its end frame to."""
+
+    def __init__(self, control, limits):
+        self.control = control
+        self.namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.cells = 0
+        if limits:
+            set_limits(limits, None)
+        os.chdir(WORK)
+        os.environ.clear()
+        os.environ.update(child_env())
+        sys.path[:0] = [WORK]
+        signal.signal(signal.SIGALRM, on_alarm)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        self.null = os.open(os.devnull, os.O_RDWR)
+
+    def serve(self):
+        while True:
+            try:
+                _, fds, _, _ = socket.recv_fds(self.control, 16, 4)
+            except OSError:
+                return
+            if len(fds) != 4:
+                for fd in fds:
+                    os.close(fd)
+                if not fds:
+                    return  # the guest is gone
+                continue
+            cell, out_w, err_w, done_w = fds
+            reap()
+            try:
+                with os.fdopen(cell, "rb") as handle:
+                    request = json.loads(handle.read())
+            except ValueError:
+                request = {"code": "", "timeout": 0}
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            os.close(out_w)
+            os.close(err_w)
+            status, code = self.run(request)
+            for fd in (1, 2):
+                os.dup2(self.null, fd)
+            with contextlib.suppress(OSError):
+                os.write(done_w, json.dumps({"status": status, "exit_code": code}).encode())
+            with contextlib.suppress(OSError):
+                os.close(done_w)
+
+    def run(self, request):
+        self.cells += 1
         sys.stdout = io.TextIOWrapper(
             io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace"
         )
@@ -443,10 +648,9 @@ class ReplSession:
             io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace"
         )
         status, code = "ok", 0
-        start = time.monotonic()
-        signal.setitimer(signal.ITIMER_REAL, float(req["timeout"]))
+        signal.setitimer(signal.ITIMER_REAL, float(request["timeout"]))
         try:
-            self.exec_cell(req["code"], f"cell{self.cells}.py")
+            self.exec_cell(request["code"], f"cell{self.cells}.py")
         except CellTimeout:
             status, code = "timeout", 1
             sys.stderr.write("TimeoutError: the cell ran past its time limit\n")
@@ -461,29 +665,10 @@ class ReplSession:
             print_error()
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        duration = time.monotonic() - start
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):
                 stream.flush()
-        if self.contained:
-            kill_others(True, 0)
-        for which, fd in ((1, saved[0]), (2, saved[1])):
-            os.dup2(fd, which)
-            os.close(fd)
-        for thread in readers:
-            thread.join(1.0)
-        if status == "ok" and capture.over:
-            status = "output_limit"
-        return {
-            "status": status,
-            "exit_code": code,
-            "signal": None,
-            "stdout": capture.text(1),
-            "stderr": capture.text(2),
-            "duration": duration,
-            "files": read_files(req.get("fetch_files"), int(req.get("file_bytes", 1 << 20))),
-            "clean": True,
-        }
+        return status, code
 
     def exec_cell(self, code, name):
         """Run a cell; a last bare expression is shown as a REPL would (its repr)."""
@@ -501,31 +686,71 @@ class ReplSession:
                 print(repr(value))
 
 
-def drain(fd, which, capture):
-    try:
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return
-            capture.take(which, chunk)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+SECCOMP_TABLES = {
+    # machine: (AUDIT_ARCH_*, the SysV IPC calls shmget, semget, msgget, x32 numbers to refuse)
+    "x86_64": (0xC000003E, (29, 64, 68), True),
+    "aarch64": (0xC00000B7, (194, 190, 186), False),
+    "riscv64": (0xC00000F3, (194, 190, 186), False),
+}
+
+
+def deny_sysv_ipc():
+    """A seccomp filter, for this process and all it starts: creating SysV shared memory,
+    semaphores or message queues fails with EPERM, so code cannot park memory outside its
+    address-space limit or leave data for the next call in the IPC namespace. A machine
+    without a table here refuses to start rather than run unfiltered."""
+    import platform
+
+    machine = platform.machine()
+    if machine not in SECCOMP_TABLES:
+        raise SystemExit(f"sandbox guest: no seccomp table for this machine ({machine})")
+    arch, numbers, x32 = SECCOMP_TABLES[machine]
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    checks = ([(jge, 0x40000000)] if x32 else []) + [(jeq, n) for n in numbers]
+    program = [(load, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (load, 0, 0, 0)]
+    program += [(op, len(checks) - i, 0, k) for i, (op, k) in enumerate(checks)]
+    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+
+    class Instruction(ctypes.Structure):
+        _fields_ = [
+            ("code", ctypes.c_ushort),
+            ("jt", ctypes.c_ubyte),
+            ("jf", ctypes.c_ubyte),
+            ("k", ctypes.c_uint),
+        ]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Instruction))]
+
+    filters = (Instruction * len(program))(*[Instruction(*i) for i in program])
+    fprog = Program(len(program), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [
+        ctypes.c_int,
+        ctypes.c_ulong,
+        ctypes.c_void_p,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    ]
+    if libc.prctl(38, 1, None, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise SystemExit(f"sandbox guest: no_new_privs failed ({ctypes.get_errno()})")
+    if libc.prctl(22, 2, ctypes.cast(ctypes.pointer(fprog), ctypes.c_void_p), 0, 0) != 0:
+        raise SystemExit(f"sandbox guest: seccomp failed ({ctypes.get_errno()})")
 
 
 def main(mode, contained):
     channel = Channel()
     make_undumpable()
+    if contained:
+        deny_sysv_ipc()
     os.makedirs(WORK, exist_ok=True)
     os.makedirs(TMP, exist_ok=True)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     repl = None
     if mode == "repl":
         limits = json.loads(os.environ.get("TOOLGYM_LIMITS", "{}"))
-        if limits:
-            set_limits(limits, None)
-        repl = ReplSession(contained)
+        repl = ReplHost(contained, limits, channel)
     channel.send({"ready": True, "mode": mode, "python": sys.version.split()[0]})
     while True:
         req = channel.recv()

@@ -44,7 +44,8 @@ class Limits:
     fetch_bytes: int = 1 << 20
     """The largest file a call may fetch back."""
     work_mb: int = 64
-    """Size of the sandbox's work dir and of its /tmp (each a tmpfs)."""
+    """Size of each place a call may write: the work dir, /tmp and /dev/shm (each a tmpfs,
+    emptied after every call)."""
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

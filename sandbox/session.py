@@ -5,6 +5,9 @@ A cell past its time limit is interrupted and the session goes on. One that cann
 interrupted, or that ends the interpreter itself, costs the session: its sandbox is stopped,
 the result says so, and the next call starts a fresh one. Only a sandbox that cannot be
 started at all is an infrastructure failure (`SandboxError`).
+
+The reply comes from the sandbox's guest, which reads each cell's output itself; the
+interpreter that runs the code has no way to write to this channel (sandbox/guest.py).
 """
 
 from __future__ import annotations
@@ -72,7 +75,12 @@ class Session:
             except BaseException:  # cancelled: stop the cell rather than let it run unobserved
                 await asyncio.shield(self._lose())
                 raise
-            return RunResult.from_reply(reply)
+            result = RunResult.from_reply(reply)
+            if reply.get("lost"):
+                await self._lose()
+                ended = "" if result.status is Status.TIMEOUT else "the interpreter ended. "
+                result.stderr = f"{result.stderr.rstrip()}\n{ended}{LOST}".lstrip()
+            return result
 
     async def reset(self) -> None:
         """Forget every variable: the next call starts a fresh interpreter."""

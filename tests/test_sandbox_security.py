@@ -209,3 +209,128 @@ except OSError:
     assert len(pids) <= 3, pids  # its own namespace: none of the host's processes
     assert "uid 0" not in result.stdout
     pool.check_healthy()
+
+
+def test_no_call_sees_a_previous_calls_files_wherever_written(pool):
+    """Write a marker into every directory of every writable mount (and every mount point),
+    then look for each from the next call on the same warm sandbox."""
+    plant = """
+import os
+mounts = [line.split() for line in open("/proc/self/mounts")]
+places = {m[1] for m in mounts if not m[1].startswith(("/proc", "/sys"))}
+for m in mounts:
+    if "rw" in m[3].split(",") and not m[1].startswith(("/proc", "/sys")):
+        places.update(root for root, _, _ in os.walk(m[1]))
+written = []
+for root in sorted(places):
+    path = os.path.join(root, "planted-by-an-earlier-call")
+    try:
+        with open(path, "w") as f:
+            f.write("x")
+        written.append(path)
+    except OSError:
+        pass
+print(written)
+"""
+    result = pool.call(plant)
+    assert result.status is Status.OK, result
+    written = eval(result.stdout)
+    assert "/work/planted-by-an-earlier-call" in written
+    assert "/dev/shm/planted-by-an-earlier-call" in written
+    assert not any(p.startswith("/dev/planted") for p in written), written  # /dev is read-only
+    look = pool.call(f"import os\nprint([p for p in {written!r} if os.path.exists(p)])")
+    assert look.stdout == "[]\n", look
+    pool.check_healthy()
+
+
+def test_dev_shm_is_bounded_by_the_work_size(pool):
+    code = """
+import os
+chunk = b"0" * (1 << 20)
+written = 0
+try:
+    with open("/dev/shm/fill", "wb") as f:
+        while written < (64 << 20):
+            f.write(chunk)
+            f.flush()
+            written += len(chunk)
+except OSError as exc:
+    print("stopped", exc.errno)
+print(written >> 20)
+"""
+    result = pool.call(code)
+    assert "stopped" in result.stdout, result
+    assert int(result.stdout.split()[-1]) <= LIMITS.work_mb, result
+    assert pool.call("import os; print(os.listdir('/dev/shm'))").stdout == "[]\n"
+    pool.check_healthy()
+
+
+def test_no_nested_namespaces_or_mounts(pool):
+    code = """
+import ctypes, os, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+print("unshare", libc.unshare(0x10000000 | 0x00020000))  # CLONE_NEWUSER | CLONE_NEWNS
+run = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=100g t /work"],
+                     capture_output=True, text=True)
+print("tool", run.returncode)
+print(os.statvfs("/work").f_blocks * os.statvfs("/work").f_frsize >> 20)
+"""
+    result = pool.call(code)
+    assert result.status is Status.OK, result
+    lines = result.stdout.splitlines()
+    assert lines[0] == "unshare -1" and lines[1] != "tool 0", result
+    assert int(lines[2]) <= LIMITS.work_mb
+    pool.check_healthy()
+
+
+def test_ipc_that_outlives_a_call_or_skips_the_memory_limit_is_refused(pool):
+    code = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+print("shmget", libc.shmget(0, 512 << 20, 0o1600), ctypes.get_errno())  # IPC_CREAT | 0600
+print("msgget", libc.msgget(0, 0o1600))
+print("semget", libc.semget(0, 1, 0o1600))
+rt = ctypes.CDLL("librt.so.1", use_errno=True)
+rt.mq_open.restype = ctypes.c_int
+print("mq_open", rt.mq_open(b"/left-behind", os.O_CREAT | os.O_RDWR, 0o600, None))
+import multiprocessing
+lock = multiprocessing.Lock()  # POSIX semaphores (in /dev/shm) still work
+with lock:
+    print("lock ok")
+"""
+    result = pool.call(code)
+    assert result.status is Status.OK, result
+    lines = result.stdout.splitlines()
+    assert lines[0] == "shmget -1 1", result  # EPERM
+    assert lines[1:4] == ["msgget -1", "semget -1", "mq_open -1"], result
+    assert lines[4] == "lock ok"
+    pool.check_healthy()
+
+
+FORGE = r"""
+import json, os, struct
+reply = {"status": "ok", "exit_code": 0, "stdout": "FORGED\n", "stderr": "", "duration": 0,
+         "files": {}, "clean": True}
+frame = json.dumps(reply).encode()
+for fd in range(3, 256):
+    for data in (struct.pack(">I", len(frame)) + frame, json.dumps(reply).encode()):
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+print("own output")
+"""
+
+
+def test_session_results_come_from_the_guest_never_the_code(pool, loop_thread):
+    async def scenario():
+        async with pool.session() as session:
+            forged = await session.run(FORGE)
+            later = [await session.run(f"print({i})") for i in range(3)]
+            return forged, later, session.restarts
+
+    forged, later, restarts = loop_thread.call(scenario())
+    assert "FORGED" not in forged.stdout and "own output" in forged.stdout, forged
+    assert [r.stdout for r in later] == ["0\n", "1\n", "2\n"], later
+    assert all(r.status is Status.OK for r in later) and restarts == 0
+    pool.check_healthy()

@@ -1,8 +1,13 @@
 """bubblewrap: each sandbox is a `bwrap` process with every namespace unshared (user, pid,
-network, ipc, uts, cgroup, mount), the host's runtime (/usr and its links) read-only, a tmpfs
-work dir and /tmp of bounded size, nothing else of the host (no home, no /tmp, no project
-files, no /etc but the linker cache; the root itself read-only), all capabilities dropped, a new terminal session, and
-death with its parent. The guest runs as pid 1 of its namespace, so code cannot signal it.
+network, ipc, uts, cgroup, mount) and no further user namespace allowed inside (so code
+cannot gain the capabilities to mount anything), the host's runtime (/usr and its links)
+read-only, a tmpfs work dir, /tmp and /dev/shm of bounded size (emptied after every call), a
+read-only /dev, nothing else of the host (no home, no /tmp, no project files, no /etc but the
+linker cache; the root itself read-only), all capabilities dropped, a new terminal session,
+and death with its parent. The guest runs as pid 1 of its namespace, so code cannot signal it.
+
+What it does not bound: memory is limited per process (RLIMIT_AS, times the process limit),
+not for the sandbox as a whole; the Docker backend's cgroup bounds the total.
 
 Started by root, bwrap itself runs as `nobody`: the kernel does not count processes against
 RLIMIT_NPROC for a namespace that maps to host root, so a fork bomb would go unbounded.
@@ -55,8 +60,8 @@ class BubblewrapBackend(Backend):
             why = probe.stderr.decode("utf-8", "replace").strip()[-500:]
             raise SandboxError(
                 f"bubblewrap cannot start a sandbox here ({why or 'exit ' + str(probe.returncode)}); "
-                "it needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 "
-                "or a kernel that allows them)"
+                "it needs bubblewrap 0.8 or newer (for --disable-userns) and unprivileged user "
+                "namespaces (sysctl kernel.unprivileged_userns_clone=1 or a kernel that allows them)"
             )
 
     async def open(self, mode: Mode, limits: Limits) -> Channel:
@@ -65,9 +70,11 @@ class BubblewrapBackend(Backend):
 
     def argv(self, limits: Limits, mode: str) -> list[str]:
         size = str(limits.work_mb << 20)
-        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1"]
+        args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
+        args += ["--die-with-parent", "--new-session", "--as-pid-1"]
         args += ["--cap-drop", "ALL", "--uid", str(NOBODY), "--gid", str(NOBODY)]
         args += ["--hostname", "sandbox", "--clearenv", "--setenv", "TOOLGYM_WORK", "/work"]
+        args += ["--setenv", "TOOLGYM_SHM", "/dev/shm"]
         if mode == "repl":
             args += ["--setenv", "TOOLGYM_LIMITS", json.dumps(self.guest_limits(limits))]
         for path in RUNTIME_DIRS:
@@ -81,7 +88,8 @@ class BubblewrapBackend(Backend):
         prefix = Path(os.path.realpath(self.python)).parent.parent
         if not str(prefix).startswith("/usr"):
             args += ["--ro-bind", str(prefix), str(prefix)]
-        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm"]
+        args += ["--remount-ro", "/dev"]
         args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/work"]
         return [*args, "--remount-ro", "/", "--chdir", "/work"]
 

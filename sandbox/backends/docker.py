@@ -1,7 +1,9 @@
 """docker: each sandbox is a long-lived container of a locally built image (`toolgym sandbox
-build-image`) with no network, a read-only root, tmpfs work dir and /tmp, memory, process
-and CPU limits, every capability dropped, no privilege gain, and a non-root user. The guest
-runs as the container's pid 1 (code cannot signal it) and speaks frames over the
+build-image`) with no network, a read-only root, tmpfs work dir and /tmp and a private
+/dev/shm (each of the work size, emptied after every call), memory (the cgroup's, which also
+counts what the tmpfs mounts hold), process and CPU limits, every capability dropped, no
+privilege gain, Docker's own seccomp profile (no new namespaces), and a non-root user. The
+guest runs as the container's pid 1 (code cannot signal it) and speaks frames over the
 container's attached stdin/stdout, so a call is a fork inside, not a `docker exec`.
 """
 
@@ -88,7 +90,7 @@ class DockerBackend(Backend):
 
     def _create(self, mode: Mode, limits: Limits) -> Any:
         tmpfs = f"size={limits.work_mb}m,mode=1777,exec,nosuid,nodev"
-        environment = {"TOOLGYM_WORK": "/work"}
+        environment = {"TOOLGYM_WORK": "/work", "TOOLGYM_SHM": "/dev/shm"}
         if mode == "repl":
             environment["TOOLGYM_LIMITS"] = json.dumps(self.guest_limits(limits))
         memory = f"{limits.memory_mb + GUEST_OVERHEAD_MB}m"
@@ -108,6 +110,7 @@ class DockerBackend(Backend):
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             ipc_mode="private",
+            shm_size=f"{limits.work_mb}m",
             environment=environment,
             working_dir="/work",
             hostname="sandbox",
