@@ -101,6 +101,11 @@ def test_rewards_plain_and_shaped():
             env.reset(seed=1)
             _, reward, *_ = env.step(call("submit", query="SELECT 12345"))
             assert reward == 0.0
+            # a query whose own error names a database failure is still the query's failure
+            for query in ("SELECT * FROM corrupt", 'SELECT "disk i/o" FROM "out of memory"'):
+                env.reset(seed=1)
+                _, reward, terminated, _, info = env.step(call("submit", query=query))
+                assert (reward, terminated) == (failing, True) and not info.get("infra_error")
         finally:
             env.close()
 

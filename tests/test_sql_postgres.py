@@ -116,6 +116,13 @@ HOSTILE = [
     ("SELECT repeat('x', 5000000)", "longer than"),
     ("SELECT array_fill(7, ARRAY[200000])", "longer than"),
     ("SELECT " + "1 + " * 30000 + "1", "characters"),
+    # values the client cannot read are the query's fault, not the database's
+    ("SELECT 'infinity'::date", "cannot be read"),
+    ("SELECT '4713-01-01 BC'::date", "cannot be read"),
+    ("SELECT 'infinity'::timestamp", "cannot be read"),
+    # and so are failure words in its own error text
+    ("SELECT * FROM \"connection failure\"", "does not exist"),
+    ("SELECT * FROM \"could not connect to server\"", "does not exist"),
 ]  # fmt: skip
 
 
@@ -141,6 +148,61 @@ def test_hostile_queries_change_nothing(postgres):
 
     assert with_backend(postgres.reader_dsn, attack) == [(150,)]
     assert checksums(postgres) == before
+
+
+BUDGET_BREAKERS = [
+    # lifts its own statement timeout in the first fetch, then sleeps in the second
+    "SELECT n, CASE WHEN n = 1 THEN set_config('statement_timeout', '0', true) END, "
+    "pg_sleep(CASE WHEN n > 1001 THEN 20 ELSE 0 END) FROM generate_series(1, 2000) n",
+    "SELECT set_config('statement_timeout', '0', false), pg_sleep(20)",
+    "SELECT repeat('x', 900000000)",
+    "WITH RECURSIVE t(s, n) AS (SELECT 'x', 1 UNION ALL SELECT s || s, n + 1 FROM t "
+    "WHERE n < 30) SELECT s FROM t",
+    "WITH RECURSIVE t(s, n) AS (SELECT 'x', 1 UNION ALL SELECT s || s, n + 1 FROM t "
+    "WHERE n < 30) SELECT n, length(s) FROM t",
+]
+
+
+def test_the_budget_covers_every_fetch_and_is_kept_from_outside(postgres):
+    """However a query spends its time (lifting its own timeout, huge values the server
+    cannot interrupt), it is stopped within the budget plus the cancel grace (or by the role's
+    temp-file limit), as the query's fault, and the backend answers at once afterwards."""
+    limits = QueryLimits(timeout_s=1.0)
+
+    async def attack(backend):
+        took = []
+        for sql in BUDGET_BREAKERS:
+            started = time.monotonic()
+            with pytest.raises(QueryError, match="budget|more than the server allows"):
+                await backend.query("shop_0", sql, QueryLimits(timeout_s=1.0, max_rows=5000))
+            took.append(time.monotonic() - started)
+        started = time.monotonic()
+        rows = (await backend.query("shop_0", "SELECT COUNT(*) FROM customers", limits)).rows
+        return took, rows, time.monotonic() - started
+
+    took, rows, after = with_backend(postgres.reader_dsn, attack)
+    assert max(took) < 1.0 + 0.25 + 2 * 1.0 + 0.5, took
+    assert rows == [(150,)] and after < 1.0
+
+
+def test_connections_go_back_to_the_pool_clean_and_are_kept(postgres):
+    def try_locks():
+        with psycopg.connect(postgres.dsn("shop_0", reader=False)) as other:
+            return other.execute(
+                "SELECT pg_try_advisory_lock(42), pg_try_advisory_lock(43)"
+            ).fetchone()
+
+    async def work(backend):
+        sql = "SELECT pg_advisory_lock(42), pg_advisory_lock_shared(43)"
+        await backend.query("shop_0", sql, LIMITS)
+        got = await asyncio.to_thread(try_locks)  # while the pool still holds the connection
+        for _ in range(20):
+            await backend.query("shop_0", "SELECT 1", LIMITS)
+        return got, backend._pools["shop_0"].get_stats()
+
+    got, stats = with_backend(postgres.reader_dsn, work)
+    assert got == (True, True)
+    assert stats["connections_num"] <= 4, stats  # reused, not replaced after every query
 
 
 def test_many_rows_are_cut_at_the_cap_without_fetching_them(postgres):

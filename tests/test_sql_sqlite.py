@@ -111,6 +111,19 @@ HOSTILE = [
     ("SELECT " + "1 + " * 30000 + "1", "characters"),
     ("", "empty"),
     ("SELECT 1\x00; DROP TABLE orders", "NUL"),
+    # the database's failure words in the query's own error text stay the query's fault
+    ("SELECT * FROM corrupt", "no such table: corrupt"),
+    ('SELECT * FROM "database disk image is malformed"', "no such table"),
+    ('SELECT * FROM "unable to open database file"', "no such table"),
+    ('SELECT "disk I/O error", "out of memory" FROM "file is not a database"', "no such table"),
+    ("SELECT corrupt FROM orders", "no such column: corrupt"),
+    # printf pads %c one character at a time, unchecked: bounded before it starts
+    ("SELECT printf('%.*c', 2000000000, 'x')", "over the limit"),
+    ("SELECT format('%.*c', 2000000000, 'x')", "over the limit"),
+    ("SELECT printf('%.2000000000c', 'x')", "over the limit"),
+    ("SELECT printf('%s %-*.*c', 'a', 5, 2000000000, 'x')", "over the limit"),
+    ("SELECT printf('%.*c', 2e9, 'x')", "over the limit"),
+    ("SELECT printf('%.*c', '2000000000', 'x')", "must be a number"),
 ]  # fmt: skip
 
 
@@ -157,3 +170,48 @@ def test_a_cancelled_query_is_interrupted_and_frees_its_thread(root):
 
     quick, waited = asyncio.run(go())
     assert quick.rows == [(1,)] and waited < 2
+
+
+def test_printf_still_formats_as_sqlite_does(root):
+    result = run(
+        root, "SELECT printf('%5.2f|%-4d|%.*c|%%|%q|%s', 3.14159, 7, 3, 'x', 'it''s', NULL)"
+    )
+    assert result.rows == [(" 3.14|7   |xxx|%|it''s|",)]
+    assert run(
+        root, "SELECT format('%d-%d', 1, 2), printf(NULL), printf('%.*c', NULL, 'y')"
+    ).rows == [("1-2", None, "y")]
+
+
+def test_four_printf_bombs_at_once_leave_the_threads_free(root):
+    async def go():
+        backend = SQLiteBackend(root, threads=4)
+        bomb = "SELECT printf('%.*c', 2000000000, 'x')"
+        started = time.monotonic()
+        outcomes = await asyncio.gather(
+            *(backend.query("shop_0", bomb, QueryLimits(timeout_s=5)) for _ in range(4)),
+            return_exceptions=True,
+        )
+        quick = await backend.query("shop_0", "SELECT 1", LIMITS)
+        await backend.aclose()
+        return outcomes, quick, time.monotonic() - started
+
+    outcomes, quick, took = asyncio.run(go())
+    assert all(isinstance(o, QueryError) for o in outcomes), outcomes
+    assert quick.rows == [(1,)] and took < 2
+
+
+def test_only_a_broken_file_is_the_databases_fault(tmp_path):
+    """A real corrupt file is infrastructure; the same words from a query are not."""
+    folder = tmp_path / "dbs"
+    folder.mkdir()
+    write_sqlite(build("shop_0"), folder / "shop_0.sqlite")
+    data = bytearray((folder / "shop_0.sqlite").read_bytes())
+    data[4096:8192] = b"\xff" * 4096  # wreck a page of the b-trees
+    (folder / "broken_0.sqlite").write_bytes(bytes(data))
+    (folder / "notadb_0.sqlite").write_bytes(b"hello, this is not SQLite" * 100)
+    with pytest.raises(DatabaseUnavailable, match="corrupt|not a database"):
+        run(folder, "SELECT COUNT(*), MAX(name) FROM customers", db_id="broken_0")
+    with pytest.raises(DatabaseUnavailable, match="not a database"):
+        run(folder, "SELECT 1 FROM customers", db_id="notadb_0")
+    with pytest.raises(QueryError, match="no such table: corrupt"):
+        run(folder, "SELECT * FROM corrupt", db_id="shop_0")

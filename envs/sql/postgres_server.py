@@ -7,7 +7,8 @@ root the server runs as the `postgres` user (Debian's package makes it) or else 
 The cluster uses the C locale, so ORDER BY on text sorts as SQLite does (by code point).
 
 The reader role is what environments connect as: it may connect and SELECT, its sessions
-are read-only by default, it has no TEMP privilege, and the functions that signal other
+are read-only by default, its sorts and recursive queries may spill at most 256 MB to disk
+(a setting it cannot change), it has no TEMP privilege, and the functions that signal other
 sessions are revoked from it. The superuser's password stays in the folder (mode 600).
 """
 
@@ -224,4 +225,6 @@ def _create_reader(server: PostgresServer) -> None:
         admin.execute(f"ALTER ROLE {READER} SET default_transaction_read_only = on")
         admin.execute(f"ALTER ROLE {READER} SET statement_timeout = '30s'")
         admin.execute(f"ALTER ROLE {READER} SET idle_in_transaction_session_timeout = '60s'")
+        # superuser-only settings: the role cannot lift them from inside a query
+        admin.execute(f"ALTER ROLE {READER} SET temp_file_limit = '256MB'")
         admin.execute("REVOKE ALL ON DATABASE postgres FROM PUBLIC")

@@ -2,6 +2,12 @@
 transaction that is always rolled back, a statement timeout set for that transaction, and
 rows read through a server-side cursor, so a huge result never crosses the wire whole.
 
+The time budget is kept from outside the query too, because a query can lift its own
+statement timeout (`set_config`) for the fetches after the first: past the budget the server
+is sent a cancel request, and a connection whose query still will not stop is closed, never
+reused. A connection goes back to the pool with its session-level advisory locks released,
+in the same round trip as the rollback (which undoes settings).
+
 Connect as a role that may only read (`toolgym sql serve-postgres` makes one): the read-only
 transaction stops writes, the role's grants stop the rest (files, programs, large objects,
 other sessions). A failure of the server or the connection is DatabaseUnavailable; anything
@@ -11,6 +17,7 @@ the query did wrong is QueryError with PostgreSQL's own message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from typing import Any
 
@@ -28,13 +35,17 @@ from toolgym.errors import ConfigError
 INFRA_CLASSES = ("08", "53", "57P", "58", "XX", "3D")
 """SQLSTATE prefixes that are the server's fault: connection, resources, shutdown, system,
 internal, a missing database."""
-SLACK_S = 2.0
+QUERY_LIMIT_STATES = ("53200", "53400")
+"""Out of memory, and a configured limit (temp_file_limit): the query asked for the work."""
+SERVER_FIRST_S = 0.25
+"""Past a query's budget, how long the server's own statement timeout gets to answer first."""
+CANCEL_GRACE_S = 1.0
+"""How long a cancelled query gets to stop before its connection is closed."""
 BOUNDED_TYPES = frozenset(
     {16, 18, 20, 21, 23, 26, 700, 701, 1700, 1082, 1083, 1114, 1184, 1186, 1266, 2950}
 )
 """Type OIDs whose values are small whatever the query (bool, numbers, dates, times, uuid)."""
 TEXT_TYPES = frozenset({19, 25, 1042, 1043})
-"""How long past a query's own timeout to wait before giving up on the server."""
 
 
 class PostgresBackend(SQLBackend):
@@ -74,6 +85,7 @@ class PostgresBackend(SQLBackend):
                 pool = AsyncConnectionPool(
                     conninfo, min_size=1, max_size=self.pool_size, open=False,
                     timeout=self.connect_timeout_s, kwargs={"connect_timeout": 5},
+                    configure=_autocommit,
                 )  # fmt: skip
                 try:
                     await pool.open(wait=True, timeout=self.connect_timeout_s)
@@ -86,26 +98,52 @@ class PostgresBackend(SQLBackend):
         return self._pools[db_id]
 
     async def query(self, db_id: str, sql: str, limits: QueryLimits) -> QueryResult:
+        import psycopg_pool
+
         statement = check_read_only(sql)
         pool = await self._pool(db_id)
         try:
-            return await asyncio.wait_for(
-                self._run(pool, statement, limits),
-                limits.timeout_s + self.connect_timeout_s + SLACK_S,
-            )
-        except TimeoutError as exc:
-            raise DatabaseUnavailable(f"database {db_id!r} did not answer in time") from exc
+            async with pool.connection() as conn:
+                return await self._within_budget(conn, statement, limits)
+        except psycopg_pool.PoolTimeout as exc:
+            raise DatabaseUnavailable(f"no free database connection: {exc}") from exc
 
-    async def _run(self, pool: Any, sql: str, limits: QueryLimits) -> QueryResult:
-        import psycopg
-        import psycopg_pool
-
+    async def _within_budget(self, conn: Any, sql: str, limits: QueryLimits) -> QueryResult:
+        """Run the query, stopping it from outside once its budget is spent: a cancel request
+        first, then the connection itself. A server that cannot take the cancel is the
+        infrastructure's failure; a query that had to be cancelled is the query's."""
+        task = asyncio.ensure_future(self._run(conn, sql, limits))
         try:
-            async with pool.connection() as conn, conn.transaction(force_rollback=True):
-                timeout_ms = max(1, int(limits.timeout_s * 1000))
-                await conn.execute(  # one round trip for both
-                    f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {timeout_ms}"
-                )
+            done, _ = await asyncio.wait({task}, timeout=limits.timeout_s + SERVER_FIRST_S)
+            if task in done:
+                return task.result()
+            try:
+                await conn.cancel_safe(timeout=CANCEL_GRACE_S)
+            except Exception as exc:
+                await _drop(conn, task)
+                raise DatabaseUnavailable(
+                    f"the database did not take a cancel request: {exc}"
+                ) from exc
+            done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_S)
+            if task in done:
+                task.exception()  # seen: the query's own error, replaced by the budget's
+            else:
+                await _drop(conn, task)
+            raise QueryError(
+                f"the query ran past its {limits.timeout_s:g} s budget and was stopped"
+            )
+        except BaseException:
+            if not task.done():  # cancelled from outside: the query must not run on unobserved
+                await asyncio.shield(_drop(conn, task))
+            raise
+
+    async def _run(self, conn: Any, sql: str, limits: QueryLimits) -> QueryResult:
+        import psycopg
+
+        timeout_ms = max(1, int(limits.timeout_s * 1000))
+        try:
+            await conn.execute(f"BEGIN READ ONLY; SET LOCAL statement_timeout = {timeout_ms}")
+            try:
                 cursor = conn.cursor(name=f"toolgym_{next(self._names)}")
                 await cursor.execute(sql)  # declares the cursor; nothing runs until a fetch
                 description = list(cursor.description or ())
@@ -123,10 +161,9 @@ class PostgresBackend(SQLBackend):
                     if bounded is not None:
                         batch = _strip_flags(batch, len(columns), limits)
                     rows.take(batch)
-                await cursor.close()
                 return rows.result(columns)
-        except psycopg_pool.PoolTimeout as exc:
-            raise DatabaseUnavailable(f"no free database connection: {exc}") from exc
+            finally:  # one round trip: undo everything, and free what a rollback keeps
+                await conn.execute("ROLLBACK; SELECT pg_advisory_unlock_all()")
         except psycopg.Error as exc:
             raise _classify(exc, limits) from exc
 
@@ -171,6 +208,21 @@ class PostgresBackend(SQLBackend):
             await pool.close()
 
 
+async def _autocommit(conn: Any) -> None:
+    """Each query opens and ends its transaction itself (`_run`)."""
+    await conn.set_autocommit(True)
+
+
+async def _drop(conn: Any, task: asyncio.Future[Any]) -> None:
+    """Close a connection from under its running query (the pool then replaces it) and wait
+    for the query's task to see it."""
+    with contextlib.suppress(Exception):
+        await conn.close()
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await asyncio.wait_for(task, CANCEL_GRACE_S)
+
+
 def _create(name: str, columns: list[tuple[str, str, str]], constraints: list[str]) -> str:
     """A CREATE TABLE statement rebuilt from the catalog (PostgreSQL keeps none)."""
     lines = [
@@ -213,10 +265,19 @@ def _strip_flags(batch: list[Any], width: int, limits: QueryLimits) -> list[tupl
 
 
 def _classify(exc: Any, limits: QueryLimits) -> Exception:
+    """Whose fault, by SQLSTATE, or for an error raised here in the client by its class: a
+    value the client cannot read (a date past year 9999) is the query's, a lost connection
+    the infrastructure's. Never by the words of the message, which a query can choose."""
+    import psycopg
+
     state = getattr(exc, "sqlstate", None) or ""
     message = getattr(getattr(exc, "diag", None), "message_primary", None) or str(exc)
     if state == "57014":
         return QueryError(f"the query ran past its {limits.timeout_s:g} s budget and was stopped")
+    if state in QUERY_LIMIT_STATES:
+        return QueryError(f"the query needed more than the server allows: {message}")
+    if not state and isinstance(exc, psycopg.DataError | psycopg.NotSupportedError):
+        return QueryError(f"a value in the result cannot be read: {message}")
     if not state or state.startswith(INFRA_CLASSES):
         return DatabaseUnavailable(f"the database failed: {message}")
     if state == "25006":

@@ -1,6 +1,8 @@
 """SQLite, the embedded default: each database file opened read-only and immutable, an
 authorizer that admits reading and nothing else, a time budget enforced by a progress
-handler, and caps on string length, rows and result size.
+handler, caps on string length, rows and result size, and printf's widths bounded (its one
+built-in loop that no budget stops). A failure is the database's only by its result code
+(a corrupt or unreadable file), never by words in the message, which a query can choose.
 
 Databases are found by id under `root`: `root/<id>.sqlite` (or .db), or Spider's layout
 `root/<id>/<id>.sqlite`. Queries run on a small thread pool (sqlite3 releases the GIL while
@@ -19,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from toolgym.envs.sql.backends.base import SQLBackend, Table
+from toolgym.envs.sql.backends.sqlite_printf import BoundedPrintf
 from toolgym.envs.sql.readonly import check_read_only
 from toolgym.envs.sql.results import (
     DatabaseUnavailable,
@@ -41,6 +44,14 @@ ALLOWED = {
     sqlite3.SQLITE_RECURSIVE,
 }
 DENIED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"})
+DATABASE_FAULTS = {
+    sqlite3.SQLITE_IOERR: "a disk I/O error",
+    sqlite3.SQLITE_CORRUPT: "the database file is corrupt",
+    sqlite3.SQLITE_CANTOPEN: "the database file cannot be opened",
+    sqlite3.SQLITE_NOTADB: "the file is not a database",
+}
+"""Primary result codes that are the database file's fault, not the query's. Running out of
+memory or temp space is the query's doing (it asked for the work) and stays the query's."""
 
 
 def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
@@ -83,6 +94,14 @@ class SQLiteBackend(SQLBackend):
                     return base / f"{db_id}{suffix}"
         raise DatabaseUnavailable(f"no database {db_id!r} under {self.root}")
 
+    def _printf(self) -> BoundedPrintf:
+        printf: BoundedPrintf | None = getattr(self._local, "printf", None)
+        if printf is None:
+            printf = self._local.printf = BoundedPrintf(QueryLimits().max_cell_chars)
+            with self._lock:
+                self._all.append(printf.builtin)
+        return printf
+
     def _connection(self, db_id: str) -> sqlite3.Connection:
         cache: dict[str, sqlite3.Connection] = self._local.__dict__.setdefault("connections", {})
         conn = cache.get(db_id)
@@ -95,6 +114,7 @@ class SQLiteBackend(SQLBackend):
             conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
             conn.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 100_000)
             conn.set_authorizer(_authorize)
+            self._printf().install(conn)
             cache[db_id] = conn
             with self._lock:
                 self._all.append(conn)
@@ -107,6 +127,9 @@ class SQLiteBackend(SQLBackend):
         started.append(conn)
         deadline = time.monotonic() + limits.timeout_s
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, limits.max_cell_chars))
+        printf = self._printf()
+        printf.limit(limits.max_cell_chars)
+        printf.refused = None
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_OPCODES)
         cursor = conn.cursor()
         try:
@@ -119,6 +142,8 @@ class SQLiteBackend(SQLBackend):
                     break
                 rows.take(batch)
         except sqlite3.Error as exc:
+            if printf.refused:
+                raise QueryError(printf.refused) from exc
             raise _query_error(exc, limits, time.monotonic() > deadline) from exc
         finally:
             cursor.close()
@@ -172,22 +197,23 @@ class SQLiteBackend(SQLBackend):
             self._all.clear()
 
 
-FAILING = ("unable to open", "disk i/o", "malformed", "not a database", "corrupt", "out of memory")
-
-
 def _query_error(exc: sqlite3.Error, limits: QueryLimits, late: bool) -> Exception:
-    """The database's own failures are DatabaseUnavailable; everything else is the query's."""
+    """The database file's failures (by result code) are DatabaseUnavailable; everything else
+    is the query's, its message chosen by the code too."""
     text = str(exc)
-    if any(sign in text.lower() for sign in FAILING):
-        return DatabaseUnavailable(f"the database failed: {text}")
-    if "interrupted" in text:
+    code = (getattr(exc, "sqlite_errorcode", None) or sqlite3.SQLITE_ERROR) & 0xFF
+    if code in DATABASE_FAULTS:
+        return DatabaseUnavailable(f"the database failed ({DATABASE_FAULTS[code]}): {text}")
+    if code == sqlite3.SQLITE_INTERRUPT:
         if late:
             return QueryError(
                 f"the query ran past its {limits.timeout_s:g} s budget and was stopped"
             )
         return QueryError("the query was stopped")
-    if "not authorized" in text:
+    if code == sqlite3.SQLITE_AUTH or text.startswith("not authorized"):  # denied functions
         return QueryError("the database is read-only: that statement or function is not allowed")
-    if "too big" in text:
+    if code == sqlite3.SQLITE_TOOBIG:
         return QueryError(f"a value is longer than {limits.max_cell_chars:,} characters")
+    if code == sqlite3.SQLITE_NOMEM:
+        return QueryError("the query ran out of memory")
     return QueryError(f"SQL error: {text}")
