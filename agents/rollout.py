@@ -6,8 +6,9 @@ append the env's answer as a token delta -> generate ... Each episode runs on it
 timeline: its tool calls start as soon as its own turn ends. Anything that fails outside the
 policy (the env raising or hanging, a server error, the episode timeout) ends the episode as
 masked, never as a zero reward. Every reset and step is bounded by `call_timeout_s`; an env
-that raised, hung or answered in the wrong shape ends `ENV_FAILED`, and `run_pooled` retires
-that instance instead of reusing it.
+that raised, hung or answered in the wrong shape (a reward that is not a finite number among
+them) ends `ENV_FAILED`, and `run_pooled` retires that instance instead of reusing it. Every
+observation's text is made valid Unicode before the renderer reads it.
 
 What it cannot protect against: an env that blocks the event loop with synchronous work
 stalls every episode (asyncio cannot pre-empt it), and one that swallows `CancelledError`
@@ -17,6 +18,7 @@ outlives its timeout. Envs await their slow work or hand it to a thread or proce
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import zlib
 from collections.abc import Awaitable
@@ -27,6 +29,7 @@ from toolgym.agents.engines.base import Engine, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.trajectory import EpisodeEnd, Step, Trajectory
 from toolgym.envs.pool import EnvPool
+from toolgym.tools.text import clean_messages
 
 
 @dataclass
@@ -135,6 +138,18 @@ async def _env_call(call: Awaitable[Any], what: str, size: int, limit: float | N
     return returned
 
 
+def _finite(reward: Any) -> float:
+    """A step's reward as a float; anything else (NaN, infinity, not a number) is the env's
+    failure, never a number to train on."""
+    try:
+        value = float(reward)
+    except (TypeError, ValueError):
+        raise EnvFailed(f"step returned a reward of type {type(reward).__name__}") from None
+    if not math.isfinite(value):
+        raise EnvFailed(f"step returned a reward of {value}: rewards must be finite")
+    return value
+
+
 async def _play(
     env: Any,
     engine: Engine,
@@ -147,6 +162,7 @@ async def _play(
 ) -> None:
     limit = config.call_timeout_s
     obs, info = await _env_call(env.areset(seed=traj.seed, options=options), "reset", 2, limit)
+    obs = clean_messages(obs)
     traj.messages, traj.tools = obs, info.get("tools") or []
     traj.token_ids = renderer.prompt_ids(obs, traj.tools)
     traj.images = renderer.image_urls(obs)
@@ -173,9 +189,10 @@ async def _play(
         traj.token_ids += completion.token_ids
         returned = await _env_call(env.astep(completion.text), "step", 5, limit)
         obs, reward, terminated, truncated, info = returned
+        obs, reward = clean_messages(obs), _finite(reward)
         traj.steps.append(
             Step(
-                begin, len(traj.token_ids), list(completion.logprobs), completion.text, obs, float(reward),
+                begin, len(traj.token_ids), list(completion.logprobs), completion.text, obs, reward,
                 state, info["state_key"], info["valid_action"], info["tool_calls"], info["error"],
                 completion.finish_reason, t1 - t0, time.perf_counter() - t1, engine.policy_version,
             )

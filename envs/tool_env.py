@@ -25,7 +25,7 @@ from toolgym.errors import ToolgymError
 from toolgym.tools.parsers import ActionParser, make_parser
 from toolgym.tools.parsers.base import MAX_ERRORS, parse_safely
 from toolgym.tools.records import ToolCall, ToolErrorKind, ToolResult
-from toolgym.tools.text import clean_text, clip, clip_list
+from toolgym.tools.text import clean_messages, clean_text, clip, clip_list
 from toolgym.tools.tool import Tool
 from toolgym.tools.toolset import ToolSet
 
@@ -146,7 +146,7 @@ class ToolEnv(Env):
         await super().areset(seed=seed, options=options)
         self.turn, self.done = 0, False
         opening = await self.start(seed, options)
-        obs = [{"role": "system", "content": self.system_prompt()}, *opening]
+        obs = clean_messages([{"role": "system", "content": self.system_prompt()}, *opening])
         self.transcript = copy_messages(obs)
         self._last_obs = obs
         return copy_messages(obs), make_info(self.state_key(), tools=self.tool_schemas())
@@ -194,9 +194,7 @@ class ToolEnv(Env):
                     + clip(listed, FEEDBACK_CHARS),
                 }
             )
-        for message in obs:  # tools may return anything; what the model reads is valid Unicode
-            if isinstance(message.get("content"), str):
-                message["content"] = clean_text(message["content"])
+        clean_messages(obs)  # tools and pages may return anything; the model reads valid Unicode
         valid = not problems and all(r.error not in _POLICY_MISTAKES for r in results)
         if not valid:
             reward += self.invalid_action_reward

@@ -152,6 +152,24 @@ def test_env_failures_and_infra_errors_are_masked(engine, renderer):
     )
 
 
+def test_a_reward_that_is_not_a_finite_number_fails_the_env(engine, renderer):
+    config = RolloutConfig(SamplingParams(max_tokens=8, seed=0))
+    for bad in (float("nan"), float("inf"), -float("inf"), "1.0x"):
+        env = fixture_envs.NaNRewardEnv(reward=bad)
+        traj = asyncio.run(run_episode(env, engine, renderer, config, seed=0))
+        assert traj.masked and traj.end is EpisodeEnd.ENV_FAILED, (bad, traj.end)
+        assert "reward" in traj.infra_error and not traj.steps
+
+
+def test_observations_reach_the_renderer_as_valid_unicode(engine, renderer):
+    config = RolloutConfig(SamplingParams(max_tokens=8, seed=0))
+    traj = asyncio.run(run_episode(fixture_envs.SurrogateEnv(), engine, renderer, config, seed=0))
+    assert not traj.masked and traj.end is EpisodeEnd.TERMINATED
+    texts = [traj.messages[0]["content"], traj.messages[1]["content"][0]["text"]]
+    texts += [m["content"] for s in traj.steps for m in s.observation]
+    assert all("\ufffd" in t for t in texts) and all(t.encode("utf-8") for t in texts)
+
+
 def test_trajectories_round_trip_through_jsonl(engine, renderer, tmp_path):
     traj = play_maze(engine, renderer, 2, 8)
     path = write_jsonl([traj, traj], tmp_path / "out" / "t.jsonl")

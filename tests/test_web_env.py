@@ -256,8 +256,8 @@ def test_a_covered_element_is_not_clicked_through(tmp_path):
 
 
 def test_an_episode_starts_without_what_the_last_one_stored(shop_url):
-    """Contexts are reused, so what a page stored (cookies, local and session storage) is
-    cleared between episodes: the same task starts from the same state."""
+    """Each episode has a context of its own, so what a page stored (cookies, local and
+    session storage) is gone by the next: the same task starts from the same state."""
     env = shop(shop_url, "x", "false")
     seen = []
     try:

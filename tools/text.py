@@ -22,6 +22,20 @@ def clean_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
+def clean_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every text of chat messages (a plain content, or the text parts of a list content)
+    made valid Unicode, in place; returns `messages`."""
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            message["content"] = clean_text(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    part["text"] = clean_text(part["text"])
+    return messages
+
+
 def clip(text: str, limit: int, what: str = "characters") -> str:
     """`text` cut to `limit` characters, saying how much was left out."""
     if len(text) <= limit:

@@ -1,8 +1,10 @@
 """BrowserPool: the system's Chromium, driven by Playwright's async API, shared by every
 browser env of a process (an env resource: made once, closed with the runtime).
 
-One browser process serves many episodes at once. Contexts (cookie jars) are made once and
-reused; every episode gets a fresh page in one. Chromium starts offline and quiet: no
+One browser process serves many episodes at once, each in a context (a cookie jar) of its
+own, closed with the episode: every page it opened (popups too), everything its pages
+stored and every script still running end with it, so nothing of one episode reaches the
+next. Chromium starts offline and quiet: no
 background traffic, no component updates, and every host but loopback sent to a proxy that
 does not exist, so a page cannot reach the network even by IP address. Playwright never
 downloads a browser: the executable is the system's (`executable`, $TOOLGYM_CHROMIUM, or
@@ -10,15 +12,18 @@ downloads a browser: the executable is the system's (`executable`, $TOOLGYM_CHRO
 
 A browser that dies (crash, OOM kill) is noticed through Playwright's `disconnected` event;
 the episodes on it fail as infrastructure errors (masked from training) and the next page
-asked for starts a new browser.
+asked for starts a new browser. A context that will not close in time costs the browser the
+same way: it is killed, and the next page starts a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import shutil
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,13 +53,8 @@ OFFLINE_FLAGS = (
     "--proxy-server=http://127.0.0.1:9",
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
 )
-CLEAR_STORAGE_JS = """async () => {
-  try { localStorage.clear(); sessionStorage.clear(); } catch (e) {}
-  try {
-    for (const db of await indexedDB.databases()) indexedDB.deleteDatabase(db.name);
-  } catch (e) {}
-}"""
-"""What a page stored for its origin, forgotten before its context serves another episode."""
+CLOSE_TIMEOUT_S = 10.0
+"""How long closing an episode's context may take before the browser is killed instead."""
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 
 
@@ -95,7 +95,7 @@ def playwright_error() -> type[Exception]:
 
 @dataclass
 class Lease:
-    """One episode's page, in a context borrowed from the pool."""
+    """One episode's page, in a context of its own."""
 
     page: Any
     context: Any
@@ -105,7 +105,7 @@ class Lease:
 
 @dataclass
 class BrowserPool:
-    """A Chromium process and its reusable contexts.
+    """A Chromium process that gives each episode a context of its own.
 
     Args:
         executable: the Chromium binary (see `find_chromium`).
@@ -122,7 +122,6 @@ class BrowserPool:
     """How many browsers this pool has launched (a restart adds one)."""
     _driver: Any = None
     _browser: Any = None
-    _idle: list[Any] = field(default_factory=list)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _marker: str = field(default_factory=lambda: secrets.token_hex(6))
 
@@ -131,32 +130,43 @@ class BrowserPool:
         return self._browser is not None and self._browser.is_connected()
 
     async def lease(self) -> Lease:
-        """A fresh page, in a reused context; starts (or restarts) the browser as needed."""
+        """A fresh page in a fresh context; starts (or restarts) the browser as needed."""
         async with self._lock:
             if not self.alive:
                 await self._launch()
             browser, generation = self._browser, self.generation
-            context = self._idle.pop() if self._idle else None
-        if context is None:
-            context = await browser.new_context(
-                viewport={"width": self.viewport[0], "height": self.viewport[1]},
-                service_workers="block",
-            )
+        context = await browser.new_context(
+            viewport={"width": self.viewport[0], "height": self.viewport[1]},
+            service_workers="block",
+        )
         return Lease(await context.new_page(), context, generation)
 
     async def give_back(self, lease: Lease) -> None:
-        """Close the episode's page; its context, its cookies and the page's storage
-        cleared, goes back to the pool if its browser lives."""
+        """End an episode: close its context, with every page and script in it. One that
+        will not close in time (its browser stuck past recovery) costs the browser."""
         if lease.generation != self.generation or not self.alive:
             return
         try:
-            await lease.page.evaluate(CLEAR_STORAGE_JS)
-            await lease.page.close()
-            await lease.context.clear_cookies()
-        except Exception as exc:  # the browser died meanwhile: nothing to keep
-            log.debug("dropping a context: %s", exc)
-            return
-        self._idle.append(lease.context)
+            await asyncio.wait_for(lease.context.close(), CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            log.warning(
+                "an episode's context did not close in %g s; killing the browser", CLOSE_TIMEOUT_S
+            )
+            await self.kill(lease.generation)
+        except Exception as exc:  # the browser died meanwhile: nothing to close
+            log.debug("closing a context: %s", exc)
+
+    async def kill(self, generation: int) -> None:
+        """Kill launch `generation` of the browser (if it still runs); the next lease starts
+        a new one."""
+        async with self._lock:
+            if generation != self.generation or self._browser is None:
+                return
+            pid = self.browser_pid()
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            await self._stop_browser()
 
     def lease_alive(self, lease: Lease) -> bool:
         """Whether `lease`'s page can still be used (its browser lives, the page is open)."""
@@ -189,14 +199,13 @@ class BrowserPool:
             headless=True,
             timeout=self.launch_timeout_s * 1000,
         )
-        self._idle = []
         self.generation += 1
 
     async def _stop_browser(self) -> None:
-        browser, self._browser, self._idle = self._browser, None, []
+        browser, self._browser = self._browser, None
         if browser is not None:
             try:
-                await browser.close()
+                await asyncio.wait_for(browser.close(), CLOSE_TIMEOUT_S)
             except Exception as exc:
                 log.debug("closing a dead browser: %s", exc)
 

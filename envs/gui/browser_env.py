@@ -11,12 +11,15 @@ Observation: the instruction, then the page as an accessibility-tree outline (pa
 Tools: click, type, press, select, scroll, hover, drag, click_at. A wrong id, a key that does not
     exist or an element that cannot take the action is an observation the model reads.
 state_key: a hash of the outline (what can be seen and done), so equal pages group in GiGPO.
-Infrastructure: a page whose browser died ends its episode as an infrastructure error
-    (masked from training); the pool starts a new browser for the next episode.
+Infrastructure: a page whose browser died, or that does not answer within `page_timeout_s`
+    (a script that never yields), ends its episode as an infrastructure error (masked from
+    training); a stuck page's context is closed, which stops its scripts, and the pool starts
+    a new browser for the next episode if the old one died.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import math
 from collections.abc import Hashable
@@ -80,6 +83,8 @@ class BrowserEnv(ToolEnv):
     executable: the Chromium binary (default: $TOOLGYM_CHROMIUM or `chromium` on the PATH).
     offline: keep every host but loopback unreachable from the page.
     action_timeout_s: how long an action may wait for its element to be ready.
+    page_timeout_s: the most any one exchange with the page may take (opening the task, an
+        action, reading the outline or the verdict); past it the page is closed.
     plus ToolEnv's (max_turns, parser, invalid_action_reward, ...).
     """
 
@@ -101,6 +106,7 @@ class BrowserEnv(ToolEnv):
         executable: str | None = None,
         offline: bool = True,
         action_timeout_s: float = 3.0,
+        page_timeout_s: float = 15.0,
         max_turns: int = 10,
         **kwargs: Any,
     ) -> None:
@@ -115,6 +121,12 @@ class BrowserEnv(ToolEnv):
         self.viewport = (width, height)
         self.executable, self.offline = executable, offline
         self.action_timeout_ms = action_timeout_s * 1000
+        if not page_timeout_s > action_timeout_s:
+            raise ConfigError(
+                f"page_timeout_s={page_timeout_s} must be longer than action_timeout_s="
+                f"{action_timeout_s}"
+            )
+        self.page_timeout_s = page_timeout_s
         self.lease: Lease | None = None
         self.tree: PageTree | None = None
         self.result: float | None = None
@@ -142,7 +154,10 @@ class BrowserEnv(ToolEnv):
         pool = await self.pool()
         self.lease = await pool.lease()
         self.result, self.crashed = None, None
-        self.instruction = clip(await self.open_task(self.lease.page, seed, options), 2000)
+        opened = await self._on_page(
+            lambda page: self.open_task(page, seed, options), " opening the task"
+        )
+        self.instruction = clip(opened, 2000)
         return [await self._page_message(f"Task: {self.instruction}\n\n")]
 
     async def observe(self) -> list[Message]:
@@ -333,20 +348,22 @@ class BrowserEnv(ToolEnv):
         return self._run_sync(self._save_screenshot(Path(path), marks))
 
     async def _save_screenshot(self, path: Path, marks: bool) -> Path:
-        page = self._page()
-        if marks and self.tree is not None:
-            await draw_marks(page, self.tree)
-        try:
-            path.write_bytes(await page.screenshot(type="png"))
-        finally:
+        async def shoot(page: Any) -> bytes:
             if marks and self.tree is not None:
-                await remove_marks(page)
+                await draw_marks(page, self.tree)
+            try:
+                return bytes(await page.screenshot(type="png"))
+            finally:
+                if marks and self.tree is not None:
+                    await remove_marks(page)
+
+        path.write_bytes(await self._on_page(shoot))
         return path
 
     # ----- helpers --------------------------------------------------------------------------
     def _page(self) -> Any:
         if self.lease is None:
-            raise InfraError("no page: the episode has not started")
+            raise InfraError(self.crashed or "no page: the episode has not started")
         return self.lease.page
 
     async def _element(self, element: int | None) -> tuple[Any, dict[str, Any]]:
@@ -416,14 +433,26 @@ class BrowserEnv(ToolEnv):
         return tree, png
 
     async def _on_page(self, work: Any, during: str = "") -> Any:
-        """Await work(page); if it fails because the browser died, that is an InfraError
-        (the episode is masked and the pool starts a new browser), else the error as is."""
+        """Await work(page) within `page_timeout_s`. A page that does not answer in time is
+        closed (its context with it, which stops its scripts) and a browser that died is
+        replaced: both are InfraErrors (the episode is masked); other errors stay as they are."""
         lease = self.lease
         if lease is None:
-            raise InfraError("no page: the episode has not started")
+            raise InfraError(self.crashed or "no page: the episode has not started")
         pool = await self.pool()
+        deadline = asyncio.timeout(self.page_timeout_s)
         try:
-            return await work(lease.page)
+            async with deadline:
+                return await work(lease.page)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            await self._give_back()
+            self.crashed = (
+                f"the page did not answer within {self.page_timeout_s:g} s{during} (a script "
+                "that never yields?); it was closed"
+            )
+            raise InfraError(self.crashed) from None
         except Exception as exc:
             if not pool.lease_alive(lease):
                 raise InfraError(f"the browser died{during}: {_first_line(exc)}") from None

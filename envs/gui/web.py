@@ -6,7 +6,7 @@ A task: {"url": the start page (absolute, or relative to `base_url`), "instructi
     every action, or "check", a Python function "package.module:function" called as
     check(page, task) (Playwright's async Page; it may be async)}. Checks the env is given
     (`check_js=` / `check=`) apply to tasks that have none.
-The check's answer: a number ends the episode with that reward; true ends it with 1; false,
+The check's answer: a finite number ends the episode with that reward; true ends it with 1; false,
     null or nothing means not done yet (the episode then ends at `max_turns`, reward 0).
 Seed: task `seed` of the train split (as every list-of-tasks env): the same seed, the same
     task and start page.
@@ -20,6 +20,7 @@ Versions: v0, first release.
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 from collections.abc import Iterable, Mapping
 from importlib.resources import files
@@ -112,6 +113,8 @@ def _verdict(value: Any) -> float | None:
         return None
     if value is True:
         return 1.0
-    if isinstance(value, numbers.Real):
+    if isinstance(value, numbers.Real) and math.isfinite(value):
         return float(value)
-    raise ConfigError(f"a success check answered {value!r}: answer a number, true, false or null")
+    raise ConfigError(
+        f"a success check answered {value!r}: answer a finite number, true, false or null"
+    )
