@@ -60,7 +60,7 @@ class ScriptedEngine:
             hook = "mistake_action" if mistake else "scripted solver"
             raise RuntimeError(f"{type(env).__name__} has no {hook} to demonstrate with")
         self.imitate.append(not mistake)
-        ids = self.renderer.encode(action) + self.renderer.closing_ids()
+        ids = self.renderer.encode_plain(action) + self.renderer.closing_ids()
         return Completion(ids, [0.0] * len(ids), action, "stop", prompt_tokens=len(prompt_ids))
 
     async def aclose(self) -> None:

@@ -14,6 +14,10 @@ so the ids the trainer scores would not be the ids the model sampled. The delta 
 a render of a fixed placeholder assistant turn followed by the new messages, which is
 independent of everything before it.
 
+Control tokens come only from the template: the messages' own text (a page, a program's
+output) is encoded as plain text, so `<|im_end|>` written in it stays the characters it is
+and cannot forge a turn (content_spans.py finds the text in the render).
+
 Image content parts are left out here: a text-only model reads the text parts of a message
 (render_vision.py renders them for vision-language models).
 """
@@ -21,15 +25,21 @@ Image content parts are left out here: a text-only model reads the text parts of
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from typing import Any
 
+from toolgym.agents.content_spans import mark_texts, text_spans
 from toolgym.agents.vision import text_only
+from toolgym.log import get_logger
+
+log = get_logger(__name__)
 
 Message = dict[str, Any]
 
 _PLACEHOLDER = "\u2063toolgym-assistant-turn\u2063"
 _LEAD_IN: list[Message] = [{"role": "user", "content": "."}]
+_WORD_JOINER = "\u2060"
 
 
 class ChatRenderer:
@@ -53,8 +63,16 @@ class ChatRenderer:
         tools: Sequence[dict[str, Any]] | None = None,
         add_generation_prompt: bool = False,
     ) -> str:
+        return self._template(self.readable(messages), tools, add_generation_prompt)
+
+    def _template(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, Any]] | None,
+        add_generation_prompt: bool,
+    ) -> str:
         text = self.tokenizer.apply_chat_template(
-            self.readable(messages),
+            list(messages),
             tools=list(tools) if tools and self.tool_schemas else None,
             chat_template=self.chat_template,
             add_generation_prompt=add_generation_prompt,
@@ -76,11 +94,20 @@ class ChatRenderer:
             return list(self._backend.encode(text, add_special_tokens=False).ids)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
+    def encode_plain(self, text: str) -> list[int]:
+        """Token ids of `text` read as plain text: a control token written in it is its
+        characters, never the control token."""
+        if self._plain_backend is not None:
+            return list(self._plain_backend.encode(text, add_special_tokens=False).ids)
+        return list(
+            self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)
+        )
+
     def prompt_ids(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None
     ) -> list[int]:
         """The opening prompt: every message, then the assistant generation prompt."""
-        return self.encode(self.render_text(messages, tools, add_generation_prompt=True))
+        return self._render_ids(list(messages), tools)
 
     def delta_ids(
         self,
@@ -91,12 +118,77 @@ class ChatRenderer:
         """Ids to append after a completion: the rest of the assistant turn's closing (all of
         it if the completion did not end with the closing token), the new messages, and the
         next generation prompt."""
-        tail = self._tail_after_assistant(new_messages, tools)
-        if completion_ids:
-            last = self.tokenizer.decode([completion_ids[-1]], skip_special_tokens=False)
-            if last and tail.startswith(last) and last in self.closing_tokens:
-                tail = tail[len(last) :]
-        return self.encode(tail)
+        turn = {"role": "assistant", "content": _PLACEHOLDER}
+        tail = self._render_ids([*_LEAD_IN, turn, *new_messages], tools, after=_PLACEHOLDER)
+        if completion_ids and tail[:1] == [completion_ids[-1]] and tail[0] in self.closing_ids():
+            tail = tail[1:]
+        return tail
+
+    def _render_ids(
+        self, messages: list[Message], tools: Sequence[dict[str, Any]] | None, after: str = ""
+    ) -> list[int]:
+        """Render with the generation prompt and encode what follows `after`: the template's
+        own text read for control tokens, the messages' texts as plain text."""
+        readable = self.readable(messages)
+        rendered = self._template(readable, tools, True)
+        start = rendered.index(after) + len(after) if after else 0
+        marked, texts = mark_texts(readable)
+        if not any(self._control.search(t) for t in texts):
+            return self.encode(rendered[start:])
+        spans = text_spans(rendered, self._template(marked, tools, True), texts)
+        if spans is None:  # the template renders these texts in a way we cannot follow
+            log.debug("escaping control tokens in message text: the render did not align")
+            escaped = [self._escape(m) for m in messages]
+            return self._render_ids(escaped, tools, after)
+        ids, at = [], start
+        for begin, end in spans:
+            if end <= start:
+                continue
+            ids += self.encode(rendered[at : max(begin, start)])
+            ids += self.encode_plain(rendered[max(begin, start) : end])
+            at = end
+        return ids + self.encode(rendered[at:])
+
+    def _escape(self, message: Message) -> Message:
+        """The message with a word joiner after the first character of every control token
+        written in its text: what it says stays readable, and no control token is left."""
+
+        def escape(text: str) -> str:
+            return self._control.sub(lambda m: m[0][0] + _WORD_JOINER + m[0][1:], text)
+
+        content = message.get("content")
+        if isinstance(content, str):
+            return {**message, "content": escape(content)}
+        if isinstance(content, list):
+            parts = [
+                {**p, "text": escape(p["text"])}
+                if isinstance(p, dict) and isinstance(p.get("text"), str)
+                else p
+                for p in content
+            ]
+            return {**message, "content": parts}
+        return message
+
+    @functools.cached_property
+    def _control(self) -> re.Pattern[str]:
+        """The tokenizer's special tokens, as a pattern over text."""
+        special = [t.content for t in self.tokenizer.added_tokens_decoder.values() if t.special]
+        special = sorted(
+            set(special) | set(self.tokenizer.all_special_tokens), key=len, reverse=True
+        )
+        return re.compile("|".join(map(re.escape, special)) or "(?!)")
+
+    @functools.cached_property
+    def _plain_backend(self) -> Any:
+        """A copy of the Rust tokenizer that reads special tokens as plain text (a copy, so
+        the shared one never changes under another thread)."""
+        if self._backend is None:
+            return None
+        from tokenizers import Tokenizer
+
+        plain = Tokenizer.from_str(self._backend.to_str())
+        plain.encode_special_tokens = True
+        return plain
 
     def closing_ids(self) -> list[int]:
         """Token ids that end an assistant turn in this template (for stop conditions)."""

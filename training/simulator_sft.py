@@ -37,7 +37,7 @@ def demonstration(renderer: ChatRenderer, kind: str, query: str, text: str) -> D
     """One written document as a one-step trajectory: the loss falls on the document and the
     turn's closing tokens, so the model learns to stop."""
     prompt_ids = renderer.prompt_ids(prompt(kind, query))
-    response = renderer.encode(text) + renderer.closing_ids()
+    response = renderer.encode_plain(text) + renderer.closing_ids()
     ids = prompt_ids + response
     step = Step(len(prompt_ids), len(ids), [0.0] * len(response), text, [], 1.0, kind, kind)
     trajectory = Trajectory(id=f"simulator:{kind}:{query}", token_ids=ids,
@@ -52,7 +52,7 @@ def demonstrations(renderer: ChatRenderer, results: Sequence[Result], split: str
     out = []
     for kind, query, text in examples(results, split, noisy_per_query):
         if max_tokens is not None:
-            ids = renderer.encode(text)
+            ids = renderer.encode_plain(text)
             if len(ids) > max_tokens:
                 text = renderer.tokenizer.decode(ids[:max_tokens])
         out.append(demonstration(renderer, kind, query, text))
