@@ -20,10 +20,21 @@ class EngineWriter:
     Args:
         owns_engine: close the engine with the writer (a model loaded for it alone); False
             when the engine is the policy (SSRL self-search) or shared otherwise.
+        context_tokens: the model's context (prompt and written tokens together), so a
+            prompt too long for it is refused before any writing (`prompt_problem`); None
+            when unknown.
     """
 
-    def __init__(self, engine: Engine, renderer: ChatRenderer, owns_engine: bool = False) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        renderer: ChatRenderer,
+        owns_engine: bool = False,
+        context_tokens: int | None = None,
+    ) -> None:
         self.engine, self.renderer, self.owns_engine = engine, renderer, owns_engine
+        self.context_tokens = context_tokens
+        self._frame: dict[tuple[str, ...], int] = {}
 
     @classmethod
     def load(cls, model_dir: str | Path) -> EngineWriter:
@@ -31,7 +42,33 @@ class EngineWriter:
         from toolgym.agents.engines.hf import HFEngine
 
         engine = HFEngine(model_dir)
-        return cls(engine, ChatRenderer(engine.tokenizer), owns_engine=True)
+        return cls(
+            engine,
+            ChatRenderer(engine.tokenizer),
+            owns_engine=True,
+            context_tokens=engine.max_length,
+        )
+
+    def prompt_problem(self, messages: list[dict[str, str]], max_tokens: int) -> str | None:
+        """Why `max_tokens` cannot be written from this chat (it would not fit the model's
+        context), or None. A byte-level tokenizer writes at most one token per byte, so most
+        chats are cleared by their size in bytes without being tokenized."""
+        if self.context_tokens is None:
+            return None
+        roles = tuple(m["role"] for m in messages)
+        if roles not in self._frame:  # the template's own tokens around empty messages
+            empty = [{"role": r, "content": ""} for r in roles]
+            self._frame[roles] = len(self.renderer.prompt_ids(empty))
+        room = self.context_tokens - max_tokens
+        if self._frame[roles] + sum(len(m["content"].encode()) for m in messages) <= room:
+            return None
+        tokens = len(self.renderer.prompt_ids(messages))
+        if tokens <= room:
+            return None
+        return (
+            f"{tokens} prompt tokens with the writer's instruction and {max_tokens} to write: "
+            f"more than the writer's context of {self.context_tokens} tokens; shorten the query"
+        )
 
     async def write(
         self, messages: list[dict[str, str]], max_tokens: int, temperature: float, seed: int

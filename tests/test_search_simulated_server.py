@@ -13,6 +13,7 @@ import math
 import urllib.request
 
 import pytest
+from test_hostile_requests import abandon, goes_idle
 from test_search_server import BAD_REQUESTS, passages_to_string, post
 
 import toolgym
@@ -113,6 +114,35 @@ def test_search_r1s_whole_training_batch_in_one_request(simulated_server):
                                                          "return_scores": True})  # fmt: skip
     assert status == 200 and len(body["result"]) == 2560
     assert all(len(row) == 1 and passages_to_string(row) for row in body["result"])
+
+
+def test_a_query_too_long_for_the_writer_is_a_400_before_any_writing(simulated_server):
+    before = health(simulated_server)["written"]
+    long = "".join(chr(0x4E00 + i % 3000) for i in range(4096))  # past the 4,096-token context
+    status, body = post(f"{simulated_server}/retrieve", {"queries": ["fine", long], "topk": 1})
+    assert status == 400 and "queries.1" in body["error"] and "context" in body["error"], body
+    assert health(simulated_server)["written"] == before
+
+
+def test_a_request_for_too_many_documents_is_a_400_before_any_writing(simulated_server):
+    before = health(simulated_server)["written"]
+    status, body = post(f"{simulated_server}/retrieve", {"queries": ["q"] * 16384, "topk": 100})
+    assert status == 400 and "1638400 documents" in body["error"], body
+    assert health(simulated_server)["written"] == before
+
+
+def test_abandoned_requests_stop_their_writing(simulated_server):
+    """Three clients ask for 8,192 documents each and hang up: minutes of writing if it went
+    on; the server stops, goes idle, and answers the next request at once."""
+    before = health(simulated_server)["written"]
+    queries = [f"entity number {i}" for i in range(4096)]
+    for _ in range(3):
+        abandon(simulated_server, "/retrieve", {"queries": queries, "topk": 2, "noise": 0.5})
+    assert goes_idle(simulated_server, within_s=20)
+    after = health(simulated_server)["written"]
+    assert sum(after.values()) - sum(before.values()) < 3 * 8192
+    status, body = post(f"{simulated_server}/retrieve", {"queries": ["Trelix"], "topk": 1})
+    assert status == 200 and len(body["result"]) == 1
 
 
 @pytest.fixture(scope="module")

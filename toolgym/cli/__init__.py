@@ -399,6 +399,9 @@ def serve_search(
     doc_tokens: Annotated[int, typer.Option(help="Most tokens per written document.")] = 96,
     temperature: Annotated[float, typer.Option(help="Sampling temperature of the writer.")] = 1.0,
     cache: Annotated[int, typer.Option(help="Seeded documents kept in memory.")] = 4096,
+    max_documents: Annotated[
+        int, typer.Option(help="Most documents one request may ask to be written (queries x topk).")
+    ] = 8192,
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     topk: Annotated[int, typer.Option(help="Results per query when a request gives none.")] = 3,
@@ -413,7 +416,7 @@ def serve_search(
     from toolgym.cli.search import Simulator, serve_command
 
     sim = Simulator(simulator, simulator_url, simulator_model, noise, total_steps, doc_tokens,
-                    temperature, cache)  # fmt: skip
+                    temperature, cache, max_documents)  # fmt: skip
     raise typer.Exit(
         serve_command(index, sim, host, port, topk, max_topk, max_queries, max_body_mb)
     )

@@ -39,6 +39,7 @@ class Simulator:
     doc_tokens: int
     temperature: float
     cache: int
+    max_documents: int
 
     @property
     def chosen(self) -> bool:
@@ -54,7 +55,8 @@ class Simulator:
                 f"--simulator {self.model_dir} is not a model directory (no config.json)"
             )
         for name, value, least in (("total-steps", self.total_steps, 1),
-                                   ("doc-tokens", self.doc_tokens, 1), ("cache", self.cache, 0)):  # fmt: skip
+                                   ("doc-tokens", self.doc_tokens, 1), ("cache", self.cache, 0),
+                                   ("max-documents", self.max_documents, 1)):  # fmt: skip
             if value < least:
                 raise ConfigError(f"--{name} must be at least {least}, got {value}")
         if not 0 <= self.temperature <= 10:
@@ -68,7 +70,8 @@ class Simulator:
         writer = (EngineWriter.load(self.model_dir) if self.model_dir is not None
                   else ChatWriter(str(self.url), str(self.model)))  # fmt: skip
         engine = SimulatedEngine(writer, schedule, max_tokens=self.doc_tokens,
-                                 temperature=self.temperature, cache_size=self.cache)  # fmt: skip
+                                 temperature=self.temperature, cache_size=self.cache,
+                                 max_documents=self.max_documents)  # fmt: skip
         engine.set_training_step(0, self.total_steps)
         return engine, writer
 

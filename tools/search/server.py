@@ -16,7 +16,12 @@ of them at once (up to `max_batch` queries), so 64 clients cost a few batched se
 single ones. A request larger than `max_batch` (Search-R1's trainer sends a whole batch's
 searches at once: 512 prompts x 5 rollouts) is split into engine calls of `max_batch`; an
 empty list is answered `{"result": []}`, as Search-R1's own server does. Bad requests get a
-400 (or 413) with {"error": "..."} that says what to change.
+400 (or 413) with {"error": "..."} that says what to change, before any search starts: past
+the server's limits, or past the engine's own (a simulated engine bounds the documents one
+request may ask to be written, and each query's prompt against its writer's context).
+
+A client that goes away drops its queued queries, and an engine call whose every client has
+gone is cancelled (a simulated engine stops writing for it).
 """
 
 from __future__ import annotations
@@ -39,7 +44,13 @@ from pydantic import (
 )
 
 from toolgym.http import BadRequest, error_middleware, explain, read_json
-from toolgym.tools.search.engines.base import NO_CONTROLS, Controls, Hit, SearchEngine
+from toolgym.tools.search.engines.base import (
+    NO_CONTROLS,
+    Controls,
+    Hit,
+    RequestRefused,
+    SearchEngine,
+)
 
 
 @dataclass(frozen=True)
@@ -138,8 +149,19 @@ class Batcher:
         queries = [q for p in batch for q in p.queries]
         controls = [p.controls for p in batch for _ in p.queries]
         self.calls += 1
+        work = asyncio.ensure_future(self.engine.search_with(queries, batch[0].topk, controls))
+        abandoned = asyncio.ensure_future(asyncio.wait([p.future for p in batch]))
         try:
-            hits = await self.engine.search_with(queries, batch[0].topk, controls)
+            await asyncio.wait({work, abandoned}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            abandoned.cancel()
+            if not work.done():  # every client of this call went away, or we are closing
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+        if work.cancelled():
+            return
+        try:
+            hits = work.result()
         except Exception as exc:  # the engine failed: every waiting request hears why
             for p in batch:
                 if not p.future.done():
@@ -180,6 +202,10 @@ class SearchServer:
     async def retrieve(self, request: web.Request) -> web.Response:
         body = self._validate(await read_json(request))
         topk = body.topk if body.topk is not None else self.default_topk
+        try:  # the engine's own bounds; it may tokenize, so off the event loop
+            await asyncio.to_thread(self.engine.check_request, body.queries, topk)
+        except RequestRefused as exc:
+            raise BadRequest(str(exc)) from None
         hits = await self.batcher.search(body.queries, topk, body.controls())
         if body.return_scores:
             result: list[list[Any]] = [[h.to_json() for h in row] for row in hits]

@@ -10,7 +10,13 @@ import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from toolgym.errors import ToolgymError
 from toolgym.tools.search.corpus import Document
+
+
+class RequestRefused(ToolgymError, ValueError):
+    """A request that would cost more than the engine allows; the message says what to
+    change (a server answers it with a 400 before any work starts)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,11 @@ class SearchEngine(ABC):
     @abstractmethod
     async def search(self, queries: list[str], topk: int) -> list[list[Hit]]:
         """For each query, at most `topk` hits, best first."""
+
+    def check_request(self, queries: list[str], topk: int) -> None:  # noqa: B027
+        """Raise RequestRefused if one request of `queries` at `topk` is more work than this
+        engine takes; called before any search (off the event loop: it may tokenize).
+        An index takes any request the server's own limits allow."""
 
     async def search_with(
         self, queries: list[str], topk: int, controls: list[Controls]

@@ -36,7 +36,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from toolgym.errors import ConfigError
 from toolgym.tools.search.corpus import Document
-from toolgym.tools.search.engines.base import NO_CONTROLS, Controls, Hit, SearchEngine
+from toolgym.tools.search.engines.base import (
+    NO_CONTROLS,
+    Controls,
+    Hit,
+    RequestRefused,
+    SearchEngine,
+)
 
 USEFUL = (
     "You are a search engine. Write one short encyclopedia passage (about 40 words) that "
@@ -102,12 +108,24 @@ class Writer(Protocol):
     ) -> str: ...
 
 
+@runtime_checkable
+class BoundedWriter(Writer, Protocol):
+    """A writer that knows its context, so a prompt too long for it is refused before any
+    writing starts (a 400 from a server, not a failed generation)."""
+
+    def prompt_problem(self, messages: list[dict[str, str]], max_tokens: int) -> str | None:
+        """Why the writer cannot write `max_tokens` from this chat, or None if it can."""
+        ...
+
+
 class SimulatedEngine(SearchEngine):
     """`writer` writes the documents. The engine does not close it: its maker does (the
     policy under SSRL, the runtime's shared resources otherwise).
 
     Args:
         cache_size: seeded documents kept (least recently used go first); 0 keeps none.
+        max_documents: documents one request may ask for (queries x topk): each is a
+            generation, so a request's work is bounded before it starts.
     """
 
     name = "simulated"
@@ -120,6 +138,7 @@ class SimulatedEngine(SearchEngine):
         temperature: float = 1.0,
         seed: int = 0,
         cache_size: int = 4096,
+        max_documents: int = 8192,
     ) -> None:
         self.writer, self.schedule = writer, schedule
         self.max_tokens, self.temperature = max_tokens, temperature
@@ -129,6 +148,7 @@ class SimulatedEngine(SearchEngine):
         """Documents served so far, by kind (to log the noise actually served)."""
         self.cache: OrderedDict[tuple[str, int, int, str], Document] = OrderedDict()
         self.cache_size, self.cache_hits = cache_size, 0
+        self.max_documents = max_documents
 
     @classmethod
     def self_search(cls, policy: Writer, **kwargs: Any) -> SimulatedEngine:
@@ -156,6 +176,25 @@ class SimulatedEngine(SearchEngine):
         return {"written": dict(self.written), "noise": self.noise,
                 "cache": {"documents": len(self.cache), "hits": self.cache_hits}}  # fmt: skip
 
+    def check_request(self, queries: list[str], topk: int) -> None:
+        documents = len(queries) * topk
+        if documents > self.max_documents:
+            raise RequestRefused(
+                f"{len(queries)} queries x topk {topk} = {documents} documents to write; at most "
+                f"{self.max_documents} per request (the server's --max-documents)"
+            )
+        if not isinstance(self.writer, BoundedWriter):
+            return
+        kinds = ["self"] if self.schedule is None else ["useful", "noisy"]
+        first: dict[str, int] = {}
+        for index, query in enumerate(queries):
+            first.setdefault(query, index)
+        for query, index in first.items():
+            for kind in kinds:
+                problem = self.writer.prompt_problem(prompt(kind, query), self.max_tokens)
+                if problem is not None:
+                    raise RequestRefused(f"queries.{index}: {problem}")
+
     async def search(self, queries: list[str], topk: int) -> list[list[Hit]]:
         return await self.search_with(queries, topk, [NO_CONTROLS] * len(queries))
 
@@ -182,18 +221,17 @@ class SimulatedEngine(SearchEngine):
         else:
             kind = "noisy" if rng.random() < self.noise_for(controls) else "useful"
         seed = rng.randrange(2**31)
-        self.written[kind] += 1
         if controls.seed is None or self.cache_size <= 0:
-            return await self._write(query, rank, kind, seed)
-        key = (query, rank, controls.seed, kind)
-        if key in self.cache:
+            document = await self._write(query, rank, kind, seed)
+        elif (key := (query, rank, controls.seed, kind)) in self.cache:
             self.cache_hits += 1
             self.cache.move_to_end(key)
-            return self.cache[key]
-        document = await self._write(query, rank, kind, seed)
-        self.cache[key] = document
-        while len(self.cache) > self.cache_size:
-            self.cache.popitem(last=False)
+            document = self.cache[key]
+        else:
+            document = self.cache[key] = await self._write(query, rank, kind, seed)
+            while len(self.cache) > self.cache_size:
+                self.cache.popitem(last=False)
+        self.written[kind] += 1  # served: a request cancelled meanwhile never gets here
         return document
 
     async def _write(self, query: str, rank: int, kind: str, seed: int) -> Document:
