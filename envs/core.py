@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import random
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
 from typing import Any, TypeVar
 
 import gymnasium
@@ -48,6 +48,7 @@ import gymnasium
 from toolgym.envs.resources import Resources
 from toolgym.envs.spaces import MessagesSpace, TextSpace
 from toolgym.envs.tasks import SeedTasks, TaskSource
+from toolgym.errors import ConfigError
 
 Message = dict[str, Any]
 R = TypeVar("R")
@@ -76,6 +77,20 @@ def make_info(
     }
 
 
+def check_options(options: Any) -> None:
+    """Raise ConfigError for reset options of the wrong shape, naming what was given."""
+    if options is None:
+        return
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"reset's options must be a dict, got {type(options).__name__}")
+    task = options.get("task")
+    if task is not None and not isinstance(task, Mapping):
+        raise ConfigError(
+            f"options['task'] must be a task, a dict of its fields; got {type(task).__name__} "
+            f"{str(task)[:80]!r}"
+        )
+
+
 def copy_messages(messages: list[Message]) -> list[Message]:
     """Fresh message dicts (and content-part lists) for the caller to keep: far cheaper than
     a deepcopy, and enough because message values are strings or lists of flat parts."""
@@ -101,7 +116,9 @@ class Env(gymnasium.Env[list[Message], str]):
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> Any:
-        """Start an episode; subclasses return (messages, info)."""
+        """Start an episode; subclasses return (messages, info). Checks the shape of
+        `options` (a dict; its "task", if any, a dict of the task's fields)."""
+        check_options(options)
         gymnasium.Env.reset(self, seed=seed)
 
     async def astep(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:

@@ -143,3 +143,49 @@ def test_a_trained_policy_keeps_the_env_settings_it_was_trained_with(cli, tiny_m
     assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-2000:]
     saved = json.loads((tmp_path / "rl" / "policy" / "toolgym_env.json").read_text())
     assert saved == {"env_id": "toolgym/Maze-v0", "env_kwargs": {"size": 2}, "tool_schemas": False}
+
+
+def test_paths_and_settings_that_are_wrong_are_one_line_each(cli, tiny_model_dir, tmp_path):
+    """Model directories that are not there or are not models, a run_dir that is a file, a
+    LoRA target the model does not have, and a resumed run whose model is gone: each one line
+    and a non-zero exit, before anything trains."""
+    folder, afile = tmp_path / "not-a-model", tmp_path / "afile"
+    folder.mkdir()
+    afile.write_text("x")
+    run = ["train", "steps=1", f"run_dir={tmp_path / 'run'}"]
+    cases = [
+        ([*run, "model=/no/such/model"], "model directory /no/such/model does not exist"),
+        ([*run, f"model={folder}"], "is not a model directory (no config.json)"),
+        ([*run, f"model={afile}"], "is a file; give a model directory"),
+        (["train", "steps=1", f"model={tiny_model_dir}", f"run_dir={afile}"], "run_dir"),
+        ([*run, f"model={tiny_model_dir}", "lora.enabled=true", "lora.target_modules=[nope]"],
+         "lora.target_modules=['nope']: Target modules {'nope'} not found"),
+        (["eval", "toolgym/Maze-v0", "--model", "/no/such/model", "-n", "2"], "does not exist"),
+        (["eval", "toolgym/Maze-v0", "--model", str(folder), "-n", "2"], "not a model directory"),
+        (["eval", "toolgym/Maze-v0", "--model", str(tiny_model_dir), "--tokenizer",
+          "/no/such/tokenizer", "-n", "2"], "no tokenizer found at '/no/such/tokenizer'"),
+    ]  # fmt: skip
+    for args, message in cases:
+        one_line_error(cli(*args), message)
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    from toolgym.training.config import TrainConfig
+
+    saved = TrainConfig(model=str(tmp_path / "gone"), run_dir=str(resumed))
+    (resumed / "config.json").write_text(saved.model_dump_json())
+    one_line_error(cli("train", "--resume", str(resumed)), "gone does not exist")
+
+
+@pytest.mark.parametrize("env_id", ["toolgym/Maze-v0", "toolgym/Search-v0", "toolgym/Code-v0"])
+def test_reset_options_of_the_wrong_shape_are_config_errors(env_id):
+    from toolgym.errors import ConfigError
+
+    env = make(env_id)
+    try:
+        for options, message in (({"task": 5}, "got int '5'"), ({"task": "q"}, "got str"),
+                                 (5, "options must be a dict")):  # fmt: skip
+            with pytest.raises(ConfigError, match=message):
+                env.reset(options=options)
+        env.reset(options={"task": None})  # no task: the seed picks one
+    finally:
+        env.close()

@@ -14,7 +14,7 @@ import torch
 from toolgym.agents.device import Precision
 from toolgym.agents.engines import engine_class, policy_engine
 from toolgym.agents.loading import is_vision_model, load_model
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, one_line
 from toolgym.training.config import TrainConfig
 from toolgym.training.rewards import (
     SOURCES,
@@ -35,7 +35,20 @@ def build_model(config: TrainConfig, precision: Precision) -> Any:
         lora = LoraConfig(
             r=config.lora.r, lora_alpha=config.lora.alpha, target_modules=config.lora.target_modules
         )
-        model = get_peft_model(model, lora)
+        try:
+            model = get_peft_model(model, lora)
+        except ValueError as exc:  # a target module the model does not have
+            linear = sorted(
+                {
+                    n.rpartition(".")[2]
+                    for n, m in model.named_modules()
+                    if isinstance(m, torch.nn.Linear)
+                }
+            )
+            raise ConfigError(
+                f"lora.target_modules={config.lora.target_modules}: {one_line(exc, 200)} "
+                f"(this model's linear layers: {', '.join(linear)})"
+            ) from None
     if config.optim.gradient_checkpointing:
         enable_activation_checkpointing(model)
     return model

@@ -42,6 +42,7 @@ from toolgym.agents.collector import (
 )
 from toolgym.agents.device import peak_memory_gb, resolve_precision
 from toolgym.agents.engines import SamplingParams
+from toolgym.agents.loading import check_model_dir, load_tokenizer
 from toolgym.agents.render_vision import make_renderer
 from toolgym.agents.rollout import Prefix, RolloutConfig
 from toolgym.agents.runtime import Runtime
@@ -78,9 +79,10 @@ RUN_FILES = (checkpoint.FILE, METRICS, "tensorboard", "policy", "config.json")
 
 class Trainer:
     def __init__(self, config: TrainConfig, runtime: Runtime | None = None) -> None:
-        from transformers import AutoTokenizer
-
         check_engine(config)
+        check_model_dir(config.model)
+        if Path(config.run_dir).exists() and not Path(config.run_dir).is_dir():
+            raise ConfigError(f"run_dir {config.run_dir} is a file; give a directory for the run")
         self.config = config
         self.runtime = runtime or Runtime()
         # every env is built once before any model loads: a bad id, argument or value stops
@@ -94,7 +96,7 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(config.seed)
         self.precision = resolve_precision(config.device, config.dtype)
-        self.tokenizer = AutoTokenizer.from_pretrained(config.model)
+        self.tokenizer = load_tokenizer(config.model)
         self.model = build_model(config, self.precision)
         self.reference = build_reference(config, self.model, self.precision)
         self.pad_id = (

@@ -29,7 +29,7 @@ import torch
 from toolgym.agents.device import Precision, resolve_precision
 from toolgym.agents.engines.base import Completion, EngineError, SamplingParams
 from toolgym.agents.engines.hf_batch import Row, RunningBatch
-from toolgym.agents.loading import load_model
+from toolgym.agents.loading import check_model_dir, load_model, load_tokenizer
 from toolgym.agents.vision import ImageEncoder, ImageError, ImageInputs
 from toolgym.errors import ToolgymError
 from toolgym.log import get_logger
@@ -93,11 +93,10 @@ class HFEngine:
     ) -> None:
         """`images`: the image encoder of a vision-language model passed as a loaded model
         (found in the directory when `model` is one)."""
-        from transformers import AutoTokenizer
-
         if isinstance(model, (str, Path)):
+            check_model_dir(model)
             precision = precision or resolve_precision()
-            tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
+            tokenizer = tokenizer or load_tokenizer(model)
             loaded: Any = load_model(model)
             images = images or ImageEncoder.for_model(model, loaded.config)
             model = loaded.to(precision.device)

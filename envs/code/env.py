@@ -70,7 +70,8 @@ class CodeEnv(ToolEnv):
         await self.python_session.end()
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         options = options or {}
-        row = dict(options["task"]) if "task" in options else self.tasks.task("train", task_seed)
+        given = options.get("task")
+        row = dict(given) if given is not None else self.tasks.task("train", task_seed)
         self.task = CodeTask.from_record(row)
         self.submissions, self.passed = 0, None
         return [{"role": "user", "content": f"```python\n{self.task.prompt.rstrip()}\n```"}]

@@ -107,7 +107,8 @@ class _SearchEnvBase(ToolEnv):
         if "training_step" in options:  # the trainer's clock, for a simulated engine's noise
             engine.set_training_step(*options["training_step"])
         # Without a task (play, a bare reset), the seed picks one of the training tasks.
-        task = dict(options["task"]) if "task" in options else self.tasks.task("train", task_seed)
+        given = options.get("task")
+        task = dict(given) if given is not None else self.tasks.task("train", task_seed)
         answers = task.get("answers", task.get("golden_answers"))
         if "question" not in task or not answers:
             raise ConfigError(

@@ -69,8 +69,9 @@ def eval_command(
                     "--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)"
                 )
             engine_args["base_url"] = base_url
+        given = load_tokenizer(tokenizer, engine_name) if tokenizer else None  # before any model
         engine = make_engine(engine_name, **engine_args)
-        tok = getattr(engine, "tokenizer", None) or load_tokenizer(tokenizer or model, engine_name)
+        tok = given or getattr(engine, "tokenizer", None) or load_tokenizer(model, engine_name)
         config = RolloutConfig(
             SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed),
             max_turns=max_turns,
