@@ -17,9 +17,9 @@ it moves to private descriptors at start so that no code it runs can write a fra
 
 With `contained` (the backend gives the sandbox its own pid and IPC namespaces) the server
 cleans up by killing every other process of the sandbox, which there reaches only the
-sandbox's own, and a seccomp filter refuses SysV IPC objects (memory no rlimit counts, and
-state that would outlive a call); the unisolated local backend never passes it, and then
-only the code's process group is killed. POSIX message queues are refused to the code by
+sandbox's own, and the code runs under a seccomp filter that refuses SysV IPC objects and
+memfds (memory no rlimit counts, state that would outlive a call); the unisolated local
+backend never passes it, and then only the code's process group is killed. POSIX message queues are refused to the code by
 RLIMIT_MSGQUEUE = 0 on every backend.
 """
 
@@ -314,6 +314,7 @@ def run_forked(req, contained):
             os.closerange(4, 1 << 16)
             os.chdir(WORK)
             set_limits(limits, int(timeout) + 1)
+            restrict_code()
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             if req["language"] == "bash":
                 os.execve("/bin/bash", ["bash", "-c", req["code"]], child_env())
@@ -600,6 +601,7 @@ class ReplWorker:
         self.cells = 0
         if limits:
             set_limits(limits, None)
+        restrict_code()
         os.chdir(WORK)
         os.environ.clear()
         os.environ.update(child_env())
@@ -687,63 +689,80 @@ class ReplWorker:
 
 
 SECCOMP_TABLES = {
-    # machine: (AUDIT_ARCH_*, the SysV IPC calls shmget, semget, msgget, x32 numbers to refuse)
-    "x86_64": (0xC000003E, (29, 64, 68), True),
-    "aarch64": (0xC00000B7, (194, 190, 186), False),
-    "riscv64": (0xC00000F3, (194, 190, 186), False),
+    # machine: (AUDIT_ARCH_*, shmget, semget, msgget, memfd_create, x32 numbers to refuse)
+    "x86_64": (0xC000003E, (29, 64, 68, 319), True),
+    "aarch64": (0xC00000B7, (194, 190, 186, 279), False),
+    "riscv64": (0xC00000F3, (194, 190, 186, 279), False),
 }
 
 
-def deny_sysv_ipc():
-    """A seccomp filter, for this process and all it starts: creating SysV shared memory,
-    semaphores or message queues fails with EPERM, so code cannot park memory outside its
-    address-space limit or leave data for the next call in the IPC namespace. A machine
-    without a table here refuses to start rather than run unfiltered."""
-    import platform
+class CodeFilter:
+    """A seccomp filter for the code's processes (never the guest's own): creating SysV
+    shared memory, semaphores or message queues, or a memfd, fails with EPERM, so code
+    cannot park memory where no rlimit counts it (a memfd's pages, a detached segment) or
+    leave state in the IPC namespace for the next call. Built once at start; a machine
+    without a table here refuses to start rather than run code unfiltered."""
 
-    machine = platform.machine()
-    if machine not in SECCOMP_TABLES:
-        raise SystemExit(f"sandbox guest: no seccomp table for this machine ({machine})")
-    arch, numbers, x32 = SECCOMP_TABLES[machine]
-    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    checks = ([(jge, 0x40000000)] if x32 else []) + [(jeq, n) for n in numbers]
-    program = [(load, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (load, 0, 0, 0)]
-    program += [(op, len(checks) - i, 0, k) for i, (op, k) in enumerate(checks)]
-    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    def __init__(self):
+        import platform
 
-    class Instruction(ctypes.Structure):
-        _fields_ = [
-            ("code", ctypes.c_ushort),
-            ("jt", ctypes.c_ubyte),
-            ("jf", ctypes.c_ubyte),
-            ("k", ctypes.c_uint),
+        machine = platform.machine()
+        if machine not in SECCOMP_TABLES:
+            raise SystemExit(f"sandbox guest: no seccomp table for this machine ({machine})")
+        arch, numbers, x32 = SECCOMP_TABLES[machine]
+        load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+        allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+        checks = ([(jge, 0x40000000)] if x32 else []) + [(jeq, n) for n in numbers]
+        program = [(load, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (load, 0, 0, 0)]
+        program += [(op, len(checks) - i, 0, k) for i, (op, k) in enumerate(checks)]
+        program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+
+        class Instruction(ctypes.Structure):
+            _fields_ = [
+                ("code", ctypes.c_ushort),
+                ("jt", ctypes.c_ubyte),
+                ("jf", ctypes.c_ubyte),
+                ("k", ctypes.c_uint),
+            ]
+
+        class Program(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Instruction))]
+
+        self.instructions = (Instruction * len(program))(*[Instruction(*i) for i in program])
+        self.program = Program(len(program), self.instructions)
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.prctl.argtypes = [
+            ctypes.c_int,
+            ctypes.c_ulong,
+            ctypes.c_void_p,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
         ]
 
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Instruction))]
+    def install(self):
+        """Put this process (and all it starts) under the filter; OSError if it cannot."""
+        if self.libc.prctl(38, 1, None, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+            raise OSError(ctypes.get_errno(), "no_new_privs failed")
+        address = ctypes.cast(ctypes.pointer(self.program), ctypes.c_void_p)
+        if self.libc.prctl(22, 2, address, 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+            raise OSError(ctypes.get_errno(), "seccomp failed")
 
-    filters = (Instruction * len(program))(*[Instruction(*i) for i in program])
-    fprog = Program(len(program), filters)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [
-        ctypes.c_int,
-        ctypes.c_ulong,
-        ctypes.c_void_p,
-        ctypes.c_ulong,
-        ctypes.c_ulong,
-    ]
-    if libc.prctl(38, 1, None, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-        raise SystemExit(f"sandbox guest: no_new_privs failed ({ctypes.get_errno()})")
-    if libc.prctl(22, 2, ctypes.cast(ctypes.pointer(fprog), ctypes.c_void_p), 0, 0) != 0:
-        raise SystemExit(f"sandbox guest: seccomp failed ({ctypes.get_errno()})")
+
+CODE_FILTER = None
+"""The filter code runs under in a contained sandbox (set at start)."""
+
+
+def restrict_code():
+    if CODE_FILTER is not None:
+        CODE_FILTER.install()
 
 
 def main(mode, contained):
+    global CODE_FILTER
     channel = Channel()
     make_undumpable()
     if contained:
-        deny_sysv_ipc()
+        CODE_FILTER = CodeFilter()
     os.makedirs(WORK, exist_ok=True)
     os.makedirs(TMP, exist_ok=True)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)

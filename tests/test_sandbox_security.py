@@ -283,7 +283,9 @@ print(os.statvfs("/work").f_blocks * os.statvfs("/work").f_frsize >> 20)
     pool.check_healthy()
 
 
-def test_ipc_that_outlives_a_call_or_skips_the_memory_limit_is_refused(pool):
+def test_memory_that_skips_the_limit_or_outlives_a_call_is_refused(pool):
+    """SysV segments and memfds hold pages no rlimit counts; SysV objects and POSIX queues
+    outlive the call in the sandbox's IPC namespace."""
     code = """
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -293,6 +295,11 @@ print("semget", libc.semget(0, 1, 0o1600))
 rt = ctypes.CDLL("librt.so.1", use_errno=True)
 rt.mq_open.restype = ctypes.c_int
 print("mq_open", rt.mq_open(b"/left-behind", os.O_CREAT | os.O_RDWR, 0o600, None))
+try:
+    os.memfd_create("parked")
+    print("memfd MADE")
+except OSError as exc:
+    print("memfd", exc.errno)
 import multiprocessing
 lock = multiprocessing.Lock()  # POSIX semaphores (in /dev/shm) still work
 with lock:
@@ -302,8 +309,8 @@ with lock:
     assert result.status is Status.OK, result
     lines = result.stdout.splitlines()
     assert lines[0] == "shmget -1 1", result  # EPERM
-    assert lines[1:4] == ["msgget -1", "semget -1", "mq_open -1"], result
-    assert lines[4] == "lock ok"
+    assert lines[1:5] == ["msgget -1", "semget -1", "mq_open -1", "memfd 1"], result
+    assert lines[5] == "lock ok"
     pool.check_healthy()
 
 
@@ -327,9 +334,11 @@ def test_session_results_come_from_the_guest_never_the_code(pool, loop_thread):
         async with pool.session() as session:
             forged = await session.run(FORGE)
             later = [await session.run(f"print({i})") for i in range(3)]
-            return forged, later, session.restarts
+            memfd = await session.run("import os\nos.memfd_create('parked')")
+            return forged, later, memfd, session.restarts
 
-    forged, later, restarts = loop_thread.call(scenario())
+    forged, later, memfd, restarts = loop_thread.call(scenario())
+    assert memfd.status is Status.ERROR and "PermissionError" in memfd.stderr  # filtered too
     assert "FORGED" not in forged.stdout and "own output" in forged.stdout, forged
     assert [r.stdout for r in later] == ["0\n", "1\n", "2\n"], later
     assert all(r.status is Status.OK for r in later) and restarts == 0
