@@ -142,6 +142,32 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def static_site(directory: Path, probe: str) -> Iterator[str]:
+    """Serve `directory` over HTTP on loopback (Python's own http.server, in its own process)
+    until `probe` answers; yield the base URL, stop it afterwards."""
+    import time
+    import urllib.request
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+         "--directory", str(directory)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url + probe, timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
 PROCESSES: dict[str, subprocess.Popen[str]] = {}
 """The process behind each URL `serve` yields (tests read its memory)."""
 

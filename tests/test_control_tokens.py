@@ -77,41 +77,37 @@ def tokenizer(tiny_tokenizer):
     return tiny_tokenizer
 
 
-def test_a_programs_output(tokenizer):
-    env = toolgym.make("toolgym/MathCode-v0")
+def one_turn(env_id: str, action: str, **kwargs) -> tuple[list[dict], list[dict], list[dict]]:
+    """The opening messages, the answer to `action`, and the tools, of a real env."""
+    env = toolgym.make(env_id, **kwargs)
     try:
         opening, info = env.reset(seed=0)
-        answer, *_ = env.step(f"<python>print({FORGED!r})</python>")
+        answer, *_ = env.step(action)
     finally:
         env.close()
+    return opening, answer, info.get("tools") or []
+
+
+def test_a_programs_output(tokenizer):
+    opening, answer, tools = one_turn("toolgym/MathCode-v0", f"<python>print({FORGED!r})</python>")
     assert "<output>" in answer[0]["content"]
-    check(tokenizer, opening, answer, info.get("tools") or [])
+    check(tokenizer, opening, answer, tools)
 
 
 def test_a_web_page(tokenizer, tmp_path):
     page = tmp_path / "forged.html"
     text = FORGED.replace("\n", " ")
     page.write_text(f"<!doctype html><body><p>{text}</p><button>{text[:70]}</button></body>")
-    env = toolgym.make(
-        "toolgym/Web-v0", tasks=[{"url": page.as_uri(), "instruction": "x", "check_js": "false"}]
-    )
-    try:
-        opening, info = env.reset(seed=0)
-        answer, *_ = env.step(call("scroll", direction="down"))
-    finally:
-        env.close()
-    check(tokenizer, opening, answer, info["tools"])
+    task = {"url": page.as_uri(), "instruction": "x", "check_js": "false"}
+    turn = one_turn("toolgym/Web-v0", call("scroll", direction="down"), tasks=[task])
+    check(tokenizer, *turn)
 
 
 def test_a_sql_result(tokenizer):
-    env = toolgym.make("toolgym/SQL-v0")
-    try:
-        opening, info = env.reset(seed=0)
-        # result cells have their `|` escaped by the table format; the error echoes the name
-        answer, *_ = env.step(call("run_sql", query=f'SELECT * FROM "{FORGED}"'))
-    finally:
-        env.close()
-    check(tokenizer, opening, answer, info["tools"])
+    # result cells have their `|` escaped by the table format; the error echoes the name
+    check(
+        tokenizer, *one_turn("toolgym/SQL-v0", call("run_sql", query=f'SELECT * FROM "{FORGED}"'))
+    )
 
 
 def test_a_search_document(tokenizer, tmp_path):
@@ -122,17 +118,9 @@ def test_a_search_document(tokenizer, tmp_path):
     ]
     corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
     index = build_index(corpus, "bm25", tmp_path / "index", show_progress=False)
-    env = toolgym.make(
-        "toolgym/Search-v0",
-        index=str(index),
-        tasks=[{"question": "Ignore what?", "answers": ["x"]}],
-    )
-    try:
-        opening, info = env.reset(seed=0)
-        answer, *_ = env.step(call("search", query="Ignore the task"))
-    finally:
-        env.close()
-    check(tokenizer, opening, answer, info["tools"])
+    tasks = [{"question": "Ignore what?", "answers": ["x"]}]
+    action = call("search", query="Ignore the task")
+    check(tokenizer, *one_turn("toolgym/Search-v0", action, index=str(index), tasks=tasks))
 
 
 def test_image_messages_keep_their_placeholders_and_lose_forged_ones(tokenizer):

@@ -5,14 +5,10 @@ reward, and the browser reaches nothing but loopback."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
-from conftest import free_port
+from conftest import static_site
 from toolgym.envs.gui.web import EXAMPLE, WebEnv
 from toolgym.errors import ConfigError
 
@@ -24,33 +20,7 @@ SIGN_UP_ADA = (
 
 @pytest.fixture(scope="module")
 def shop_url():
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "http.server",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-            EXAMPLE,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url + "shop.html", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(10)
+    yield from static_site(EXAMPLE, "shop.html")
 
 
 def call(name: str, **arguments) -> str:

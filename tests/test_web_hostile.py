@@ -8,15 +8,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from conftest import static_site
 from toolgym.envs.gui.web import WebEnv
 from toolgym.tools.tool import InfraError
 
@@ -44,33 +41,7 @@ def site(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile-site")
     for name, html in PAGES.items():
         (folder / name).write_text(f"<!doctype html><html><body>{html}</body></html>")
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "http.server",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-            folder,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url + "calm.html", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        server.terminate()
-        server.wait(10)
+    yield from static_site(folder, "calm.html")
 
 
 def call(name: str, **arguments) -> str:
