@@ -16,6 +16,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from toolgym.tools.text import map_texts
+
 Message = dict[str, Any]
 
 _SENTINEL = "\u2063\u2064{}\u2064\u2063"
@@ -23,29 +25,17 @@ _SENTINEL_RE = re.compile("\u2063\u2064(\\d+)\u2064\u2063")
 
 
 def mark_texts(messages: Sequence[Message]) -> tuple[list[Message], list[str]]:
-    """The messages with every text (a string content, or a text part's text) replaced by a
-    numbered sentinel, and the texts in that numbering."""
+    """The messages with every non-empty text replaced by a numbered sentinel, and the texts
+    in that numbering."""
     texts: list[str] = []
 
     def mark(text: str) -> str:
+        if not text:
+            return text
         texts.append(text)
         return _SENTINEL.format(len(texts) - 1)
 
-    marked = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str) and content:
-            message = {**message, "content": mark(content)}
-        elif isinstance(content, list):
-            parts = [
-                {**p, "text": mark(p["text"])}
-                if isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"]
-                else p
-                for p in content
-            ]
-            message = {**message, "content": parts}
-        marked.append(message)
-    return marked, texts
+    return map_texts(list(messages), mark), texts
 
 
 def text_spans(rendered: str, skeleton: str, texts: list[str]) -> list[tuple[int, int]] | None:

@@ -32,6 +32,7 @@ from typing import Any
 from toolgym.agents.content_spans import mark_texts, text_spans
 from toolgym.agents.vision import text_only
 from toolgym.log import get_logger
+from toolgym.tools.text import map_texts
 
 log = get_logger(__name__)
 
@@ -138,8 +139,7 @@ class ChatRenderer:
         spans = text_spans(rendered, self._template(marked, tools, True), texts)
         if spans is None:  # the template renders these texts in a way we cannot follow
             log.debug("escaping control tokens in message text: the render did not align")
-            escaped = [self._escape(m) for m in messages]
-            return self._render_ids(escaped, tools, after)
+            return self._render_ids(self._escape(messages), tools, after)
         ids, at = [], start
         for begin, end in spans:
             if end <= start:
@@ -149,25 +149,13 @@ class ChatRenderer:
             at = end
         return ids + self.encode(rendered[at:])
 
-    def _escape(self, message: Message) -> Message:
-        """The message with a word joiner after the first character of every control token
-        written in its text: what it says stays readable, and no control token is left."""
-
-        def escape(text: str) -> str:
-            return self._control.sub(lambda m: m[0][0] + _WORD_JOINER + m[0][1:], text)
-
-        content = message.get("content")
-        if isinstance(content, str):
-            return {**message, "content": escape(content)}
-        if isinstance(content, list):
-            parts = [
-                {**p, "text": escape(p["text"])}
-                if isinstance(p, dict) and isinstance(p.get("text"), str)
-                else p
-                for p in content
-            ]
-            return {**message, "content": parts}
-        return message
+    def _escape(self, messages: list[Message]) -> list[Message]:
+        """The messages with a word joiner after the first character of every control token
+        written in their texts: what they say stays readable, and no control token is left."""
+        return map_texts(
+            messages,
+            lambda text: self._control.sub(lambda m: m[0][0] + _WORD_JOINER + m[0][1:], text),
+        )
 
     @functools.cached_property
     def _control(self) -> re.Pattern[str]:

@@ -194,7 +194,9 @@ class ToolEnv(Env):
                     + clip(listed, FEEDBACK_CHARS),
                 }
             )
-        clean_messages(obs)  # tools and pages may return anything; the model reads valid Unicode
+        obs = clean_messages(
+            obs
+        )  # tools and pages may return anything; the model reads valid Unicode
         valid = not problems and all(r.error not in _POLICY_MISTAKES for r in results)
         if not valid:
             reward += self.invalid_action_reward

@@ -9,6 +9,7 @@ argument, a list of errors) are cut to a size the next turn can afford.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -22,18 +23,29 @@ def clean_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def clean_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every text of chat messages (a plain content, or the text parts of a list content)
-    made valid Unicode, in place; returns `messages`."""
+def map_texts(messages: list[dict[str, Any]], change: Callable[[str], str]) -> list[dict[str, Any]]:
+    """New messages with `change(text)` in place of every text: a plain content, or the text
+    parts of a list content (other parts, images, are kept as they are)."""
+    out = []
     for message in messages:
         content = message.get("content")
         if isinstance(content, str):
-            message["content"] = clean_text(content)
+            message = {**message, "content": change(content)}
         elif isinstance(content, list):
-            for part in content:
-                if isinstance(part, dict) and isinstance(part.get("text"), str):
-                    part["text"] = clean_text(part["text"])
-    return messages
+            parts = [
+                {**p, "text": change(p["text"])}
+                if isinstance(p, dict) and isinstance(p.get("text"), str)
+                else p
+                for p in content
+            ]
+            message = {**message, "content": parts}
+        out.append(message)
+    return out
+
+
+def clean_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with every text made valid Unicode."""
+    return map_texts(messages, clean_text)
 
 
 def clip(text: str, limit: int, what: str = "characters") -> str:
