@@ -29,18 +29,16 @@ def check_model_dir(path: str | Path, what: str = "model") -> Path:
     return found
 
 
-def load_tokenizer(path: str | Path, what: str = "model") -> Any:
-    """The tokenizer saved in a model (or tokenizer) directory."""
+def load_tokenizer(source: str | Path) -> Any:
+    """The tokenizer saved in a directory (or already in the local cache under a name):
+    never a download; one that cannot be loaded is a ConfigError with the reason."""
     from transformers import AutoTokenizer
 
-    found = Path(path)
-    if not found.is_dir():
-        raise ConfigError(f"{what} directory {found} does not exist")
     try:
-        return AutoTokenizer.from_pretrained(found, local_files_only=True)
+        return AutoTokenizer.from_pretrained(source, local_files_only=True)
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"no tokenizer could be loaded from {found} ({first})") from None
+        raise ConfigError(f"no tokenizer could be loaded from {source} ({first})") from None
 
 
 def load_model(path: str | Path, dtype: torch.dtype = torch.float32) -> Any:

@@ -130,13 +130,12 @@ def eval_command(
 def load_tokenizer(source: str, engine: str) -> Any:
     """The tokenizer prompts are rendered with: a local directory, or a name already in the
     local cache. Never a download: a served model's name is not a tokenizer."""
-    from transformers import AutoTokenizer
-
+    from toolgym.agents.loading import load_tokenizer as load
     from toolgym.errors import ConfigError
 
     try:
-        return AutoTokenizer.from_pretrained(source, local_files_only=True)
-    except (OSError, ValueError):
+        return load(source)
+    except ConfigError:
         hint = (
             "pass --tokenizer DIR, the directory of the served model's tokenizer (the engine "
             "renders prompts itself, so it needs one)"

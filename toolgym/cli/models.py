@@ -72,15 +72,11 @@ def pretrain_command(out: Path, config: Any, distances: list[int], probes: int) 
 
 
 def probe_command(model_dir: Path, distances: list[int], n: int) -> int:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from toolgym.agents.corpus.probes import run_probes
-    from toolgym.errors import ConfigError
+    from toolgym.agents.loading import load_model, load_tokenizer
 
-    if not (model_dir / "config.json").is_file():
-        raise ConfigError(f"{model_dir} is not a model directory (no config.json)")
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = load_model(model_dir)
+    tokenizer = load_tokenizer(model_dir)
     _print_probes(run_probes(model, tokenizer, distances, n))
     return 0
 

@@ -54,8 +54,7 @@ def data_command(out: Path, server_url: str | None, index: Path | None, world_se
 
 def sft_command(data: Path, model: Path, out: Path, epochs: int, lr: float, batch_size: int,
                 noisy_per_query: int, seed: int, samples: int, doc_tokens: int) -> int:  # fmt: skip
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+    from toolgym.agents.loading import load_model, load_tokenizer
     from toolgym.agents.render import ChatRenderer
     from toolgym.envs.search.simulator_data import read_results
     from toolgym.training.sft import SFTConfig, demonstration_nll, sft
@@ -64,8 +63,8 @@ def sft_command(data: Path, model: Path, out: Path, epochs: int, lr: float, batc
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a directory for the model")
     results = read_results(data)
-    tokenizer = AutoTokenizer.from_pretrained(model)
-    policy = AutoModelForCausalLM.from_pretrained(model)
+    policy = load_model(model)  # checks the directory first
+    tokenizer = load_tokenizer(model)
     renderer = ChatRenderer(tokenizer)
     demos = demonstrations(renderer, results, "train", doc_tokens, noisy_per_query)
     held_out = demonstrations(renderer, results, "eval", doc_tokens, noisy_per_query)

@@ -36,10 +36,8 @@ def sft_command(
     tool_schemas: bool | None = True,
     mistake_rate: float = 0.0,
 ) -> int:
-    from transformers import AutoTokenizer
-
     from toolgym.agents.demonstrations import demonstrations
-    from toolgym.agents.loading import load_model
+    from toolgym.agents.loading import check_model_dir, load_model, load_tokenizer
     from toolgym.agents.render_vision import make_renderer
     from toolgym.agents.vision import ImageEncoder
     from toolgym.cli.env_settings import write_env_settings
@@ -48,6 +46,7 @@ def sft_command(
     from toolgym.training.sft import SFTConfig, demonstration_nll, sft, sft_draws
 
     spec(env_id)
+    check_model_dir(model)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a directory for the model")
     kwargs = env_kwargs(env_args)
@@ -63,7 +62,7 @@ def sft_command(
             )
     finally:
         probe.close()
-    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer = load_tokenizer(model)
     policy = load_model(model)
     images = ImageEncoder.for_model(model, policy.config)
     renderer = make_renderer(tokenizer, images, tool_schemas=tool_schemas)
