@@ -29,8 +29,8 @@ class BoundedPrintf:
     connections serve one thread at a time)."""
 
     def __init__(self, max_chars: int) -> None:
-        self.max_chars = max_chars
         self.builtin = sqlite3.connect(":memory:", check_same_thread=False)
+        self.limit(max_chars)
         self.refused: str | None = None
         """Why the last call was refused: sqlite3 reports only that a function failed."""
 
@@ -39,6 +39,7 @@ class BoundedPrintf:
             conn.create_function(name, -1, self, deterministic=True)
 
     def limit(self, max_chars: int) -> None:
+        """The longest value one query may make (its cell limit)."""
         self.max_chars = max_chars
         self.builtin.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(1, max_chars))
 
