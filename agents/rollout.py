@@ -25,7 +25,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from toolgym.agents.engines.base import Engine, SamplingParams
+from toolgym.agents.engines.base import Engine, KeepsEpisodeContext, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.trajectory import EpisodeEnd, Step, Trajectory
 from toolgym.envs.pool import EnvPool
@@ -83,9 +83,10 @@ async def run_episode(
     if task is not None:
         options = {**(options or {}), "task": task}
     start = time.perf_counter()
+    episode = _EpisodeKey() if isinstance(engine, KeepsEpisodeContext) else None
     try:
         async with asyncio.timeout(config.episode_timeout_s):
-            await _play(env, engine, renderer, config, traj, options, adapter, prefix)
+            await _play(env, engine, renderer, config, traj, options, adapter, prefix, episode)
     except TimeoutError:
         traj.end, traj.infra_error = (
             EpisodeEnd.TIMEOUT,
@@ -95,8 +96,17 @@ async def run_episode(
         traj.end, traj.infra_error = EpisodeEnd.ENV_FAILED, str(exc)
     except Exception as exc:
         traj.end, traj.infra_error = EpisodeEnd.INFRA_ERROR, f"{type(exc).__name__}: {exc}"
+    finally:
+        if episode is not None:
+            engine.end_episode(episode)  # type: ignore[attr-defined]
     traj.elapsed_s = time.perf_counter() - start
     return traj
+
+
+class _EpisodeKey:
+    """Names one episode to an engine that keeps its context: unique while it lives."""
+
+    __slots__ = ()
 
 
 async def run_pooled(pool: EnvPool, engine: Engine, renderer: ChatRenderer, config: RolloutConfig,
@@ -159,6 +169,7 @@ async def _play(
     options: dict[str, Any] | None,
     adapter: str | None,
     prefix: Prefix | None = None,
+    episode: _EpisodeKey | None = None,
 ) -> None:
     limit = config.call_timeout_s
     obs, info = await _env_call(env.areset(seed=traj.seed, options=options), "reset", 2, limit)
@@ -182,8 +193,10 @@ async def _play(
             seed=turn_seed(config.sampling.seed, traj.id, turn),
         )
         t0 = time.perf_counter()
-        images = {"images": list(traj.images)} if traj.images else {}  # text-only engines: none
-        completion = await engine.generate(list(traj.token_ids), sampling, adapter, **images)
+        extra: dict[str, Any] = {"images": list(traj.images)} if traj.images else {}
+        if episode is not None:  # engines that keep no context take no key
+            extra["episode"] = episode
+        completion = await engine.generate(list(traj.token_ids), sampling, adapter, **extra)
         t1 = time.perf_counter()
         begin = len(traj.token_ids)
         traj.token_ids += completion.token_ids

@@ -8,6 +8,7 @@ of the raw logits, before temperature or top-p), which is what PPO's importance 
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -69,3 +70,13 @@ class Engine(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class KeepsEpisodeContext(Protocol):
+    """An engine that keeps an episode's context (its KV cache) between the episode's turns:
+    its `generate` also takes `episode=`, a key unique to the episode, and a turn whose prompt
+    extends that episode's last one prefills only the tokens it adds. The episode's runner
+    calls `end_episode` when it is over, which frees the context."""
+
+    def end_episode(self, episode: Hashable) -> None: ...

@@ -19,7 +19,7 @@ import functools
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ import torch
 from toolgym.agents.device import Precision, resolve_precision
 from toolgym.agents.engines.base import Completion, EngineError, SamplingParams
 from toolgym.agents.engines.hf_batch import Row, RunningBatch
+from toolgym.agents.engines.hf_contexts import ContextStore, weights_stamp
 from toolgym.agents.loading import check_model_dir, load_model, load_tokenizer
 from toolgym.agents.vision import ImageEncoder, ImageError, ImageInputs
 from toolgym.errors import ToolgymError
@@ -54,6 +55,7 @@ class _Request:
     adapter: str | None
     future: asyncio.Future[Completion]
     loop: asyncio.AbstractEventLoop
+    episode: Hashable | None = None
 
     def resolve(self, result: Completion | None = None, error: BaseException | None = None) -> None:
         def settle() -> None:
@@ -90,9 +92,11 @@ class HFEngine:
         seed: int = 0,
         precision: Precision | None = None,
         images: ImageEncoder | None = None,
+        context_budget_mb: int = 1024,
     ) -> None:
         """`images`: the image encoder of a vision-language model passed as a loaded model
-        (found in the directory when `model` is one)."""
+        (found in the directory when `model` is one). `context_budget_mb`: memory for the
+        KV caches kept between an episode's turns (least recently used evicted first)."""
         if isinstance(model, (str, Path)):
             check_model_dir(model)
             precision = precision or resolve_precision()
@@ -126,6 +130,8 @@ class HFEngine:
         self.decode_steps = 0
         """Forward passes that produced a token for every running row (a throughput gauge)."""
         self.adapters: dict[str, str] = {}
+        self.contexts = ContextStore(context_budget_mb << 20)
+        """Each running episode's KV cache, kept between its turns (hf_contexts.py)."""
         self._seeds = torch.Generator().manual_seed(seed)
         self._model_lock = threading.Lock()
         self._inbox: queue.Queue[_Request | None] = queue.Queue()
@@ -139,10 +145,13 @@ class HFEngine:
         adapter: str | None = None,
         on_token: Callable[[int], None] | None = None,
         images: list[str] | None = None,
+        episode: Hashable | None = None,
     ) -> Completion:
         """`on_token` (optional) is called on the caller's event loop with each token as it
         is sampled, before the completion is returned (for streaming). `images`: the data
-        URLs of the images whose placeholders are in `prompt_ids` (vision-language models)."""
+        URLs of the images whose placeholders are in `prompt_ids` (vision-language models).
+        `episode`: a key unique to the episode this turn belongs to; its cache is kept for
+        its next turn until `end_episode` (turns with images are prefilled whole)."""
         self.check_request(prompt_ids, sampling, adapter)
         pixels = await asyncio.to_thread(self.pixels, prompt_ids, images) if images else None
         seed = (
@@ -156,9 +165,10 @@ class HFEngine:
             torch.Generator().manual_seed(seed),
             self.end_ids | set(sampling.stop_token_ids),
             images=pixels,
+            keep_context=episode is not None and pixels is None,
         )
         loop = asyncio.get_running_loop()
-        request = _Request(row, adapter, loop.create_future(), loop)
+        request = _Request(row, adapter, loop.create_future(), loop, episode)
         row.owner = request
         if on_token is not None:
             row.on_token = functools.partial(_call_soon, loop, on_token)
@@ -169,6 +179,10 @@ class HFEngine:
             self._thread.start()
         self._inbox.put(request)
         return await request.future
+
+    def end_episode(self, episode: Hashable) -> None:
+        """The episode is over: free the cache kept for its next turn."""
+        self.contexts.drop(episode)
 
     async def update_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Load new weights (after a training step) and bump `policy_version`."""
@@ -211,12 +225,16 @@ class HFEngine:
                 joining = self._take(waiting, adapter, self.max_batch_size - len(batch))
                 with self._model_lock, self._adapter(adapter), self.precision.autocast():
                     if joining:
+                        self._resume(joining, adapter)
                         batch.admit([r.row for r in joining])
+                        for r in joining:
+                            r.row.context = None  # the batch holds it now
                     self.peak_batch_size = max(self.peak_batch_size, len(batch))
                     finished = []
                     if batch:
                         finished = batch.step()
                         self.decode_steps += 1
+                    self._keep([row for row, _ in finished], adapter)
                 for row, completion in finished:
                     row.owner.resolve(completion)
             except Exception as exc:  # a broken batch fails its requests, never the thread
@@ -226,6 +244,26 @@ class HFEngine:
                     EngineError(f"generation failed: {type(exc).__name__}: {exc}"),
                 )
                 batch = RunningBatch(self.model, self.tokenizer, self.pad_id)
+
+    def _resume(self, joining: list[_Request], adapter: str | None) -> None:
+        """Give each joining turn its episode's context, where one holds under these weights."""
+        stamp = weights_stamp(self.model, self.policy_version, adapter)
+        for r in joining:
+            r.row.stamp = stamp
+            if r.episode is not None and r.row.keep_context:
+                r.row.context = self.contexts.take(r.episode, r.row.prompt, stamp)
+
+    def _keep(self, finished: list[Row], adapter: str | None) -> None:
+        """Keep finished turns' caches for their episodes' next turns, before they return
+        (the next turn may be asked for at once), unless the weights moved meanwhile."""
+        kept = [r for r in finished if r.kept is not None and not r.owner.future.done()]
+        if not kept:
+            return
+        stamp = weights_stamp(self.model, self.policy_version, adapter)
+        for r in kept:
+            if r.kept is not None and r.kept.stamp == stamp:
+                self.contexts.put(r.owner.episode, r.kept)
+            r.kept = None
 
     def _collect(self, waiting: deque[_Request], block: bool) -> bool:
         """Move new requests into `waiting`; False once the engine is closing."""
@@ -306,6 +344,7 @@ class HFEngine:
         with self._model_lock:
             self.model.load_state_dict(state_dict, strict=False)
             self.policy_version += 1
+            self.contexts.clear()
 
     def _load_adapter(self, name: str, path: str) -> None:
         from peft import PeftModel

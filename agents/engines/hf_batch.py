@@ -1,25 +1,31 @@
 """The running batch of the hf engine: continuous batching over a transformers KV cache.
 
-Rows join between decode steps (their prompts are prefilled together, then their cache is
-merged into the batch's, left-padded to a common length) and leave as soon as they finish,
-so a short answer is returned while longer ones are still being decoded, and a new request
-does not wait for the whole batch to drain.
+Rows join between decode steps and leave as soon as they finish, so a short answer is
+returned while longer ones are still being decoded, and a new request does not wait for the
+whole batch to drain. Each row's tokens are contiguous and right-aligned in the batch's
+cache; columns no row uses any more are cut when rows leave, so decoding attends over the
+live tokens. A joining row that brings its episode's context (hf_contexts.py) prefills only
+the tokens after it; joining rows prefill in chunks of similar new lengths, so a short
+continuation is not padded to a long fresh prompt. A finishing row can leave its cache for
+its episode's next turn.
 
-Rows with images (vision-language models) are prefilled with their pixels and the model's
-3-D rotary positions; after the prompt every position is text again, so decoding goes on
-from each row's next position like any other row's.
+Rows with images (vision-language models) are prefilled whole, with their pixels and the
+model's 3-D rotary positions; after the prompt every position is text again, so decoding
+goes on from each row's next position like any other row's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from transformers import DynamicCache
 
 from toolgym.agents.engines.base import Completion, SamplingParams
+from toolgym.agents.engines.hf_contexts import Context
 from toolgym.agents.vision import ImageInputs, vision_inputs, vision_token_ids
 
 
@@ -41,6 +47,17 @@ class Row:
     """Called from the worker thread with each sampled token (a server streaming it)."""
     images: ImageInputs | None = None
     """The pixels of the images in the prompt, in order (vision-language models)."""
+    context: Context | None = None
+    """The cache of the prompt's first tokens, left by the episode's last turn."""
+    keep_context: bool = False
+    """Leave this row's cache in `kept` when it finishes (its episode goes on)."""
+    kept: Context | None = None
+    stamp: Hashable = None
+    """The weights the row was computed under (its kept context carries it)."""
+
+    @property
+    def reused(self) -> int:
+        return len(self.context.tokens) if self.context is not None else 0
 
 
 class RunningBatch:
@@ -62,29 +79,50 @@ class RunningBatch:
 
     @torch.no_grad()
     def admit(self, rows: list[Row]) -> None:
-        """Prefill `rows` and merge them into the batch."""
-        longest = max(len(r.prompt) for r in rows)
-        ids = torch.full((len(rows), longest), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), longest), dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, longest - len(r.prompt) :] = torch.tensor(r.prompt)
-            mask[i, longest - len(r.prompt) :] = 1
+        """Prefill `rows` and merge them into the batch. A row with a context prefills only
+        the tokens after it; rows prefill in chunks of similar new lengths, so a short
+        continuation is not padded to a long fresh prompt."""
+        for chunk in prefill_chunks(rows):
+            self._merge(chunk, *self._prefill(chunk))
+
+    def _prefill(self, rows: list[Row]) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The chunk's cache, mask, last logits and next positions. Every row ends right-
+        aligned: a row whose new tokens are fewer than the chunk's widest feeds some of its
+        cached tokens again rather than leaving a gap, so each row's tokens stay contiguous."""
+        width = max(len(r.prompt) - r.reused for r in rows)
+        past = [max(len(r.prompt) - width, 0) for r in rows]
+        past_width = max(past)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), past_width + width), dtype=torch.long)
+        for i, (r, p) in enumerate(zip(rows, past, strict=True)):
+            fed = r.prompt[p:]
+            ids[i, width - len(fed) :] = torch.tensor(fed)
+            mask[i, past_width - p : past_width] = 1
+            mask[i, past_width + width - len(fed) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        inputs = {"position_ids": positions}
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, past_width:]
+        inputs: dict[str, Any] = {"position_ids": positions}
         images = ImageInputs.join([r.images for r in rows])
-        if images is not None:
+        if images is not None:  # rows with images have no context: past_width is 0
             inputs = vision_inputs(self.model, ids, mask, images.to(self.device))
-        out = self.model(input_ids=ids, attention_mask=mask, use_cache=True, **inputs)
+        if past_width:
+            inputs["past_key_values"] = _past_cache(rows, past, past_width)
+        out = self.model(
+            input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=1, **inputs
+        )
         logits = out.logits[:, -1, :].float().cpu()
         following = inputs["position_ids"].reshape(-1, *ids.shape).amax(dim=(0, 2)) + 1
-        following = following.unsqueeze(-1)
+        return out.past_key_values, mask, logits, following.unsqueeze(-1)
+
+    def _merge(
+        self, rows: list[Row], cache: Any, mask: torch.Tensor, logits: torch.Tensor,
+        following: torch.Tensor,
+    ) -> None:  # fmt: skip
         if not self.rows:
-            self.cache, self.mask, self.logits = out.past_key_values, mask, logits
-            self.positions = following
+            self.cache, self.mask, self.logits, self.positions = cache, mask, logits, following
         else:
             width = max(self.mask.shape[1], mask.shape[1])
-            for mine, theirs in zip(self.cache.layers, out.past_key_values.layers, strict=True):
+            for mine, theirs in zip(self.cache.layers, cache.layers, strict=True):
                 mine.keys = torch.cat(
                     [_left_pad(mine.keys, width, 2), _left_pad(theirs.keys, width, 2)]
                 )
@@ -119,6 +157,9 @@ class RunningBatch:
             if r.on_token is not None:
                 r.on_token(token)
         done = [(r, self._completion(r)) for r in self.rows if r.finish is not None]
+        for i, r in enumerate(self.rows):
+            if r.finish is not None and r.keep_context:
+                r.kept = self._context(i, r)
         keep = [i for i, r in enumerate(self.rows) if r.finish is None]
         self.retain(keep)
         if self.rows:
@@ -149,6 +190,24 @@ class RunningBatch:
         self.cache.batch_select_indices(on_device)
         self.mask, self.positions = self.mask[on_device], self.positions[on_device]
         self.logits = self.logits[index]
+        lead = self.mask.shape[1] - int(self.mask.sum(-1).max())
+        if lead > 0:  # columns no remaining row uses: decode attends over live tokens only
+            self.mask = self.mask[:, lead:]
+            for layer in self.cache.layers:
+                layer.keys, layer.values = layer.keys[:, :, lead:], layer.values[:, :, lead:]
+
+    def _context(self, i: int, r: Row) -> Context | None:
+        """Row `i`'s cache (its prompt and all its tokens but the last, which was sampled and
+        never fed), copied out of the batch; None where the cache is not one column per token
+        (sliding-window layers) or the prompt had images (their positions are not text's)."""
+        if r.images is not None or any(layer.is_sliding for layer in self.cache.layers):
+            return None
+        held = len(r.prompt) + len(r.tokens) - 1
+        layers = [
+            (layer.keys[i : i + 1, :, -held:].clone(), layer.values[i : i + 1, :, -held:].clone())
+            for layer in self.cache.layers
+        ]
+        return Context(r.prompt + r.tokens[:-1], layers, r.stamp)
 
     def _finished(self, r: Row) -> str | None:
         if r.tokens[-1] in r.stop_ids:
@@ -173,6 +232,43 @@ class RunningBatch:
             r.tops if r.sampling.top_logprobs else None,
             len(r.prompt),
         )
+
+
+def prefill_chunks(rows: list[Row], waste: float = 0.5) -> list[list[Row]]:
+    """`rows` in prefill chunks: rows with a context apart from fresh ones (images need a
+    fresh prefill), each chunk of similar new lengths, so that padding (or re-fed cached
+    tokens) stays under `waste` of the tokens a chunk computes."""
+    chunks: list[list[Row]] = []
+    for group in ([r for r in rows if r.context is None], [r for r in rows if r.context]):
+        group = sorted(group, key=lambda r: len(r.prompt) - r.reused, reverse=True)
+        chunk: list[Row] = []
+        needed = widest = 0
+        for r in group:
+            new = len(r.prompt) - r.reused
+            if chunk and needed + new < (1 - waste) * widest * (len(chunk) + 1):
+                chunks.append(chunk)
+                chunk, needed = [], 0
+            if not chunk:
+                widest = new
+            chunk.append(r)
+            needed += new
+        if chunk:
+            chunks.append(chunk)
+    return chunks
+
+
+def _past_cache(rows: list[Row], past: list[int], width: int) -> DynamicCache:
+    """The rows' contexts, the first `past[i]` tokens of each, left-padded to `width`."""
+    template = next(r.context for r, p in zip(rows, past, strict=True) if p and r.context)
+    layers = []
+    for n, (k0, v0) in enumerate(template.layers):
+        keys, values = [], []
+        for r, p in zip(rows, past, strict=True):
+            k, v = r.context.layers[n] if r.context is not None else (k0, v0)
+            keys.append(_left_pad(k[:, :, :p], width, 2))
+            values.append(_left_pad(v[:, :, :p], width, 2))
+        layers.append((torch.cat(keys), torch.cat(values)))
+    return DynamicCache(layers)
 
 
 def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
