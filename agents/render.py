@@ -120,6 +120,7 @@ class ChatRenderer:
         it if the completion did not end with the closing token), the new messages, and the
         next generation prompt."""
         turn = {"role": "assistant", "content": _PLACEHOLDER}
+        tools = tools if self._tools_reach_the_tail else None
         tail = self._render_ids([*_LEAD_IN, turn, *new_messages], tools, after=_PLACEHOLDER)
         if completion_ids and tail[:1] == [completion_ids[-1]] and tail[0] in self.closing_ids():
             tail = tail[1:]
@@ -188,6 +189,22 @@ class ChatRenderer:
         turn = {"role": "assistant", "content": _PLACEHOLDER}
         full = self.render_text([*_LEAD_IN, turn, *new_messages], tools, add_generation_prompt=True)
         return full[full.index(_PLACEHOLDER) + len(_PLACEHOLDER) :]
+
+    @functools.cached_property
+    def _tools_reach_the_tail(self) -> bool:
+        """Whether this template writes anything of the tools after an assistant turn. Most
+        write them once, before the conversation (the system prompt or the first user
+        turn); then a delta is rendered without them, which spares rendering every schema
+        to JSON again each turn. Probed once, with a tool's answer and a user's last."""
+        probe = [{"type": "function", "function": {"name": "probe", "description": "p",
+                  "parameters": {"type": "object", "properties": {}}}}]  # fmt: skip
+        for last in ({"role": "tool", "content": "r"}, {"role": "user", "content": "u"}):
+            messages = [{"role": "tool", "content": "t"}, last]
+            if self._tail_after_assistant(messages, probe) != self._tail_after_assistant(
+                messages, None
+            ):
+                return True
+        return False
 
     @functools.cached_property
     def closing_tokens(self) -> list[str]:

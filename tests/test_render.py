@@ -117,3 +117,28 @@ def test_tool_schemas_can_be_left_out_of_prompts(tiny_tokenizer):
     assert '"parameters"' not in tiny_tokenizer.decode(without)
     answer = [{"role": "tool", "tool_call_id": "c", "name": "move", "content": "ok"}]
     assert short.delta_ids(answer, [], TOOLS) == full.delta_ids(answer, [], TOOLS)
+
+
+TOOLS_BEFORE_EACH_TURN = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}{% if tools %}<|im_start|>system\n"
+    "{% for t in tools %}{{ t['function']['name'] }} {% endfor %}<|im_end|>\n{% endif %}"
+    "<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.mark.parametrize("name", ["tiny", "qwen2_5", "qwen3", "llama3_1", "llama3_2"])
+def test_deltas_leave_tools_out_only_where_the_template_writes_them_before_the_turns(
+    name, tiny_tokenizer
+):
+    renderer = renderer_for(name, tiny_tokenizer)
+    answer = TURNS[0][2]
+    closing = [tiny_tokenizer.convert_tokens_to_ids(CLOSING[name])]
+    assert not renderer._tools_reach_the_tail
+    assert renderer.delta_ids(answer, closing, TOOLS) == renderer.delta_ids(answer, closing, None)
+    every_turn = ChatRenderer(tiny_tokenizer, TOOLS_BEFORE_EACH_TURN)
+    assert every_turn._tools_reach_the_tail
+    with_tools = tiny_tokenizer.decode(every_turn.delta_ids(answer, [], TOOLS))
+    assert "pick_up" in with_tools and "pick_up" not in tiny_tokenizer.decode(
+        every_turn.delta_ids(answer, [], None)
+    )

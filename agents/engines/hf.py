@@ -17,7 +17,9 @@ import asyncio
 import contextlib
 import functools
 import queue
+import random
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
@@ -36,6 +38,12 @@ from toolgym.errors import ToolgymError
 from toolgym.log import get_logger
 
 log = get_logger(__name__)
+
+
+QUIET_S = 0.002
+"""An idle engine's wait for the next request of a burst (see HFEngine._collect)."""
+BURST_S = 0.05
+"""The longest it waits for a burst to end before it starts generating."""
 
 
 class BadRequestError(ToolgymError, ValueError):
@@ -132,7 +140,9 @@ class HFEngine:
         self.adapters: dict[str, str] = {}
         self.contexts = ContextStore(context_budget_mb << 20)
         """Each running episode's KV cache, kept between its turns (hf_contexts.py)."""
-        self._seeds = torch.Generator().manual_seed(seed)
+        self._seeds = random.Random(seed)
+        """Draws the seeds of requests that bring none (in Python: a torch op on the caller's
+        thread waits on the worker's forward passes)."""
         self._model_lock = threading.Lock()
         self._inbox: queue.Queue[_Request | None] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -154,11 +164,7 @@ class HFEngine:
         its next turn until `end_episode` (turns with images are prefilled whole)."""
         self.check_request(prompt_ids, sampling, adapter)
         pixels = await asyncio.to_thread(self.pixels, prompt_ids, images) if images else None
-        seed = (
-            sampling.seed
-            if sampling.seed is not None
-            else int(torch.randint(2**62, (), generator=self._seeds))
-        )
+        seed = sampling.seed if sampling.seed is not None else self._seeds.getrandbits(62)
         row = Row(
             list(prompt_ids),
             sampling,
@@ -266,14 +272,23 @@ class HFEngine:
             r.kept = None
 
     def _collect(self, waiting: deque[_Request], block: bool) -> bool:
-        """Move new requests into `waiting`; False once the engine is closing."""
+        """Move new requests into `waiting`; False once the engine is closing. An idle
+        engine woken by a request waits for the rest of its burst (until the inbox is quiet
+        for `QUIET_S`, at most `BURST_S`), so episodes that start together prefill and decode
+        together instead of in a staggered line of their own."""
+        deadline = time.monotonic() + BURST_S
         try:
             item = self._inbox.get(block=block)
             while True:
                 if item is None:
                     return False
                 waiting.append(item)
-                item = self._inbox.get_nowait()
+                if not block or len(waiting) >= self.max_batch_size:
+                    item = self._inbox.get_nowait()
+                else:
+                    item = self._inbox.get(
+                        timeout=min(QUIET_S, max(deadline - time.monotonic(), 0))
+                    )
         except queue.Empty:
             return True
 
