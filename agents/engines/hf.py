@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from toolgym.agents.device import Precision, resolve_precision
 from toolgym.agents.engines.base import Completion, EngineError, SamplingParams
@@ -40,6 +41,8 @@ from toolgym.log import get_logger
 log = get_logger(__name__)
 
 
+FAST_ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+"""Attention kernels the engine uses on a GPU (see HFEngine._compute)."""
 QUIET_S = 0.002
 """An idle engine's wait for the next request of a burst (see HFEngine._collect)."""
 BURST_S = 0.05
@@ -217,6 +220,7 @@ class HFEngine:
         batch = RunningBatch(self.model, self.tokenizer, self.pad_id)
         waiting: deque[_Request] = deque()
         adapter: str | None = None
+        self._warm_up()
         while True:
             try:
                 if not self._collect(waiting, block=not batch and not waiting):
@@ -229,7 +233,7 @@ class HFEngine:
                     adapter = waiting[0].adapter if waiting else None
                 batch.retain([i for i, r in enumerate(batch.rows) if not r.owner.future.done()])
                 joining = self._take(waiting, adapter, self.max_batch_size - len(batch))
-                with self._model_lock, self._adapter(adapter), self.precision.autocast():
+                with self._model_lock, self._adapter(adapter), self._compute():
                     if joining:
                         self._resume(joining, adapter)
                         batch.admit([r.row for r in joining])
@@ -270,6 +274,37 @@ class HFEngine:
             if r.kept is not None and r.kept.stamp == stamp:
                 self.contexts.put(r.owner.episode, r.kept)
             r.kept = None
+
+    @contextlib.contextmanager
+    def _compute(self) -> Iterator[None]:
+        """The precision's autocast, and on a GPU no cuDNN attention: it builds a plan per
+        new shape, and a running batch's shapes change every step (a plan per step, slower
+        than the other kernels by far until every shape has been seen once)."""
+        with self.precision.autocast(), contextlib.ExitStack() as stack:
+            if self.precision.device.type == "cuda":
+                stack.enter_context(sdpa_kernel(FAST_ATTENTION))
+            yield
+
+    def _warm_up(self) -> None:
+        """One small padded prefill and a decode step when the worker starts, so that what a
+        process pays once (kernel set-up, allocator pools) is paid here, not by the first
+        requests."""
+        batch = RunningBatch(self.model, self.tokenizer, self.pad_id)
+        rows = [
+            Row(
+                [self.pad_id] * n,
+                SamplingParams(max_tokens=2, temperature=0),
+                torch.Generator(),
+                set(),
+            )
+            for n in (3, 5)
+        ]
+        try:
+            with self._model_lock, self._compute():
+                batch.admit(rows)
+                batch.step()
+        except Exception:  # a model that fails here fails its requests with the reason
+            log.debug("warm-up failed", exc_info=True)
 
     def _collect(self, waiting: deque[_Request], block: bool) -> bool:
         """Move new requests into `waiting`; False once the engine is closing. An idle
