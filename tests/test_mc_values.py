@@ -37,10 +37,10 @@ class ForcedPrefix:
     def __getattr__(self, name):
         return getattr(self.engine, name)
 
-    async def generate(self, prompt_ids, sampling, adapter=None):
+    async def generate(self, prompt_ids, sampling, adapter=None, **engine_args):
         turn, self.calls = self.calls, self.calls + 1
-        if turn >= self.turns:
-            return await self.engine.generate(prompt_ids, sampling, adapter)
+        if turn >= self.turns:  # the engine's own keywords too (its episode's key)
+            return await self.engine.generate(prompt_ids, sampling, adapter, **engine_args)
         step = self.prefix.steps[turn]
         assert prompt_ids == self.prefix.token_ids[: step.response_start]
         own = self.prefix.token_ids[step.response_start : step.response_end]

@@ -77,6 +77,7 @@ class KeepsEpisodeContext(Protocol):
     """An engine that keeps an episode's context (its KV cache) between the episode's turns:
     its `generate` also takes `episode=`, a key unique to the episode, and a turn whose prompt
     extends that episode's last one prefills only the tokens it adds. The episode's runner
-    calls `end_episode` when it is over, which frees the context."""
+    calls `end_episode` when it is over, which frees the context. (A wrapper that forwards
+    an engine's attributes, `end_episode` among them, forwards generate's keywords too.)"""
 
     def end_episode(self, episode: Hashable) -> None: ...
