@@ -38,7 +38,7 @@ test: install system-deps lint typecheck
 
 bench: install system-deps
 	$(PYTHON) bench/env_step.py
-	cd bench && $(PYTHON) rollout_overhead.py && $(PYTHON) async_vs_lockstep.py
+	cd bench && $(PYTHON) rollout_overhead.py && $(PYTHON) async_vs_lockstep.py && $(PYTHON) engine.py
 	$(PYTHON) bench/search_server.py
 	$(PYTHON) bench/simulated_search.py
 	$(PYTHON) bench/sandbox_pool.py
