@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from toolgym.agents.engines import SamplingParams
-from toolgym.agents.engines.hf import HFEngine
+from toolgym.agents.engines.hf import BadRequestError, HFEngine
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig, run_episode
 from toolgym.envs.maze import MazeEnv
@@ -147,3 +147,16 @@ def test_a_rollout_ends_its_episode_and_its_logprobs_match_across_turns(engine, 
     for step in traj.steps:
         fresh = fresh_logprobs(engine.model, traj.token_ids, step.response_start, step.response_end)
         assert torch.allclose(fresh, torch.tensor(step.logprobs), atol=1e-4)
+
+
+def test_an_unhashable_episode_key_is_refused_and_the_batch_goes_on(engine):
+    async def main():
+        good = asyncio.ensure_future(
+            engine.generate([5, 6, 7], SamplingParams(max_tokens=8, seed=1), episode="fine")
+        )
+        with pytest.raises(BadRequestError, match="hashable"):
+            await engine.generate([5, 6, 7], SamplingParams(max_tokens=8), episode=["a", "list"])
+        return await good
+
+    assert len(asyncio.run(main()).token_ids) > 0
+    engine.end_episode("fine")

@@ -166,6 +166,8 @@ class HFEngine:
         `episode`: a key unique to the episode this turn belongs to; its cache is kept for
         its next turn until `end_episode` (turns with images are prefilled whole)."""
         self.check_request(prompt_ids, sampling, adapter)
+        if episode is not None and not isinstance(episode, Hashable):
+            raise BadRequestError(f"an episode key must be hashable, got {type(episode).__name__}")
         pixels = await asyncio.to_thread(self.pixels, prompt_ids, images) if images else None
         seed = sampling.seed if sampling.seed is not None else self._seeds.getrandbits(62)
         row = Row(
@@ -260,19 +262,19 @@ class HFEngine:
         stamp = weights_stamp(self.model, self.policy_version, adapter)
         for r in joining:
             r.row.stamp = stamp
-            if r.episode is not None and r.row.keep_context:
+            if r.row.keep_context:
                 r.row.context = self.contexts.take(r.episode, r.row.prompt, stamp)
 
     def _keep(self, finished: list[Row], adapter: str | None) -> None:
         """Keep finished turns' caches for their episodes' next turns, before they return
         (the next turn may be asked for at once), unless the weights moved meanwhile."""
-        kept = [r for r in finished if r.kept is not None and not r.owner.future.done()]
+        kept = [(r, r.kept) for r in finished if r.kept is not None and not r.owner.future.done()]
         if not kept:
             return
         stamp = weights_stamp(self.model, self.policy_version, adapter)
-        for r in kept:
-            if r.kept is not None and r.kept.stamp == stamp:
-                self.contexts.put(r.owner.episode, r.kept)
+        for r, context in kept:
+            if context.stamp == stamp:
+                self.contexts.put(r.owner.episode, context)
             r.kept = None
 
     @contextlib.contextmanager
