@@ -195,14 +195,18 @@ class ChatRenderer:
         """Whether this template writes anything of the tools after an assistant turn. Most
         write them once, before the conversation (the system prompt or the first user
         turn); then a delta is rendered without them, which spares rendering every schema
-        to JSON again each turn. Probed once, with a tool's answer and a user's last."""
+        to JSON again each turn. Probed once, with a tool's answer and a user's last; a
+        template that refuses the probe keeps the tools in every delta, as before."""
         probe = [{"type": "function", "function": {"name": "probe", "description": "p",
                   "parameters": {"type": "object", "properties": {}}}}]  # fmt: skip
         for last in ({"role": "tool", "content": "r"}, {"role": "user", "content": "u"}):
             messages = [{"role": "tool", "content": "t"}, last]
-            if self._tail_after_assistant(messages, probe) != self._tail_after_assistant(
-                messages, None
-            ):
+            try:
+                with_tools = self._tail_after_assistant(messages, probe)
+                without = self._tail_after_assistant(messages, None)
+            except Exception:  # e.g. a template that wants roles to alternate strictly
+                return True
+            if with_tools != without:
                 return True
         return False
 
