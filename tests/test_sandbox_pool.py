@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from pathlib import Path
 
 import pytest
 
 from toolgym.errors import ConfigError
 from toolgym.sandbox import Limits, SandboxError, SandboxPool, Status, make_backend, run
-from toolgym.sandbox.backends.bubblewrap import BubblewrapBackend
+from toolgym.sandbox.backends.bubblewrap import NOBODY, BubblewrapBackend
 
 LIMITS = Limits(timeout_s=5, memory_mb=256, output_bytes=2000, fetch_bytes=1000)
 
@@ -165,6 +167,39 @@ def test_backends_fail_closed():
         make_backend("bwrap")
     with pytest.raises(SandboxError, match="bwrap"):
         SandboxPool("bubblewrap", backend_options={"bwrap": "/nonexistent/bwrap"})
+
+
+@pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "popen"])
+def test_bubblewrap_started_by_root_runs_as_nobody(setpriv):
+    """Root's sandboxes run as nobody (so RLIMIT_NPROC counts their processes), whether
+    setpriv drops the ids or Popen does where setpriv is missing."""
+    backend = BubblewrapBackend()
+    if not setpriv:
+        backend.setpriv = None
+
+    async def uids_of_our_bwraps() -> set[int]:
+        channel = await backend.open("repl", Limits())
+        try:
+            return {int(s["Uid"].split()[0]) for s in _children() if s["Name"] == "bwrap"}
+        finally:
+            await channel.close()
+
+    expected = NOBODY if os.geteuid() == 0 else os.geteuid()
+    assert asyncio.run(uids_of_our_bwraps()) == {expected}
+
+
+def _children() -> list[dict[str, str]]:
+    """/proc/PID/status of this process's children, as fields."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            lines = (entry / "status").read_text().splitlines()
+        except (OSError, NotADirectoryError):
+            continue
+        fields = dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+        if fields.get("PPid", "").strip() == str(os.getpid()):
+            found.append({k: v.strip() for k, v in fields.items()})
+    return found
 
 
 def test_a_backend_that_breaks_later_is_an_error_not_a_fallback():

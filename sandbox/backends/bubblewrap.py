@@ -11,6 +11,9 @@ not for the sandbox as a whole; the Docker backend's cgroup bounds the total.
 
 Started by root, bwrap itself runs as `nobody`: the kernel does not count processes against
 RLIMIT_NPROC for a namespace that maps to host root, so a fork bomb would go unbounded.
+`setpriv` (util-linux) drops the ids in the process it then turns into bwrap, so Python starts
+it with vfork; dropping them in Python (`user=`) makes it fork, which copies the page tables of
+a process holding a model: 27 ms a sandbox against 3 ms. Without setpriv, Python drops them.
 """
 
 from __future__ import annotations
@@ -44,17 +47,19 @@ class BubblewrapBackend(Backend):
     def __init__(self, python: str | None = None, bwrap: str = "bwrap") -> None:
         self.python = python or _default_python()
         self.bwrap = shutil.which(bwrap) or bwrap
+        self.setpriv = shutil.which("setpriv")
 
     def check(self) -> None:
         if not Path(self.bwrap).is_file():
             raise SandboxError(f"the bubblewrap sandbox needs `bwrap`, not found: {INSTALL_HINT}")
         if not Path(self.python).is_file():
             raise SandboxError(f"the sandbox's interpreter {self.python} does not exist")
+        drop, popen = self._as_nobody()
         probe = subprocess.run(
-            [*self.argv(Limits(), "probe"), self.python, "-I", "-c", "pass"],
+            [*drop, *self.argv(Limits(), "probe"), self.python, "-I", "-c", "pass"],
             capture_output=True,
             timeout=30,
-            **self._as_user(),
+            **popen,
         )
         if probe.returncode != 0:
             why = probe.stderr.decode("utf-8", "replace").strip()[-500:]
@@ -65,8 +70,9 @@ class BubblewrapBackend(Backend):
             )
 
     async def open(self, mode: Mode, limits: Limits) -> Channel:
-        argv = [*self.argv(limits, mode), *self.guest_argv(self.python, mode)]
-        return await process_channel(argv, START_TIMEOUT_S, **self._as_user())
+        drop, popen = self._as_nobody()
+        argv = [*drop, *self.argv(limits, mode), *self.guest_argv(self.python, mode)]
+        return await process_channel(argv, START_TIMEOUT_S, **popen)
 
     def argv(self, limits: Limits, mode: str) -> list[str]:
         size = str(limits.work_mb << 20)
@@ -96,11 +102,15 @@ class BubblewrapBackend(Backend):
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "python": self.python}
 
-    @staticmethod
-    def _as_user() -> dict[str, Any]:
+    def _as_nobody(self) -> tuple[list[str], dict[str, Any]]:
+        """What starts bwrap as nobody when we are root: a setpriv prefix to the command, or
+        else Popen's arguments that drop the ids."""
         if os.geteuid() != 0:
-            return {}
-        return {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+            return [], {}
+        if self.setpriv is not None:
+            ids = ["--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups"]
+            return [self.setpriv, *ids], {}
+        return [], {"user": NOBODY, "group": NOBODY, "extra_groups": []}
 
 
 def _default_python() -> str:
