@@ -172,3 +172,35 @@ def test_recomputed_logprobs_of_a_real_rollout_equal_the_behaviour_logprobs(tiny
     assert torch.allclose(
         logprobs[mask], batch.old_logprobs[mask], atol=1e-4
     )  # ratio 1 before any update
+
+
+def test_scoring_only_the_loss_columns_equals_scoring_every_position(tiny_model_dir):
+    """token_logprobs asks the model for the logits of the loss columns only; the numbers are
+    those of the full logits, also from a model that ignores `logits_to_keep`."""
+    from transformers import AutoModelForCausalLM
+
+    from toolgym.training.batch import TokenBatch
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(16, model.config.vocab_size, (3, 40), generator=generator)
+    attention = torch.ones_like(ids)
+    attention[2, 30:] = 0
+    loss_mask = torch.zeros(3, 39)
+    loss_mask[0, 10:14] = loss_mask[1, 12:20] = loss_mask[2, 25:29] = 1
+    zeros = torch.zeros(3, 39)
+    batch = TokenBatch(ids, attention, loss_mask, zeros, zeros)
+    with torch.no_grad():
+        full = torch.log_softmax(model(input_ids=ids, attention_mask=attention).logits, -1)
+        expected = full[:, :-1].gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1) * loss_mask
+        logprobs, entropy = token_logprobs(model, batch, with_entropy=True)
+
+        class IgnoresLogitsToKeep(torch.nn.Module):
+            def forward(self, logits_to_keep=None, **inputs):
+                return model(**inputs)
+
+        ignored, _ = token_logprobs(IgnoresLogitsToKeep(), batch)
+    assert torch.allclose(logprobs, expected, atol=1e-5)
+    assert torch.equal(ignored, logprobs)
+    assert entropy is not None and bool((entropy[loss_mask == 0] == 0).all())
+    assert bool((entropy[loss_mask > 0] > 0).all())

@@ -92,15 +92,20 @@ def token_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of each target token under `model` (B, T-1), and their entropy, at
     the loss positions; 0 elsewhere. Prompt and environment tokens are most of a multi-turn
-    sequence, so the softmax over the vocabulary (and its backward) runs on loss tokens only."""
+    sequence, so the vocabulary projection, the softmax and their backward run only at the
+    positions where some row has a loss token (`logits_to_keep`)."""
+    where = batch.loss_mask > 0
+    columns = where.any(0).nonzero().squeeze(-1)
     inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
     pixels = ImageInputs.join(batch.images)
     if pixels is not None:
         inputs |= vision_inputs(model, batch.input_ids, batch.attention_mask, pixels)
-    logits = model(**inputs).logits[:, :-1]
-    where = batch.loss_mask > 0
-    log_probs = torch.log_softmax(logits[where].float(), dim=-1)
-    targets = batch.input_ids[:, 1:][where]
+    logits = model(**inputs, logits_to_keep=columns).logits  # (B, columns, V)
+    if logits.shape[1] != len(columns):  # a model that ignores logits_to_keep gives them all
+        logits = logits[:, columns]
+    kept = where[:, columns]
+    log_probs = torch.log_softmax(logits[kept].float(), dim=-1)
+    targets = batch.input_ids[:, 1:][:, columns][kept]
     chosen = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     entropy = -(log_probs.exp() * log_probs).sum(-1) if with_entropy else None
     return _spread(chosen, where), None if entropy is None else _spread(entropy, where)
