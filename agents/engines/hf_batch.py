@@ -16,6 +16,7 @@ goes on from each row's next position like any other row's.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,7 @@ class RunningBatch:
         self.unsampled = vision_token_ids(model.config)
         """Ids never sampled (image placeholders); log-probabilities stay the model's own."""
         self.device = next(model.parameters()).device
+        self.cache_keyword = cache_keyword(model)
         """Where the model, its cache, mask and positions live; sampling runs on the cpu
         (the last position's logits come back as float32), with each row's own generator."""
         self.rows: list[Row] = []
@@ -106,13 +108,13 @@ class RunningBatch:
         if images is not None:  # rows with images have no context: past_width is 0
             inputs = vision_inputs(self.model, ids, mask, images.to(self.device))
         if past_width:
-            inputs["past_key_values"] = _past_cache(rows, past, past_width)
+            inputs[self.cache_keyword] = _past_cache(rows, past, past_width)
         out = self.model(
             input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=1, **inputs
         )
         logits = out.logits[:, -1, :].float().cpu()
         following = inputs["position_ids"].reshape(-1, *ids.shape).amax(dim=(0, 2)) + 1
-        return out.past_key_values, mask, logits, following.unsqueeze(-1)
+        return returned_cache(out), mask, logits, following.unsqueeze(-1)
 
     def _merge(
         self, rows: list[Row], cache: Any, mask: torch.Tensor, logits: torch.Tensor,
@@ -170,10 +172,10 @@ class RunningBatch:
                 input_ids=step_ids,
                 attention_mask=self.mask,
                 position_ids=self.positions,
-                past_key_values=self.cache,
                 use_cache=True,
+                **{self.cache_keyword: self.cache},
             )
-            self.cache, self.logits = out.past_key_values, out.logits[:, -1, :].float().cpu()
+            self.cache, self.logits = returned_cache(out), out.logits[:, -1, :].float().cpu()
             self.positions = self.positions + 1
         return done
 
@@ -255,6 +257,22 @@ def prefill_chunks(rows: list[Row], waste: float = 0.5) -> list[list[Row]]:
         if chunk:
             chunks.append(chunk)
     return chunks
+
+
+def cache_keyword(model: Any) -> str:
+    """The forward's name for the KV cache: `cache` in newer transformers (which take the old
+    `past_key_values` only until 5.40), `past_key_values` in older ones. A LoRA-wrapped
+    model is asked through the model it wraps."""
+    from peft import PeftModel
+
+    base = model.get_base_model() if isinstance(model, PeftModel) else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def returned_cache(out: Any) -> Any:
+    """The KV cache a forward returned, under either name."""
+    cache = out.get("cache")
+    return cache if cache is not None else out.past_key_values
 
 
 def _past_cache(rows: list[Row], past: list[int], width: int) -> DynamicCache:
