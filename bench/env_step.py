@@ -8,7 +8,8 @@ same game work; what differs is what toolgym adds around it:
            run the tool, build messages and info)
 - runner:  the same env through the episode runner, many episodes at once on reused
            instances from an EnvPool, with per-call timeouts and token bookkeeping (a
-           replaying policy stands in for the model, so the rendering is counted too)
+           replaying policy stands in for the model, so the rendering is counted too; its
+           turns' ids are encoded before the clock starts, as a model samples them)
 
 The ratio bare / toolkit is the toolkit's overhead factor per step (1.0 = free). Each path
 runs `--repeats` times and the median is shown, because these machines are shared and noisy.
@@ -84,8 +85,8 @@ class Replay:
 
     policy_version = 0
 
-    def __init__(self, texts: list[str], renderer: ChatRenderer) -> None:
-        self.turns = iter([(t, renderer.encode(t) + renderer.closing_ids()) for t in texts])
+    def __init__(self, turns: list[tuple[str, list[int]]]) -> None:
+        self.turns = iter(turns)
 
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, adapter: object = None
@@ -98,7 +99,11 @@ class Replay:
 
 
 def runner(
-    seeds: range, size: int, texts: dict[int, list[str]], slots: int, renderer: ChatRenderer
+    seeds: range,
+    size: int,
+    turns: dict[int, list[tuple[str, list[int]]]],
+    slots: int,
+    renderer: ChatRenderer,
 ) -> int:
     config = RolloutConfig(SamplingParams(max_tokens=64), max_context_tokens=1 << 20)
 
@@ -108,9 +113,7 @@ def runner(
 
             async def one(seed: int) -> int:
                 async with limit:
-                    traj = await run_pooled(
-                        pool, Replay(texts[seed], renderer), renderer, config, seed=seed
-                    )
+                    traj = await run_pooled(pool, Replay(turns[seed]), renderer, config, seed=seed)
                 assert traj.terminated, traj.infra_error
                 return len(traj.steps)
 
@@ -143,6 +146,8 @@ def main() -> None:
     renderer = ChatRenderer(AutoTokenizer.from_pretrained(tiny_model(args.model)))
     render = HermesParser().render
     texts = {seed: [render([c]) for c in cs] for seed, cs in calls.items()}
+    closing = renderer.closing_ids()  # the model's side: its ids are sampled, not encoded
+    turns = {seed: [(t, renderer.encode(t) + closing) for t in ts] for seed, ts in texts.items()}
 
     rows = [
         ("bare game loop (baseline)", timed(lambda: bare(seeds, args.size, calls), args.repeats)),
@@ -152,7 +157,7 @@ def main() -> None:
         ),
         (
             f"runner, {args.slots} at once",
-            timed(lambda: runner(seeds, args.size, texts, args.slots, renderer), args.repeats),
+            timed(lambda: runner(seeds, args.size, turns, args.slots, renderer), args.repeats),
         ),
     ]
     base_rate = rows[0][1][0] / rows[0][1][1]
