@@ -17,6 +17,7 @@ goes on from each row's next position like any other row's.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,9 +68,9 @@ class RunningBatch:
         self.unsampled = vision_token_ids(model.config)
         """Ids never sampled (image placeholders); log-probabilities stay the model's own."""
         self.device = next(model.parameters()).device
-        self.cache_keyword = cache_keyword(model)
         """Where the model, its cache, mask and positions live; sampling runs on the cpu
         (the last position's logits come back as float32), with each row's own generator."""
+        self.cache_keyword = cache_keyword(model)
         self.rows: list[Row] = []
         self.cache: Any = None
         self.mask = torch.zeros((0, 0), dtype=torch.long, device=self.device)
@@ -262,10 +263,10 @@ def prefill_chunks(rows: list[Row], waste: float = 0.5) -> list[list[Row]]:
 def cache_keyword(model: Any) -> str:
     """The forward's name for the KV cache: `cache` in newer transformers (which take the old
     `past_key_values` only until 5.40), `past_key_values` in older ones. A LoRA-wrapped
-    model is asked through the model it wraps."""
-    from peft import PeftModel
-
-    base = model.get_base_model() if isinstance(model, PeftModel) else model
+    model is asked through the model it wraps (only a process that imported peft has one;
+    importing it here would cost every engine seconds)."""
+    peft = sys.modules.get("peft")
+    base = model.get_base_model() if peft and isinstance(model, peft.PeftModel) else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
