@@ -202,3 +202,61 @@ def test_update_weights_changes_the_policy_and_its_version(tiny_model_dir):
     first, second = asyncio.run(before_and_after())
     assert engine.policy_version == 1
     assert first.logprobs != pytest.approx(second.logprobs, abs=1e-3)
+
+
+def save_adapter(model_dir, path, modules):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(model_dir)
+    config = LoraConfig(r=4, lora_alpha=16, target_modules=modules, init_lora_weights=False)
+    get_peft_model(base, config).save_pretrained(path)
+    return str(path)
+
+
+def test_adapters_unloaded_to_none_and_loaded_again_keep_serving(tiny_model_dir, tmp_path):
+    """A trainer swaps adapters on a shared server (load the new, unload the old); once the
+    last is gone and another loads, the base model and the new adapter still answer."""
+    engine = HFEngine(tiny_model_dir)
+    wide = save_adapter(tiny_model_dir, tmp_path / "wide", ["q_proj", "k_proj", "v_proj", "o_proj"])
+    narrow = save_adapter(tiny_model_dir, tmp_path / "narrow", ["q_proj", "v_proj"])
+    ids, ask = prompt(engine, "Go north."), SamplingParams(max_tokens=4, temperature=0)
+
+    def answer(adapter=None):
+        return asyncio.wait_for(engine.generate(ids, ask, adapter), 60)
+
+    async def main():
+        base = (await answer()).logprobs
+        await engine.load_adapter("policy-1", wide)
+        await engine.load_adapter("policy-2", wide)
+        await engine.unload_adapter("policy-1")
+        assert (await answer("policy-2")).logprobs != base
+        await engine.unload_adapter("policy-2")
+        await engine.load_adapter("narrow", narrow)
+        again, adapted = (await answer()).logprobs, (await answer("narrow")).logprobs
+        await engine.aclose()
+        return base, again, adapted
+
+    base, again, adapted = asyncio.run(main())
+    assert again == pytest.approx(base, abs=1e-5) and adapted != pytest.approx(base, abs=1e-3)
+
+
+def test_a_failure_before_a_request_joins_the_batch_fails_it_instead_of_hanging(
+    tiny_model_dir, monkeypatch
+):
+    engine = HFEngine(tiny_model_dir)
+
+    def broken(joining, adapter):
+        raise RuntimeError("injected")
+
+    async def main():
+        with monkeypatch.context() as patch:
+            patch.setattr(engine, "_resume", broken)
+            with pytest.raises(Exception, match="generation failed: RuntimeError: injected"):
+                await asyncio.wait_for(engine.generate([5, 6], SamplingParams(max_tokens=2)), 60)
+        served = await engine.generate([5, 6], SamplingParams(max_tokens=2))
+        await engine.aclose()
+        return served
+
+    assert len(asyncio.run(main()).token_ids) == 2

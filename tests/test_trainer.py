@@ -241,6 +241,12 @@ def test_training_through_the_openai_engine_with_lora_adapters(
     with urllib.request.urlopen(f"{model_server}/v1/models") as response:
         served = {m["id"] for m in json.loads(response.read())["data"]}
     assert served == {"tiny", "policy-2"}  # the latest adapter is live, the previous one unloaded
+    unload = urllib.request.Request(
+        f"{model_server}/v1/unload_lora_adapter",
+        data=json.dumps({"lora_name": "policy-2"}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(unload).close()  # the server is shared: leave it as it was found
     assert (tmp_path / "adapters" / "policy-2" / "adapter_config.json").is_file()
     for missing, message in (
         ([f"engine.base_url={model_server}/v1"], "engine.kind=openai takes new weights as LoRA"),

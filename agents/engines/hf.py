@@ -209,6 +209,7 @@ class HFEngine:
         with self._model_lock:
             self.model.delete_adapter(name)
             del self.adapters[name]
+            self._settle_active_adapter()
 
     async def aclose(self) -> None:
         """Stop the worker thread; requests still waiting fail with EngineError."""
@@ -224,6 +225,7 @@ class HFEngine:
         adapter: str | None = None
         self._warm_up()
         while True:
+            joining: list[_Request] = []
             try:
                 if not self._collect(waiting, block=not batch and not waiting):
                     self._fail(
@@ -251,8 +253,10 @@ class HFEngine:
                     row.owner.resolve(completion)
             except Exception as exc:  # a broken batch fails its requests, never the thread
                 log.exception("generation failed")
+                admitted = {id(r.owner) for r in batch.rows}
                 self._fail(
-                    [r.owner for r in batch.rows],
+                    [r.owner for r in batch.rows]
+                    + [r for r in joining if id(r) not in admitted],  # taken, not yet admitted
                     EngineError(f"generation failed: {type(exc).__name__}: {exc}"),
                 )
                 batch = RunningBatch(self.model, self.tokenizer, self.pad_id)
@@ -420,3 +424,11 @@ class HFEngine:
                     f"could not load the LoRA adapter at {path}: {type(exc).__name__}: {exc}"
                 ) from None
             self.adapters[name] = path
+            self._settle_active_adapter()
+
+    def _settle_active_adapter(self) -> None:
+        """Keep a loaded adapter active. peft leaves a deleted adapter active, and a new one
+        loaded next to it inactive; its `disable_adapter` (the base model's turns) then
+        fails on the name it no longer has."""
+        if self.adapters and self.model.active_adapter not in self.adapters:
+            self.model.set_adapter(next(iter(self.adapters)))

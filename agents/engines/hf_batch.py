@@ -263,10 +263,11 @@ def prefill_chunks(rows: list[Row], waste: float = 0.5) -> list[list[Row]]:
 def cache_keyword(model: Any) -> str:
     """The forward's name for the KV cache: `cache` in newer transformers (which take the old
     `past_key_values` only until 5.40), `past_key_values` in older ones. A LoRA-wrapped
-    model is asked through the model it wraps (only a process that imported peft has one;
-    importing it here would cost every engine seconds)."""
+    model is asked through the model its LoRA tuner wraps (only a process that imported peft
+    has one; importing it here would cost every engine seconds). Not `get_base_model()`: that
+    reads the active adapter's config, which a failing batch must not depend on."""
     peft = sys.modules.get("peft")
-    base = model.get_base_model() if peft and isinstance(model, peft.PeftModel) else model
+    base = model.base_model.model if peft and isinstance(model, peft.PeftModel) else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
