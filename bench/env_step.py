@@ -10,6 +10,9 @@ same game work; what differs is what toolgym adds around it:
            instances from an EnvPool, with per-call timeouts and token bookkeeping (a
            replaying policy stands in for the model, so the rendering is counted too; its
            turns' ids are encoded before the clock starts, as a model samples them)
+- runner without rendering: the same, with a renderer that hands back fixed ids, so the
+           row shows the runner's own cost apart from the chat template and the tokenizer
+           (what the row measured before the runner rendered deltas)
 
 The ratio bare / toolkit is the toolkit's overhead factor per step (1.0 = free). Each path
 runs `--repeats` times and the median is shown, because these machines are shared and noisy.
@@ -98,6 +101,19 @@ class Replay:
         pass
 
 
+class FixedIds(ChatRenderer):
+    """A renderer that skips the chat template and the tokenizer: fixed ids for every prompt
+    and delta, so only the runner's own work is timed."""
+
+    def prompt_ids(self, messages: object, tools: object = None) -> list[int]:
+        return [0] * 8
+
+    def delta_ids(
+        self, new_messages: object, completion_ids: object, tools: object = None
+    ) -> list[int]:
+        return [0] * 8
+
+
 def runner(
     seeds: range,
     size: int,
@@ -146,6 +162,7 @@ def main() -> None:
     renderer = ChatRenderer(AutoTokenizer.from_pretrained(tiny_model(args.model)))
     render = HermesParser().render
     texts = {seed: [render([c]) for c in cs] for seed, cs in calls.items()}
+    fixed = FixedIds(renderer.tokenizer)
     closing = renderer.closing_ids()  # the model's side: its ids are sampled, not encoded
     turns = {seed: [(t, renderer.encode(t) + closing) for t in ts] for seed, ts in texts.items()}
 
@@ -158,6 +175,10 @@ def main() -> None:
         (
             f"runner, {args.slots} at once",
             timed(lambda: runner(seeds, args.size, turns, args.slots, renderer), args.repeats),
+        ),
+        (
+            f"runner, {args.slots} at once, no rendering",
+            timed(lambda: runner(seeds, args.size, turns, args.slots, fixed), args.repeats),
         ),
     ]
     base_rate = rows[0][1][0] / rows[0][1][1]
