@@ -85,6 +85,48 @@ def test_kl_k3_and_entropy_terms():
     assert ent == pytest.approx(-0.2)
 
 
+DECOUPLED = PPOConfig(mode="decoupled", behaviour_cap=5.0)
+TRUNCATED = PPOConfig(mode="truncated-is", behaviour_cap=5.0)
+
+
+@pytest.mark.parametrize("config", [DECOUPLED, TRUNCATED])
+def test_off_policy_modes_equal_on_policy_where_all_three_policies_agree(config):
+    logp, adv = [-1.0, -2.0, -0.5], [1.0, -2.0, 4.0]
+    prox = torch.tensor([logp], dtype=torch.float64)
+    assert loss_of(logp, logp, adv, config=config, proximal_logprobs=prox)[:2] == pytest.approx(
+        loss_of(logp, logp, adv)[:2]
+    )
+
+
+def test_off_policy_modes_weight_by_proximal_over_behaviour_and_cap_at_their_ends():
+    # Behaviour probabilities 0.5 and 0.125, proximal 1 for both: weights 2 and 8. The policy
+    # being updated equals the proximal one (ratio 1), advantages +1: each token's pg is -w.
+    behaviour, proximal = [math.log(0.5), math.log(0.125)], torch.zeros((1, 2), dtype=torch.float64)
+    loss, grad, metrics = loss_of([0.0, 0.0], behaviour, [1.0, 1.0], config=DECOUPLED,
+                                  proximal_logprobs=proximal)  # fmt: skip
+    assert loss == pytest.approx((-2 + 0) / 2)  # weight 8 > cap 5: the token is left out
+    assert grad == pytest.approx([-2 / 2, 0.0])
+    assert metrics["behaviour_weight_mean"] == pytest.approx(5.0)
+    assert metrics["behaviour_weight_max"] == pytest.approx(8.0)
+    assert metrics["behaviour_capped"] == pytest.approx(0.5)
+    loss, grad, _ = loss_of([0.0, 0.0], behaviour, [1.0, 1.0], config=TRUNCATED,
+                            proximal_logprobs=proximal)  # fmt: skip
+    assert loss == pytest.approx((-2 - 5) / 2)  # weight 8 cut to the cap, the token kept
+    assert grad == pytest.approx([-2 / 2, -5 / 2])
+
+
+def test_off_policy_modes_clip_the_ratio_against_the_proximal_policy():
+    # The behaviour policy is far off (weight 2), the update moved 1.5x from the proximal
+    # policy: clipped at 1 + 0.28 around the proximal policy, then weighted, no gradient.
+    proximal = torch.tensor([[math.log(0.5)]], dtype=torch.float64)
+    loss, grad, metrics = loss_of([math.log(0.75)], [math.log(0.25)], [1.0], config=DECOUPLED,
+                                  proximal_logprobs=proximal)  # fmt: skip
+    assert loss == pytest.approx(-2 * 1.28) and grad == [0.0]
+    assert metrics["clip_fraction"] == 1 and metrics["ratio_mean"] == pytest.approx(1.5)
+    with pytest.raises(ValueError, match="needs the proximal log-probabilities"):
+        loss_of([0.0], [0.0], [1.0], config=DECOUPLED)
+
+
 @pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"])
 def test_micro_batches_with_accumulation_equal_the_full_batch(mode):
     torch.manual_seed(0)

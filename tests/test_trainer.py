@@ -120,6 +120,23 @@ def test_each_minibatch_is_one_optimizer_step(tool_calling_model_dir, tmp_path):
         load_config(TrainConfig, None, ["model=x", *SMALL, "optim.minibatches=4"])
 
 
+@pytest.mark.parametrize("mode", ["decoupled", "truncated-is"])
+def test_off_policy_loss_modes_equal_on_policy_when_the_engine_samples_the_trained_weights(
+    tool_calling_model_dir, tmp_path, mode
+):
+    """The in-process engine samples the weights being trained: the proximal policy is the
+    behaviour policy, every weight is 1, and the update is on-policy's."""
+    on, on_metrics = one_update(tool_calling_model_dir, tmp_path / "on", "optim.minibatches=2")
+    off, off_metrics = one_update(
+        tool_calling_model_dir, tmp_path / "off", "optim.minibatches=2", f"loss.mode={mode}"
+    )
+    assert off_metrics[0]["train/behaviour_weight_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert off_metrics[0]["train/behaviour_capped"] == 0
+    assert off_metrics[0]["train/loss"] == pytest.approx(on_metrics[0]["train/loss"], abs=1e-5)
+    for (name, a), b in zip(on.model.named_parameters(), off.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, msg=name)
+
+
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_kl_to_the_frozen_start_policy(tool_calling_model_dir, tmp_path, lora):
     lora_args = ["lora.enabled=true", "lora.r=4"] if lora else []

@@ -7,11 +7,14 @@ ignored setting.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, ValidationError
+from pydantic_core import core_schema
 
 from toolgym.errors import ConfigError, did_you_mean
 
@@ -26,6 +29,25 @@ class ConfigModel(BaseModel):
     )
     """A field's docstring (the string under it) is its description: the generated
     settings reference (docs/training-settings.md) prints it."""
+
+
+@dataclass(frozen=True)
+class Choices:
+    """`name: Annotated[str, Choices(REGISTRY)]`: a setting's allowed values: the keys of the registry it names an entry of, read when a
+    value is checked, so a variant added to the registry is a choice everywhere at once."""
+
+    registry: Collection[str]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+    def check(self, value: str) -> str:
+        if value not in self.registry:
+            known = ", ".join(map(repr, self.registry))
+            raise ValueError(
+                f"'{value}' is not one of {known}.{did_you_mean(value, self.registry)}"
+            )
+        return value
 
 
 def load_config(model: type[M], path: str | Path | None = None, overrides: list[str] = ()) -> M:  # type: ignore[assignment]

@@ -10,7 +10,7 @@ encoder the engine used), so the scored sequence is the sampled one, pixels incl
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,27 +28,50 @@ class TokenBatch:
     advantages: torch.Tensor  # (B, T-1)
     images: list[ImageInputs | None] = field(default_factory=list)
     """Each row's images (vision-language models; empty for text-only batches)."""
+    proximal_logprobs: torch.Tensor | None = None
+    """(B, T-1): the trained weights' log-probabilities before the update (the loss modes
+    that correct for older behaviour policies read them; see `with_proximal`)."""
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 
     def to(self, device: torch.device) -> TokenBatch:
-        tensors = {
-            f.name: getattr(self, f.name).to(device) for f in fields(self) if f.name != "images"
-        }
-        images = [None if i is None else i.to(device) for i in self.images]
-        return TokenBatch(**tensors, images=images)
+        proximal = self.proximal_logprobs
+        return replace(
+            self,
+            input_ids=self.input_ids.to(device),
+            attention_mask=self.attention_mask.to(device),
+            loss_mask=self.loss_mask.to(device),
+            old_logprobs=self.old_logprobs.to(device),
+            advantages=self.advantages.to(device),
+            images=[None if i is None else i.to(device) for i in self.images],
+            proximal_logprobs=None if proximal is None else proximal.to(device),
+        )
 
     def split(self, size: int) -> Iterator[TokenBatch]:
         """Micro-batches of `size` sequences (trimmed of padding they no longer need)."""
         for start in range(0, len(self), size):
             rows = slice(start, start + size)
             width = int(self.attention_mask[rows].sum(-1).max())
+            proximal = self.proximal_logprobs
             yield TokenBatch(
                 self.input_ids[rows, :width], self.attention_mask[rows, :width],
                 self.loss_mask[rows, : width - 1], self.old_logprobs[rows, : width - 1],
                 self.advantages[rows, : width - 1], self.images[rows],
+                None if proximal is None else proximal[rows, : width - 1],
             )  # fmt: skip
+
+    @torch.no_grad()
+    def with_proximal(self, model: Any, micro_batch_size: int) -> TokenBatch:
+        """This batch with `model`'s log-probabilities of its targets as the proximal ones,
+        scored `micro_batch_size` rows at a time (call it before the update moves `model`)."""
+        scored = torch.zeros_like(self.old_logprobs)
+        for start, micro in zip(
+            range(0, len(self), micro_batch_size), self.split(micro_batch_size), strict=True
+        ):
+            logprobs = token_logprobs(model, micro)[0]
+            scored[start : start + len(micro), : logprobs.shape[1]] = logprobs
+        return replace(self, proximal_logprobs=scored)
 
 
 def build_batch(

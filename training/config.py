@@ -6,12 +6,17 @@ rollouts_per_task trajectories, split into micro-batches of micro_batch_size seq
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from toolgym.config import ConfigModel
+from toolgym.agents.device import DTYPES
+from toolgym.config import Choices, ConfigModel
 from toolgym.errors import ConfigError
+from toolgym.training.advantages import ESTIMATORS
+from toolgym.training.losses import MODES
+from toolgym.training.losses.behaviour import CORRECTIONS
+from toolgym.training.schedule import DECAYS
 
 
 class EnvSection(ConfigModel):
@@ -77,7 +82,7 @@ class RolloutSection(ConfigModel):
 
 
 class AdvantageSection(ConfigModel):
-    estimator: Literal["grpo", "rloo", "gigpo"] = "gigpo"
+    estimator: Annotated[str, Choices(ESTIMATORS)] = "gigpo"
     """How rewards become advantages: GRPO (group-normalized returns), RLOO (leave-one-out
     baseline) or GiGPO (GRPO plus step-level groups of identical states)."""
     gamma: float = Field(0.95, ge=0, le=1)
@@ -118,7 +123,7 @@ class OptimSection(ConfigModel):
     into this many mini-batches (PPO's minibatches), each with its own loss normalization.
     More steps per collected batch learn more from it; clipping keeps the later ones near
     the behaviour policy."""
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    schedule: Annotated[str, Choices(DECAYS)] = "constant"
     """How the learning rate moves after warm-up, over the run's steps (to lr x min_lr_ratio)."""
     warmup_steps: int = Field(0, ge=0)
     """Training steps of linear warm-up from 0 to lr."""
@@ -145,9 +150,18 @@ class LossSection(ConfigModel):
     model with its adapter switched off under LoRA, else a second copy of the weights)."""
     entropy_coef: float = Field(0.0, ge=0)
     """Weight of an entropy bonus on the generated tokens (0: none)."""
-    aggregation: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
+    aggregation: Annotated[str, Choices(MODES)] = "token-mean"
     """How token losses make the batch loss: a mean over all tokens, a mean of each
     sequence's token mean, or a mean of each sequence's token sum."""
+    mode: Annotated[str, Choices(CORRECTIONS)] = "on-policy"
+    """How samples from an older policy than the trained one are corrected
+    (losses/behaviour.py): on-policy takes PPO's ratio against the engine's log-probabilities;
+    decoupled (decoupled PPO) and truncated-is take it against the trained weights as they
+    stood before the update (recomputed, one more forward pass per step) and weight each
+    token by their probability over the engine's, left out (decoupled) or cut
+    (truncated-is) above behaviour_cap."""
+    behaviour_cap: float = Field(5.0, gt=1)
+    """The largest proximal / behaviour probability ratio a token is weighted by."""
 
 
 class EngineSection(ConfigModel):
@@ -200,7 +214,7 @@ class TrainConfig(ConfigModel):
     """Training steps: each collects rollouts, then updates the policy."""
     device: str = "auto"
     """auto (cuda if a GPU is visible, else cpu), cpu, cuda or cuda:N."""
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    dtype: Annotated[str, Choices(("auto", *DTYPES))] = "auto"
     """Compute precision (auto: bfloat16 on GPUs that support it, float32 on cpu); weights
     and optimizer states stay float32."""
     env: EnvSection = Field(default_factory=EnvSection)

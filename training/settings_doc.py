@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from toolgym.config import Choices
 from toolgym.training.config import TrainConfig
 from toolgym.training.rewards import SOURCES
 
@@ -64,7 +65,11 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
 
 
 def _row(name: str, field: FieldInfo) -> str:
-    return f"| `{name}` | {_type(field.annotation)} | {_default(field)} | {_describe(field)} |"
+    choices = next((m for m in field.metadata if isinstance(m, Choices)), None)
+    kind = (
+        f"one of {', '.join(map(repr, choices.registry))}" if choices else _type(field.annotation)
+    )
+    return f"| `{name}` | {kind} | {_default(field)} | {_describe(field)} |"
 
 
 def _table(rows: list[str]) -> list[str]:

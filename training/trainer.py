@@ -307,6 +307,9 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         minibatch_size = -(-len(batch) // optim.minibatches)
+        if self.ppo.needs_proximal:
+            with self.precision.autocast():
+                batch = batch.with_proximal(self.model, optim.micro_batch_size)
         self.model.train()
         steps = [
             self.optimizer_step(minibatch)
@@ -339,6 +342,7 @@ class Trainer:
                 self.ppo,
                 ref_logprobs=reference,
                 entropy=entropy,
+                proximal_logprobs=micro.proximal_logprobs,
             )
             loss.backward()
             loss_sum += loss.item()

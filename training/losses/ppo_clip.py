@@ -9,7 +9,9 @@ Per loss token, with ratio r = exp(logp - logp_behaviour) and advantage A:
     kl   = exp(logp_ref - logp) - (logp_ref - logp) - 1          (k3, >= 0)
     loss = pg + kl_coef * kl - entropy_coef * entropy
 
-aggregated by losses/aggregate.py.
+aggregated by losses/aggregate.py. Under `mode` decoupled or truncated-is the ratio is taken
+against the proximal log-probabilities instead of the behaviour ones, and pg is weighted per
+token by behaviour.py's correction.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
+from toolgym.errors import lookup
 from toolgym.training.losses.aggregate import Normalizer, aggregate
+from toolgym.training.losses.behaviour import CORRECTIONS
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,13 @@ class PPOConfig:
     kl_coef: float = 0.0
     entropy_coef: float = 0.0
     aggregation: str = "token-mean"
+    mode: str = "on-policy"
+    behaviour_cap: float = 5.0
+
+    @property
+    def needs_proximal(self) -> bool:
+        """Whether the loss reads the proximal policy's log-probabilities."""
+        return self.mode != "on-policy"
 
 
 def ppo_clip_loss(
@@ -40,10 +51,20 @@ def ppo_clip_loss(
     config: PPOConfig = PPOConfig(),
     ref_logprobs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
+    proximal_logprobs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """All tensors (batch, tokens); `mask` is 1 on the model's own tokens. Returns the loss and
-    metrics (clip fraction, approximate KL to the behaviour policy, ...) over masked tokens."""
-    log_ratio = logprobs - old_logprobs
+    """All tensors (batch, tokens); `mask` is 1 on the model's own tokens; `old_logprobs` are
+    the behaviour policy's. Returns the loss and metrics (clip fraction, approximate KL to the
+    policy the ratio is taken against, ...) over masked tokens."""
+    correction = lookup(CORRECTIONS, config.mode, "loss mode")
+    anchor = old_logprobs
+    weight = None
+    if config.needs_proximal:
+        if proximal_logprobs is None:
+            raise ValueError(f"loss mode '{config.mode}' needs the proximal log-probabilities")
+        anchor = proximal_logprobs
+        weight = correction(proximal_logprobs, old_logprobs, config.behaviour_cap)
+    log_ratio = logprobs - anchor
     ratio = torch.exp(log_ratio)
     clipped = torch.clamp(ratio, 1 - config.clip_low, 1 + config.clip_high)
     per_token = -torch.minimum(ratio * advantages, clipped * advantages)
@@ -52,6 +73,9 @@ def ppo_clip_loss(
     capped = torch.minimum(per_token, -config.clip_dual * advantages)
     per_token = torch.where(advantages < 0, capped, per_token)
     metrics: dict[str, float] = {}
+    if weight is not None and proximal_logprobs is not None:
+        per_token = per_token * weight
+        metrics |= _behaviour_metrics(proximal_logprobs, old_logprobs, mask, config.behaviour_cap)
     if config.kl_coef and ref_logprobs is not None:
         delta = ref_logprobs - logprobs
         kl = torch.exp(delta) - delta - 1
@@ -70,6 +94,20 @@ def ppo_clip_loss(
         if entropy is not None:
             metrics["entropy"] = _masked_mean(entropy, mask)
     return loss, metrics
+
+
+def _behaviour_metrics(
+    proximal: torch.Tensor, behaviour: torch.Tensor, mask: torch.Tensor, cap: float
+) -> dict[str, float]:
+    """The proximal / behaviour probability ratio over loss tokens, before any cap."""
+    with torch.no_grad():
+        ratio = torch.exp(proximal - behaviour)
+        on = mask.bool()
+        return {
+            "behaviour_weight_mean": _masked_mean(ratio, mask),
+            "behaviour_weight_max": float(ratio[on].max()) if on.any() else 1.0,
+            "behaviour_capped": _masked_mean((ratio > cap).float(), mask),
+        }
 
 
 def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:

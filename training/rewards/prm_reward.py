@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import torch
@@ -30,7 +30,7 @@ from toolgym.agents.device import Precision
 from toolgym.agents.loading import load_model
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.agents.vision import ImageEncoder
-from toolgym.config import ConfigModel, validate
+from toolgym.config import Choices, ConfigModel, validate
 from toolgym.errors import ConfigError, one_line
 from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.config import LoraSection
@@ -38,7 +38,7 @@ from toolgym.training.process.implicit_prm import BETA, dpo_loss, preference_pai
 from toolgym.training.rewards.base import RunContext
 from toolgym.training.rewards.prepared import PreparedScores
 from toolgym.training.rewards.stage import RewardError
-from toolgym.training.schedule import lr_factor
+from toolgym.training.schedule import DECAYS, lr_factor
 
 
 class PRMSettings(ConfigModel):
@@ -53,7 +53,7 @@ class PRMSettings(ConfigModel):
     """Its AdamW learning rate."""
     warmup_steps: int = Field(0, ge=0)
     """Training steps of linear warm-up from 0 to lr."""
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    schedule: Annotated[str, Choices(DECAYS)] = "constant"
     """How its learning rate moves after warm-up, over the run's steps (to 0)."""
     grad_clip: float = Field(1.0, gt=0)
     """Largest global gradient norm of its update."""
