@@ -285,7 +285,7 @@ def test_every_shipped_recipe_loads(recipe):
     assert obs and info["state_key"] is not None
     env.close()
     for entry in config.rewards:  # sources that check their arguments when built, checked now
-        settings = getattr(SOURCES[entry.source], "Settings", None)
+        settings = SOURCES[entry.source].settings
         if settings is not None:
             validate(settings, entry.kwargs)
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from toolgym.agents.device import Precision
-from toolgym.agents.engines import engine_class, policy_engine
+from toolgym.agents.engines import Capabilities, PolicyEngine, engine_class, policy_engine
 from toolgym.agents.loading import is_vision_model, load_model
 from toolgym.errors import ConfigError, one_line
 from toolgym.training.config import TrainConfig
@@ -67,14 +67,15 @@ def check_engine(config: TrainConfig) -> None:
     """Refuse an engine the run cannot sync, before anything loads."""
     kind = config.engine.kind
     cls = engine_class(kind)
-    if cls.weight_sync == "lora" and not config.lora.enabled:
+    declared: Capabilities = cls.capabilities
+    if declared.weight_sync == "lora" and not config.lora.enabled:
         raise ConfigError(
             f"engine.kind={kind} takes new weights as LoRA adapters: set lora.enabled=true"
         )
-    for setting in getattr(cls, "requires", ()):
-        if not getattr(config.engine, setting):
+    for setting in declared.requires:
+        if not config.engine.model_dump().get(setting):
             raise ConfigError(f"engine.kind={kind} needs engine.{setting}")
-    if not getattr(cls, "reads_images", False) and is_vision_model(config.model):
+    if not declared.images and is_vision_model(config.model):
         raise ConfigError(
             f"{config.model} is a vision-language model and engine.kind={kind} generates from "
             "text alone: use engine.kind=hf"
@@ -83,7 +84,7 @@ def check_engine(config: TrainConfig) -> None:
 
 def build_engine(
     config: TrainConfig, model: Any, tokenizer: Any, precision: Precision, images: Any = None
-) -> Any:
+) -> PolicyEngine:
     """The generation engine named by engine.kind, built from the registry for a trainer
     (`images`: the policy's image encoder, for an engine that reads images)."""
     kind = config.engine.kind
@@ -115,8 +116,7 @@ def build_reward_stage(
         else RunContext(config.model, precision, config.steps, continue_from, run)
     )
     for r in config.rewards:
-        roles = getattr(SOURCES.get(r.source), "roles", (r.role,))
-        if r.role not in roles:
+        if r.source in SOURCES and r.role not in SOURCES[r.source].roles:
             raise ConfigError(f"reward source '{r.source}' scores steps: give it role: process")
     return RewardStage(
         [

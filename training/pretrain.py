@@ -34,7 +34,8 @@ from toolgym.agents.modelinit import (
     new_model,
     save_model,
 )
-from toolgym.errors import ConfigError, did_you_mean
+from toolgym.errors import ConfigError, RunFailedError, did_you_mean
+from toolgym.training.optim_step import optimizer_step
 from toolgym.training.schedule import lr_factor
 
 RECORD = "toolgym_pretrain.json"
@@ -168,15 +169,22 @@ def pretrain(out: str | Path, config: PretrainConfig,
         factor = 1.0 if text_step < 0 else lr_factor(
             text_step, text_steps, "cosine", config.warmup_steps, config.min_lr_ratio
         )  # fmt: skip
-        for group in optimizer.param_groups:
-            group["lr"] = peak_lr * factor
         ids, labels = batch_at(step)
-        loss = model(input_ids=ids, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        losses.append(float(loss.detach()))
+
+        def accumulate(ids: torch.Tensor = ids, labels: torch.Tensor = labels) -> float:
+            loss = model(input_ids=ids, labels=labels).loss
+            loss.backward()
+            return float(loss.detach())
+
+        done = optimizer_step(
+            optimizer, model.parameters(), accumulate, config.grad_clip, lr=peak_lr * factor
+        )
+        if not done.stepped:
+            raise RunFailedError(
+                f"pretraining step {step}: the loss ({done.loss}) or gradient norm "
+                f"({done.grad_norm}) is not finite"
+            )
+        losses.append(done.loss)
         if on_step is not None:
             on_step(step, losses[-1])
     model.eval()

@@ -50,9 +50,8 @@ def settings_markdown() -> str:
             "", f"## {name} (a list)", "", _describe(field), "",
             f"Each entry of `{name}` has:", "", *_table(_rows(model, "")),
         ]  # fmt: skip
-    for name, source in SOURCES.items():
-        settings = getattr(source, "Settings", None)
-        if settings is not None:
+    for name, kind in SOURCES.items():
+        if (settings := kind.settings) is not None:
             out += [
                 "", f"## rewards: {name}'s kwargs", "", " ".join((settings.__doc__ or "").split()), "",
                 *_table(_rows(settings, "")),

@@ -15,8 +15,10 @@ import torch
 from toolgym.agents.demonstrations import Demonstration
 from toolgym.agents.vision import ImageEncoder
 from toolgym.envs.tasks import TaskDraw, TaskSource
+from toolgym.errors import RunFailedError
 from toolgym.training.batch import TokenBatch, build_batch, token_logprobs
-from toolgym.training.losses import aggregate, normalizer_for
+from toolgym.training.losses import Normalizer, aggregate, normalizer_for
+from toolgym.training.optim_step import optimizer_step
 
 
 @dataclass
@@ -55,7 +57,7 @@ def sft(
         raise ValueError("no demonstration to learn from")
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     rng = random.Random(config.seed)
-    losses = []
+    losses: list[float] = []
     model.train()
     for _ in range(config.epochs):
         order = list(kept)
@@ -64,16 +66,23 @@ def sft(
         for start in range(0, len(order), config.batch_size):
             batch = imitation_batch(order[start : start + config.batch_size], pad_id, images)
             normalizer = normalizer_for(batch.loss_mask)
-            optimizer.zero_grad()
-            total = 0.0
-            for micro in batch.split(config.micro_batch_size):
-                logprobs, _ = token_logprobs(model, micro)
-                loss = aggregate(-logprobs, micro.loss_mask, "token-mean", normalizer)
-                loss.backward()
-                total += loss.item()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            epoch.append(total)
+
+            def accumulate(batch: TokenBatch = batch, normalizer: Normalizer = normalizer) -> float:
+                total = 0.0
+                for micro in batch.split(config.micro_batch_size):
+                    logprobs, _ = token_logprobs(model, micro)
+                    loss = aggregate(-logprobs, micro.loss_mask, "token-mean", normalizer)
+                    loss.backward()
+                    total += loss.item()
+                return total
+
+            done = optimizer_step(optimizer, model.parameters(), accumulate, config.grad_clip)
+            if not done.stepped:
+                raise RunFailedError(
+                    f"SFT: the loss ({done.loss}) or gradient norm ({done.grad_norm}) is not "
+                    f"finite after {len(losses)} epochs (a lower lr, {config.lr} now, may help)"
+                )
+            epoch.append(done.loss)
         losses.append(float(np.mean(epoch)))
         if on_epoch is not None:
             model.eval()

@@ -22,7 +22,6 @@ paper (a flag).
 
 from __future__ import annotations
 
-import math
 import shutil
 import time
 from collections.abc import Sequence
@@ -41,7 +40,7 @@ from toolgym.agents.collector import (
     tool_exceptions,
 )
 from toolgym.agents.device import peak_memory_gb, resolve_precision
-from toolgym.agents.engines import SamplingParams
+from toolgym.agents.engines import PolicyEngine, SamplingParams
 from toolgym.agents.loading import check_model_dir, load_tokenizer
 from toolgym.agents.render_vision import make_renderer
 from toolgym.agents.rollout import Prefix, RolloutConfig
@@ -67,6 +66,7 @@ from toolgym.training.config import EnvSection, TrainConfig
 from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
 from toolgym.training.metrics_log import METRICS, MetricsLog, read_metrics
 from toolgym.training.mixture import allot, step_slots
+from toolgym.training.optim_step import optimizer_step
 from toolgym.training.rewards.base import Continuation
 from toolgym.training.schedule import lr_factor
 from toolgym.training.weight_sync import weight_sync
@@ -107,7 +107,7 @@ class Trainer:
         self.images = ImageEncoder.for_model(config.model, self.model.config)
         """The image encoder of a vision-language policy (None for a text-only one), shared
         by the renderer, the engine and the batches: a screenshot is prepared once."""
-        self.engine: Any = build_engine(
+        self.engine: PolicyEngine = build_engine(
             config, self.model, self.tokenizer, self.precision, self.images
         )
         self.sync_weights = weight_sync(self.engine, config.lora.enabled)
@@ -326,47 +326,46 @@ class Trainer:
         """One optimizer step on `minibatch`, its gradient accumulated over micro-batches.
         Returns its loss, gradient norm and the micro-batches' mean loss metrics."""
         normalizer = normalizer_for(minibatch.loss_mask, max_tokens=self.config.rollout.max_tokens)
-        self.optimizer.zero_grad()
         sums: dict[str, float] = {}
-        loss_sum, count = 0.0, 0
-        for micro in minibatch.split(self.config.optim.micro_batch_size):
-            with self.precision.autocast():
-                logprobs, entropy = token_logprobs(self.model, micro, with_entropy=True)
-                reference = self.reference_logprobs(micro)
-            loss, metrics = ppo_clip_loss(
-                logprobs,
-                micro.old_logprobs,
-                micro.advantages,
-                micro.loss_mask,
-                normalizer,
-                self.ppo,
-                ref_logprobs=reference,
-                entropy=entropy,
-                proximal_logprobs=micro.proximal_logprobs,
-            )
-            loss.backward()
-            loss_sum += loss.item()
-            for k, v in metrics.items():
-                sums[k] = sums.get(k, 0.0) + v
-            count += 1
-        out = {k: v / count for k, v in sums.items()}
-        out["loss"] = loss_sum
-        out["grad_norm"] = float(
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
-        )
-        out["skipped"] = 0.0
-        if not (math.isfinite(loss_sum) and math.isfinite(out["grad_norm"])):
-            if self.config.optim.on_nonfinite == "stop":
-                raise RunFailedError(
-                    f"training step {self.step}: the loss ({loss_sum}) or gradient norm "
-                    f"({out['grad_norm']}) is not finite; nothing was saved from this step, so "
-                    f"{self.run_dir} holds the last good state (optim.on_nonfinite=skip skips "
-                    "such updates instead)"
+        count = 0
+
+        def accumulate() -> float:
+            nonlocal count
+            total = 0.0
+            for micro in minibatch.split(self.config.optim.micro_batch_size):
+                with self.precision.autocast():
+                    logprobs, entropy = token_logprobs(self.model, micro, with_entropy=True)
+                    reference = self.reference_logprobs(micro)
+                loss, metrics = ppo_clip_loss(
+                    logprobs,
+                    micro.old_logprobs,
+                    micro.advantages,
+                    micro.loss_mask,
+                    normalizer,
+                    self.ppo,
+                    ref_logprobs=reference,
+                    entropy=entropy,
+                    proximal_logprobs=micro.proximal_logprobs,
                 )
-            self.optimizer.zero_grad()
-            out["skipped"] = 1.0
-            return out
-        self.optimizer.step()
+                loss.backward()
+                total += loss.item()
+                for k, v in metrics.items():
+                    sums[k] = sums.get(k, 0.0) + v
+                count += 1
+            return total
+
+        done = optimizer_step(
+            self.optimizer, self.model.parameters(), accumulate, self.config.optim.grad_clip
+        )
+        out = {k: v / count for k, v in sums.items()}
+        out |= {"loss": done.loss, "grad_norm": done.grad_norm, "skipped": float(not done.stepped)}
+        if not done.stepped and self.config.optim.on_nonfinite == "stop":
+            raise RunFailedError(
+                f"training step {self.step}: the loss ({done.loss}) or gradient norm "
+                f"({done.grad_norm}) is not finite; nothing was saved from this step, so "
+                f"{self.run_dir} holds the last good state (optim.on_nonfinite=skip skips "
+                "such updates instead)"
+            )
         return out
 
     @torch.no_grad()
@@ -454,7 +453,7 @@ class Trainer:
                 f"run: {one_line(exc)}"
             ) from None
         self.engine.policy_version = self.step
-        if self.step > 0 and self.engine.weight_sync != "shared":
+        if self.step > 0 and self.engine.capabilities.weight_sync != "shared":
             self.engine.policy_version -= 1
             self.sync()  # the server may have restarted: give it the resumed weights
 

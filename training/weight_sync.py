@@ -1,5 +1,5 @@
 """Handing trained weights to the generation engine, the way the engine says it takes them
-(`Engine.weight_sync`, see agents/engines/base.py); one function per way, picked by name."""
+(`Capabilities.weight_sync`, see agents/engines/base.py); one function per way, picked by name."""
 
 from __future__ import annotations
 
@@ -7,23 +7,37 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from toolgym.agents.engines import PolicyEngine, ServesAdapters, TakesFullWeights
 from toolgym.errors import ConfigError
 
+Sync = Callable[[PolicyEngine, Any, Path, "str | None"], Awaitable["str | None"]]
+"""(engine, trained model, adapters directory, the adapter in use) -> the adapter to use."""
 
-async def shared(engine: Any, model: Any, adapters: Path, previous: str | None) -> str | None:
+
+async def shared(
+    engine: PolicyEngine, model: Any, adapters: Path, previous: str | None
+) -> str | None:
     """The engine holds the trained model itself: only the version moves."""
     engine.policy_version += 1
     return None
 
 
-async def full(engine: Any, model: Any, adapters: Path, previous: str | None) -> str | None:
+async def full(
+    engine: PolicyEngine, model: Any, adapters: Path, previous: str | None
+) -> str | None:
     """Send every weight (the engine bumps its version)."""
+    if not isinstance(engine, TakesFullWeights):
+        raise ConfigError(f"{type(engine).__name__} declares full weights but cannot take them")
     await engine.update_weights(model.state_dict())
     return None
 
 
-async def lora(engine: Any, model: Any, adapters: Path, previous: str | None) -> str | None:
+async def lora(
+    engine: PolicyEngine, model: Any, adapters: Path, previous: str | None
+) -> str | None:
     """Save the adapter under a fresh name, load it, drop the previous one; requests name it."""
+    if not isinstance(engine, ServesAdapters):
+        raise ConfigError(f"{type(engine).__name__} declares adapters but cannot serve them")
     engine.policy_version += 1
     name = f"policy-{engine.policy_version}"
     path = adapters / name
@@ -34,21 +48,13 @@ async def lora(engine: Any, model: Any, adapters: Path, previous: str | None) ->
     return name
 
 
-SYNCS: dict[str, Callable[[Any, Any, Path, str | None], Awaitable[str | None]]] = {
-    "shared": shared,
-    "full": full,
-    "lora": lora,
-}
+SYNCS: dict[str, Sync] = {"shared": shared, "full": full, "lora": lora}
 
 
-def weight_sync(engine: Any, lora_enabled: bool) -> Callable[..., Awaitable[str | None]]:
-    """How to sync `engine`: its own way; a LoRA run on an engine that is not sharing the
-    model sends adapters (small) rather than full weights."""
-    mode = getattr(engine, "weight_sync", None)
-    if mode not in SYNCS:
-        raise ConfigError(
-            f"{type(engine).__name__} does not say how it takes new weights (weight_sync)"
-        )
-    if lora_enabled and mode == "full" and hasattr(engine, "load_adapter"):
-        mode = "lora"
-    return SYNCS[mode]
+def weight_sync(engine: PolicyEngine, lora_enabled: bool) -> Sync:
+    """How to sync `engine`: its declared way; a LoRA run on an engine that takes full
+    weights and serves adapters sends adapters (small) rather than full weights."""
+    declared = engine.capabilities
+    if lora_enabled and declared.weight_sync == "full" and declared.adapters:
+        return SYNCS["lora"]
+    return SYNCS[declared.weight_sync]

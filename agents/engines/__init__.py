@@ -5,7 +5,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from toolgym.agents.engines.base import Completion, Engine, EngineError, SamplingParams
+from toolgym.agents.engines.base import (
+    Capabilities,
+    Completion,
+    Engine,
+    EngineError,
+    PolicyEngine,
+    SamplingParams,
+    ServesAdapters,
+    TakesFullWeights,
+)
 from toolgym.errors import lookup
 
 ENGINES = {
@@ -26,13 +35,15 @@ def make_engine(name: str, **kwargs: Any) -> Any:
     return engine_class(name)(**kwargs)
 
 
-def policy_engine(name: str, **context: Any) -> Any:
+def policy_engine(name: str, **context: Any) -> PolicyEngine:
     """The engine `name` as a trainer's: built by its `for_policy` from the trainer's context
     (see the Engine protocol), each engine taking what it needs."""
-    return engine_class(name).for_policy(**context)
+    engine: PolicyEngine = engine_class(name).for_policy(**context)
+    return engine
 
 
 __all__ = [
-    "ENGINES", "Completion", "Engine", "EngineError", "SamplingParams", "engine_class",
-    "make_engine", "policy_engine",
+    "ENGINES", "Capabilities", "Completion", "Engine", "EngineError", "PolicyEngine",
+    "SamplingParams", "ServesAdapters", "TakesFullWeights", "engine_class", "make_engine",
+    "policy_engine",
 ]  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from toolgym.errors import ToolgymError
 
@@ -47,17 +47,8 @@ class Completion:
 
 @runtime_checkable
 class Engine(Protocol):
-    """Anything that can complete token ids; `policy_version` counts weight updates.
-
-    Weight sync is part of the protocol: an engine a trainer generates with says how it
-    takes new weights in `weight_sync` (a class attribute) and has the matching methods:
-        shared  it holds the trained model itself (nothing to send)
-        full    `async update_weights(state_dict)` (vLLM in-process)
-        lora    `async load_adapter(name, path)` and `async unload_adapter(name)` (servers)
-    and a classmethod `for_policy(**context)` that builds it for a trainer (context: model,
-    tokenizer, model_path, base_url, served_model, seed, precision, images; each takes what it needs;
-    a class attribute `requires` names the ones it cannot do without).
-    """
+    """Anything that can complete token ids; `policy_version` counts weight updates. What a
+    rollout needs; the engine a trainer generates with is a `PolicyEngine`."""
 
     policy_version: int
 
@@ -70,6 +61,54 @@ class Engine(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+WeightSync = Literal["shared", "full", "lora"]
+"""How an engine takes a trainer's new weights:
+    shared  it holds the trained model itself (nothing to send)
+    full    `update_weights(state_dict)` (TakesFullWeights: vLLM in-process)
+    lora    adapters it loads by path and requests name (ServesAdapters: servers)"""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine class can do, declared beside its code and read by the trainer's
+    builders: a capability is never found by probing for a method."""
+
+    weight_sync: WeightSync
+    """The way a trainer hands it new weights."""
+    full_weights: bool = False
+    """It takes a full state dict (TakesFullWeights)."""
+    adapters: bool = False
+    """It serves named LoRA adapters (ServesAdapters); a LoRA run then sends adapters, which
+    are small, rather than full weights."""
+    images: bool = False
+    """It generates from images (vision-language models, `generate(..., images=)`)."""
+    requires: tuple[str, ...] = ()
+    """The trainer settings (`engine.*`) it cannot do without."""
+
+
+@runtime_checkable
+class TakesFullWeights(Protocol):
+    async def update_weights(self, state_dict: dict[str, Any]) -> None:
+        """Load the trained weights and bump `policy_version`."""
+        ...
+
+
+@runtime_checkable
+class ServesAdapters(Protocol):
+    async def load_adapter(self, name: str, path: str) -> None: ...
+
+    async def unload_adapter(self, name: str) -> None: ...
+
+
+class PolicyEngine(Engine, Protocol):
+    """The engine a trainer generates with: its class declares its `capabilities` and builds
+    it with `for_policy(**context)` from what the trainer holds (model, tokenizer,
+    model_path, base_url, served_model, seed, precision, images; each takes what it needs
+    and names in `Capabilities.requires` the settings it cannot do without)."""
+
+    capabilities: ClassVar[Capabilities]
 
 
 @runtime_checkable

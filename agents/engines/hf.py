@@ -24,13 +24,13 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from toolgym.agents.device import Precision, resolve_precision
-from toolgym.agents.engines.base import Completion, EngineError, SamplingParams
+from toolgym.agents.engines.base import Capabilities, Completion, EngineError, SamplingParams
 from toolgym.agents.engines.hf_batch import Row, RunningBatch
 from toolgym.agents.engines.hf_contexts import ContextStore, weights_stamp
 from toolgym.agents.loading import check_model_dir, load_model, load_tokenizer
@@ -80,10 +80,11 @@ class _Request:
 class HFEngine:
     """Generate with a transformers causal LM. `model` is a directory or a loaded model."""
 
-    weight_sync = "shared"
-    """A trainer's engine holds the trained model itself: its updates are the engine's."""
-    reads_images = True
-    """It generates from images too (vision-language models, `generate(..., images=)`)."""
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        "shared", full_weights=True, adapters=True, images=True
+    )
+    """A trainer's engine holds the trained model itself: its updates are the engine's. It
+    also serves adapters and takes full weights (as a server), and reads images."""
 
     @classmethod
     def for_policy(

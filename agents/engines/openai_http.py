@@ -21,11 +21,11 @@ exponential backoff; other 4xx answers fail at once with the server's message.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp
 
-from toolgym.agents.engines.base import Completion, EngineError, SamplingParams
+from toolgym.agents.engines.base import Capabilities, Completion, EngineError, SamplingParams
 from toolgym.errors import ConfigError
 from toolgym.log import get_logger
 
@@ -34,10 +34,10 @@ RETRY_STATUSES = {408, 429, 500, 502, 503, 504}
 
 
 class OpenAIEngine:
-    weight_sync = "lora"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        "lora", adapters=True, requires=("base_url",)
+    )
     """A server gets trained weights as LoRA adapters it loads by path."""
-    requires = ("base_url",)
-    """The trainer settings (engine.*) it cannot do without."""
 
     @classmethod
     def for_policy(

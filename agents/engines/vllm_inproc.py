@@ -6,19 +6,20 @@ vLLM, building this engine raises an ImportError that says so. Prompts go in as 
 and the completion's ids and sampled-token logprobs come back as vLLM produced them (vLLM
 reports raw logprobs, before temperature and top-p, by default since its V1 engine).
 
-Weight sync is full weights (`weight_sync = "full"`): `update_weights(state_dict)` sends the
+Weight sync is full weights (`Capabilities("full")`): `update_weights(state_dict)` sends the
 trained tensors to every worker through vLLM's `collective_rpc`, where a worker extension
 (vllm_worker.py) loads them with the model's own `load_weights`. LoRA adapters work too:
-`load_adapter(name, path)` registers a trained adapter and requests naming it use it.
+`load_adapter(name, path)` registers a trained adapter and requests naming it use it;
+`unload_adapter(name)` removes it (`remove_lora`).
 """
 
 from __future__ import annotations
 
 import itertools
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
-from toolgym.agents.engines.base import Completion, EngineError, SamplingParams
+from toolgym.agents.engines.base import Capabilities, Completion, EngineError, SamplingParams
 
 
 def _import_vllm() -> Any:
@@ -35,7 +36,7 @@ WORKER_EXTENSION = "toolgym.agents.engines.vllm_worker:WeightLoader"
 
 
 class VLLMEngine:
-    weight_sync = "full"
+    capabilities: ClassVar[Capabilities] = Capabilities("full", full_weights=True, adapters=True)
 
     @classmethod
     def for_policy(cls, *, model_path: str, **_: Any) -> VLLMEngine:
@@ -121,6 +122,12 @@ class VLLMEngine:
         request = LoRARequest(name, next(self._adapter_ids), path)
         await self.engine.add_lora(request)
         self._adapters[name] = request
+
+    async def unload_adapter(self, name: str) -> None:
+        request = self._adapters.pop(name, None)
+        if request is None:
+            raise EngineError(f"no LoRA adapter named '{name}' is loaded")
+        await self.engine.remove_lora(request.lora_int_id)
 
     async def aclose(self) -> None:
         shutdown = getattr(self.engine, "shutdown", None)

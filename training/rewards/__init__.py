@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel
 
 from toolgym.errors import ConfigError, lookup
 from toolgym.training.rewards.base import RewardSource, RunContext
@@ -16,27 +19,46 @@ from toolgym.training.rewards.mc_reward import MCValueReward
 from toolgym.training.rewards.prm_reward import ImplicitPRMReward
 from toolgym.training.rewards.stage import RewardError, RewardStage, WeightedSource
 
-SOURCES: dict[str, Callable[..., RewardSource]] = {
-    "env": EnvReward,
-    "format": FormatReward,
-    "length": LengthReward,
-    "function": FunctionReward,
-    "implicit_prm": ImplicitPRMReward,
-    "mc_values": MCValueReward,
-    "judge": JudgeReward,
+
+@dataclass(frozen=True)
+class SourceKind:
+    """A registered reward source and what it declares about itself."""
+
+    make: Callable[..., RewardSource]
+    roles: tuple[str, ...] = ("outcome", "process")
+    """What it may score: the trajectory's outcome, its steps (a process reward), or both."""
+    needs_context: bool = False
+    """It belongs to a training run (a model of its own, continuations, the run's loop) and
+    is given the run's `RunContext`."""
+    settings: type[BaseModel] | None = None
+    """The typed settings its kwargs are read into (documented in the settings reference)."""
+
+
+SOURCES: dict[str, SourceKind] = {
+    "env": SourceKind(EnvReward),
+    "format": SourceKind(FormatReward),
+    "length": SourceKind(LengthReward),
+    "function": SourceKind(FunctionReward),
+    "implicit_prm": SourceKind(
+        ImplicitPRMReward, ("process",), needs_context=True, settings=ImplicitPRMReward.Settings
+    ),
+    "mc_values": SourceKind(
+        MCValueReward, ("process",), needs_context=True, settings=MCValueReward.Settings
+    ),
+    "judge": SourceKind(JudgeReward, needs_context=True, settings=JudgeReward.Settings),
 }
 
 
 def make_source(name: str, context: RunContext | None = None, **kwargs: Any) -> RewardSource:
-    """The source called `name`; one that trains a model of its own (`needs_context`) is
+    """The source called `name`; one that belongs to a training run (`needs_context`) is
     given the run's `context` too."""
-    source = lookup(SOURCES, name, "reward source")
-    if getattr(source, "needs_context", False):
+    kind = lookup(SOURCES, name, "reward source")
+    if kind.needs_context:
         if context is None:
             raise ConfigError(f"reward source '{name}' needs a training run to belong to")
         kwargs["context"] = context
     try:
-        return source(**kwargs)
+        return kind.make(**kwargs)
     except (TypeError, ConfigError) as exc:
         raise ConfigError(f"reward source '{name}': {exc}") from None
 
@@ -47,6 +69,7 @@ __all__ = [
     "RewardSource",
     "RewardStage",
     "RunContext",
+    "SourceKind",
     "WeightedSource",
     "make_source",
 ]

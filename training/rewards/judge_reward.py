@@ -93,7 +93,6 @@ class JudgeSettings(ConfigModel):
 
 class JudgeReward(PreparedScores):
     source_name = "judge"
-    needs_context = True
     Settings = JudgeSettings
 
     def __init__(self, context: RunContext, **settings: Any) -> None:

@@ -58,9 +58,6 @@ class MCSettings(ConfigModel):
 
 class MCValueReward(PreparedScores):
     source_name = "mc_values"
-    roles = ("process",)
-    """It scores steps, so it is never an outcome."""
-    needs_context = True
     Settings = MCSettings
 
     def __init__(self, context: RunContext, **settings: Any) -> None:

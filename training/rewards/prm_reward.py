@@ -34,6 +34,7 @@ from toolgym.config import Choices, ConfigModel, validate
 from toolgym.errors import ConfigError, one_line
 from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.config import LoraSection
+from toolgym.training.optim_step import optimizer_step
 from toolgym.training.process.implicit_prm import BETA, dpo_loss, preference_pairs
 from toolgym.training.rewards.base import RunContext
 from toolgym.training.rewards.prepared import PreparedScores
@@ -70,9 +71,6 @@ class PRMSettings(ConfigModel):
 
 class ImplicitPRMReward(PreparedScores):
     source_name = "implicit_prm"
-    roles = ("process",)
-    """It scores steps, so it is never an outcome."""
-    needs_context = True
     Settings = PRMSettings
 
     def __init__(self, context: RunContext, **settings: Any) -> None:
@@ -173,15 +171,16 @@ class ImplicitPRMReward(PreparedScores):
             return {}
         s = self.settings
         factor = lr_factor(self.updates, self.context.steps, s.schedule, s.warmup_steps, 0.0)
-        for group in self.optimizer.param_groups:
-            group["lr"] = s.lr * factor
-        self.optimizer.zero_grad()
-        loss = self.backward(batch, prm_totals, old_totals, pairs)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip))
-        if not np.isfinite(grad_norm):
-            self.optimizer.zero_grad()
+        done = optimizer_step(
+            self.optimizer,
+            self.model.parameters(),
+            lambda: self.backward(batch, prm_totals, old_totals, pairs),
+            s.grad_clip,
+            lr=s.lr * factor,
+        )
+        if not done.stepped:
             raise RewardError("implicit_prm: its gradient norm is not finite")
-        self.optimizer.step()
+        loss, grad_norm = done.loss, done.grad_norm
         margins = s.beta * (prm_totals - old_totals)
         return {
             "loss": loss,

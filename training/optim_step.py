@@ -1,0 +1,44 @@
+"""One optimizer step, the same for every loop that trains weights (the RL trainer, SFT,
+pretraining, the implicit PRM): set the learning rate, accumulate the gradient, clip it,
+and step only if the loss and the gradient norm are finite (else the gradient is dropped and
+the weights stay as they were; the caller says what that means for its run)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class StepResult:
+    loss: float
+    """What `accumulate` returned: the step's loss."""
+    grad_norm: float
+    """The gradient's global norm before clipping."""
+    stepped: bool
+    """False when the loss or the gradient norm was not finite: nothing changed."""
+
+
+def optimizer_step(
+    optimizer: torch.optim.Optimizer,
+    parameters: Iterable[torch.nn.Parameter],
+    accumulate: Callable[[], float],
+    grad_clip: float,
+    lr: float | None = None,
+) -> StepResult:
+    """`accumulate()` runs the backward passes (one per micro-batch) and returns the loss;
+    `lr`, when given, is set on every parameter group first."""
+    if lr is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+    optimizer.zero_grad()
+    loss = accumulate()
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(list(parameters), grad_clip))
+    if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+        optimizer.zero_grad()
+        return StepResult(loss, grad_norm, False)
+    optimizer.step()
+    return StepResult(loss, grad_norm, True)
