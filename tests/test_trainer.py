@@ -20,7 +20,7 @@ from conftest import FIXTURES, ROOT
 from toolgym.config import load_config, validate
 from toolgym.errors import ConfigError
 from toolgym.training import checkpoint
-from toolgym.training.builders import build_reward_stage
+from toolgym.training.builders import build_parts, build_reward_stage
 from toolgym.training.config import TrainConfig
 from toolgym.training.metrics_log import read_metrics
 from toolgym.training.rewards import SOURCES
@@ -94,6 +94,43 @@ def checkpointing(model):
     if hasattr(model, "is_activation_checkpointing"):  # transformers 5
         return model.is_activation_checkpointing
     return model.is_gradient_checkpointing
+
+
+class Counted:
+    """An engine handed in by the caller: it forwards to another and counts the turns."""
+
+    def __init__(self, engine):
+        self.engine, self.turns, self.capabilities = engine, 0, engine.capabilities
+
+    @property
+    def policy_version(self):
+        return self.engine.policy_version
+
+    @policy_version.setter
+    def policy_version(self, value):
+        self.engine.policy_version = value
+
+    async def generate(self, prompt_ids, sampling, adapter=None, **options):
+        self.turns += 1
+        return await self.engine.generate(prompt_ids, sampling, adapter, **options)
+
+    async def aclose(self):
+        await self.engine.aclose()
+
+
+def test_a_trainer_runs_with_the_parts_it_is_handed(tool_calling_model_dir, tmp_path):
+    config = load_config(
+        TrainConfig, None,
+        [f"model={tool_calling_model_dir}", f"run_dir={tmp_path}", "steps=1",
+         "eval.every_steps=10", "tensorboard=false", *SMALL],
+    )  # fmt: skip
+    parts = build_parts(config)
+    parts.engine = counted = Counted(parts.engine)
+    trainer = Trainer(config, parts=parts)
+    assert trainer.model is parts.model and trainer.engine is counted
+    (record,) = trainer.run()
+    evaluated = round(record["eval/turns"] * 4)  # eval.episodes=4, after the last step
+    assert counted.turns == record["env_steps"] + evaluated and counted.policy_version == 1
 
 
 def test_gradient_checkpointing_gives_the_same_update(tool_calling_model_dir, tmp_path):

@@ -1,19 +1,24 @@
 """Small builders that assemble a trainer's parts from its typed config: the model on its
 device, the frozen reference, the engine from the engine registry, the optimizer, and the
-reward stage. Each takes what it needs and returns the part; the trainer only wires them."""
+reward stage. Each takes what it needs and returns the part; `build_parts` makes the
+policy's parts, which a trainer is handed (or builds with it when it is handed none)."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from toolgym.agents.device import Precision
+from toolgym.agents.device import Precision, resolve_precision
 from toolgym.agents.engines import Capabilities, PolicyEngine, engine_class, policy_engine
-from toolgym.agents.loading import is_vision_model, load_model
+from toolgym.agents.loading import check_model_dir, is_vision_model, load_model, load_tokenizer
+from toolgym.agents.render import ChatRenderer
+from toolgym.agents.render_vision import make_renderer
+from toolgym.agents.vision import ImageEncoder
 from toolgym.errors import ConfigError, one_line
 from toolgym.training.config import TrainConfig
 from toolgym.training.rewards import (
@@ -24,6 +29,56 @@ from toolgym.training.rewards import (
     make_source,
 )
 from toolgym.training.rewards.base import Continue
+
+
+@dataclass
+class PolicyParts:
+    """The policy a trainer trains and what it generates, renders and steps with. Built here
+    from the config, or by whoever runs the trainer otherwise (another engine, a model
+    already placed on its devices), and handed in."""
+
+    precision: Precision
+    """Where and in what precision the forward passes run."""
+    tokenizer: Any
+    model: Any
+    """The trained model (with its LoRA adapter, when there is one)."""
+    reference: Any | None
+    """A frozen copy for the KL term (None: no KL, or LoRA's adapter switched off)."""
+    images: ImageEncoder | None
+    """The image encoder of a vision-language policy, shared by renderer, engine and
+    batches (a screenshot is prepared once); None for a text-only one."""
+    engine: PolicyEngine
+    renderer: ChatRenderer
+    optimizer: torch.optim.Optimizer
+
+    @property
+    def pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return int(pad if pad is not None else self.tokenizer.eos_token_id)
+
+
+def build_parts(config: TrainConfig) -> PolicyParts:
+    """The policy's parts as the config says (the seed set first, so a run's initial
+    adapter and sampling are reproducible)."""
+    check_engine(config)
+    check_model_dir(config.model)
+    torch.manual_seed(config.seed)
+    precision = resolve_precision(config.device, config.dtype)
+    tokenizer = load_tokenizer(config.model)
+    model = build_model(config, precision)
+    images = ImageEncoder.for_model(config.model, model.config)
+    return PolicyParts(
+        precision=precision,
+        tokenizer=tokenizer,
+        model=model,
+        reference=build_reference(config, model, precision),
+        images=images,
+        engine=build_engine(config, model, tokenizer, precision, images),
+        renderer=make_renderer(
+            tokenizer, images, tool_schemas=config.rollout.tool_schemas_in_prompt
+        ),
+        optimizer=build_optimizer(config, model),
+    )
 
 
 def build_model(config: TrainConfig, precision: Precision) -> Any:

@@ -39,14 +39,12 @@ from toolgym.agents.collector import (
     summarize,
     tool_exceptions,
 )
-from toolgym.agents.device import peak_memory_gb, resolve_precision
-from toolgym.agents.engines import PolicyEngine, SamplingParams
-from toolgym.agents.loading import check_model_dir, load_tokenizer
-from toolgym.agents.render_vision import make_renderer
+from toolgym.agents.device import peak_memory_gb
+from toolgym.agents.engines import SamplingParams
+from toolgym.agents.loading import check_model_dir
 from toolgym.agents.rollout import Prefix, RolloutConfig
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
-from toolgym.agents.vision import ImageEncoder
 from toolgym.envs.pool import EnvPool
 from toolgym.envs.tasks import TaskSource
 from toolgym.errors import ConfigError, EnvBuildError, RunFailedError, ToolgymError, one_line
@@ -55,10 +53,8 @@ from toolgym.training import checkpoint
 from toolgym.training.advantages import GroupRewards, compute_advantages
 from toolgym.training.batch import TokenBatch, build_batch, token_logprobs
 from toolgym.training.builders import (
-    build_engine,
-    build_model,
-    build_optimizer,
-    build_reference,
+    PolicyParts,
+    build_parts,
     build_reward_stage,
     check_engine,
 )
@@ -78,9 +74,14 @@ RUN_FILES = (checkpoint.FILE, METRICS, "tensorboard", "policy", "config.json")
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig, runtime: Runtime | None = None) -> None:
-        check_engine(config)
-        check_model_dir(config.model)
+    def __init__(
+        self, config: TrainConfig, runtime: Runtime | None = None, parts: PolicyParts | None = None
+    ) -> None:
+        """`parts`: the policy's parts, when the caller builds them (builders.py
+        `build_parts` does what the config says and is used when none are handed in)."""
+        if parts is None:
+            check_engine(config)
+            check_model_dir(config.model)
         if Path(config.run_dir).exists() and not Path(config.run_dir).is_dir():
             raise ConfigError(f"run_dir {config.run_dir} is a file; give a directory for the run")
         self.config = config
@@ -94,29 +95,14 @@ class Trainer:
             raise
         self.run_dir = Path(config.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        torch.manual_seed(config.seed)
-        self.precision = resolve_precision(config.device, config.dtype)
-        self.tokenizer = load_tokenizer(config.model)
-        self.model = build_model(config, self.precision)
-        self.reference = build_reference(config, self.model, self.precision)
-        self.pad_id = (
-            self.tokenizer.pad_token_id
-            if self.tokenizer.pad_token_id is not None
-            else self.tokenizer.eos_token_id
-        )
-        self.images = ImageEncoder.for_model(config.model, self.model.config)
-        """The image encoder of a vision-language policy (None for a text-only one), shared
-        by the renderer, the engine and the batches: a screenshot is prepared once."""
-        self.engine: PolicyEngine = build_engine(
-            config, self.model, self.tokenizer, self.precision, self.images
-        )
+        parts = parts or build_parts(config)
+        self.precision, self.tokenizer = parts.precision, parts.tokenizer
+        self.model, self.reference, self.images = parts.model, parts.reference, parts.images
+        self.engine, self.renderer, self.optimizer = parts.engine, parts.renderer, parts.optimizer
+        self.pad_id = parts.pad_id
         self.sync_weights = weight_sync(self.engine, config.lora.enabled)
         self.adapter: str | None = None
         """The adapter name the engine generates with (LoRA sync); None otherwise."""
-        self.renderer = make_renderer(
-            self.tokenizer, self.images, tool_schemas=config.rollout.tool_schemas_in_prompt
-        )
-        self.optimizer = build_optimizer(config, self.model)
         self.rewards = build_reward_stage(
             config, self.precision, self.continue_from, self.runtime.run
         )
