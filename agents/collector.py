@@ -4,6 +4,10 @@ Every member of a group starts from the same task and seed (what group-relative 
 compare); each episode runs on its own timeline, on an env instance taken from its env's
 pool. Failed or timed-out episodes come back masked and are counted, and the rest of the
 batch goes on.
+
+A request names its env (`EnvRef`: name, id, arguments) and its task; it holds nothing
+live, so it can be sent to another process. The collector turns a reference into a pool
+through its `pools` (the runtime's, in a run).
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -23,15 +27,31 @@ from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import Prefix, RolloutConfig, run_pooled
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.envs.pool import EnvPool
+from toolgym.envs.ref import EnvRef
 from toolgym.envs.tasks import TaskDraw
 from toolgym.errors import RunFailedError, one_line
+
+PoolSource = Callable[[EnvRef], EnvPool]
+"""The pool that runs a referenced env's episodes (the runtime's `pool_for`)."""
+
+
+def pools_of(*pools: EnvPool) -> PoolSource:
+    """A pool source over pools already made, found by their env's name."""
+    by_name = {p.name: p for p in pools}
+
+    def pool_for(env: EnvRef) -> EnvPool:
+        if env.name not in by_name:
+            raise KeyError(f"no pool for env '{env.name}' (pools: {', '.join(by_name)})")
+        return by_name[env.name]
+
+    return pool_for
 
 
 @dataclass(frozen=True)
 class GroupRequest:
-    """`size` episodes of one drawn task on the env of `pool`."""
+    """`size` episodes of one drawn task on the env `env` names."""
 
-    pool: EnvPool
+    env: EnvRef
     draw: TaskDraw
     size: int = 1
     role: str = "policy"
@@ -39,22 +59,32 @@ class GroupRequest:
     @property
     def group_id(self) -> str:
         """Unique per env, split and draw index (a train index is never drawn twice)."""
-        return f"{self.pool.name}:{self.draw.split}:{self.draw.index}"
+        return f"{self.env.name}:{self.draw.split}:{self.draw.index}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON where the task is), to send the request to another process."""
+        return {"env": self.env.to_dict(), "draw": asdict(self.draw), "size": self.size,
+                "role": self.role}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GroupRequest:
+        return cls(EnvRef.from_dict(data["env"]), TaskDraw(**data["draw"]), int(data["size"]),
+                   str(data["role"]))  # fmt: skip
 
 
 @dataclass(frozen=True)
 class BranchRequest:
-    """`size` continuations of `prefix` on the env of `pool` (Monte-Carlo step values)."""
+    """`size` continuations of `prefix` on the env `env` names (Monte-Carlo step values)."""
 
-    pool: EnvPool
+    env: EnvRef
     prefix: Prefix
     size: int = 1
 
 
 def requests_for(
-    pool: EnvPool, draws: Iterable[TaskDraw], size: int = 1, role: str = "policy"
+    env: EnvRef, draws: Iterable[TaskDraw], size: int = 1, role: str = "policy"
 ) -> list[GroupRequest]:
-    return [GroupRequest(pool, d, size, role) for d in draws]
+    return [GroupRequest(env, d, size, role) for d in draws]
 
 
 @dataclass
@@ -123,6 +153,7 @@ class RolloutCollector:
     """Runs the requested groups with at most `concurrency` episodes at once.
 
     Args:
+        pools: the pool each request's env runs on (`Runtime.pool_for`, or `pools_of`).
         progress: show a live bar (episodes, tokens/s, mean reward).
     """
 
@@ -131,11 +162,12 @@ class RolloutCollector:
         engine: Engine,
         renderer: ChatRenderer,
         config: RolloutConfig,
+        pools: PoolSource,
         *,
         concurrency: int = 64,
         progress: bool = False,
     ) -> None:
-        self.engine, self.renderer, self.config = engine, renderer, config
+        self.engine, self.renderer, self.config, self.pools = engine, renderer, config, pools
         self.concurrency, self.progress = concurrency, progress
         self.masked_total = 0
 
@@ -148,7 +180,7 @@ class RolloutCollector:
         """One group per request, in order; `options` go to every reset (e.g. the trainer's
         step), besides each draw's task."""
         episodes = [
-            (r.pool, {
+            (self.pools(r.env), {
                 "seed": r.draw.seed, "task": r.draw.task, "options": options, "role": r.role,
                 "trajectory_id": f"{r.group_id}:{member}", "group_id": r.group_id, "adapter": adapter,
             })
@@ -160,7 +192,7 @@ class RolloutCollector:
         for r in requests:
             members = list(results[at : at + r.size])
             at += r.size
-            groups.append(TrajectoryGroup(r.group_id, r.draw.seed, members, r.pool.name))
+            groups.append(TrajectoryGroup(r.group_id, r.draw.seed, members, r.env.name))
         return groups
 
     async def branch(
@@ -174,7 +206,7 @@ class RolloutCollector:
         for r in requests:
             t = r.prefix.trajectory
             for k in range(r.size):
-                episodes.append((r.pool, {
+                episodes.append((self.pools(r.env), {
                     "seed": t.seed, "task": t.task, "options": options, "role": t.role,
                     "trajectory_id": f"{t.id}/after{r.prefix.steps}:{k}", "group_id": t.group_id,
                     "adapter": adapter, "prefix": r.prefix,

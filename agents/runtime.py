@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from toolgym.agents.writer import EngineWriter
 from toolgym.envs.pool import EnvPool
+from toolgym.envs.ref import EnvRef
 from toolgym.envs.registration import make
 from toolgym.envs.resources import Resources
 from toolgym.envs.search.engine import WRITER
@@ -45,16 +46,20 @@ class Runtime:
         """Run `coro` to completion on the runtime's loop."""
         return self.loop.run_until_complete(coro)
 
-    def pool(self, name: str, env_id: str, kwargs: Mapping[str, Any] | None = None) -> EnvPool:
-        """The pool of env `name` (built by `make(env_id, **kwargs)`), made on first use."""
-        pool = self.pools.get(name)
+    def pool_for(self, env: EnvRef) -> EnvPool:
+        """The pool of the env `env` names (built by `make(env.env_id, **env.kwargs)`), made
+        on first use; a name already taken by another env is refused."""
+        pool = self.pools.get(env.name)
         if pool is None:
-            arguments = dict(kwargs or {})
+            arguments = dict(env.kwargs)
             pool = EnvPool(
-                lambda: make(env_id, **arguments), self.resources, name=name, env_id=env_id
-            )
+                lambda: make(env.env_id, **arguments), self.resources, name=env.name,
+                env_id=env.env_id, kwargs=arguments,
+            )  # fmt: skip
             pool.prime()  # an env that cannot be built stops the run here, saying why
-            self.pools[name] = pool
+            self.pools[env.name] = pool
+        elif pool.ref != env:
+            raise ValueError(f"env name '{env.name}' is taken by {pool.ref}; asked for {env}")
         return pool
 
     def close(self) -> None:

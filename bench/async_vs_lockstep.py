@@ -25,7 +25,7 @@ import time
 
 from common import QuestionEnv, tiny_model
 
-from toolgym.agents.collector import RolloutCollector, requests_for
+from toolgym.agents.collector import RolloutCollector, pools_of, requests_for
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.render import ChatRenderer
@@ -81,9 +81,13 @@ async def per_episode(
     sampling: SamplingParams,
     tool_s: float,
 ) -> int:
-    collector = RolloutCollector(engine, renderer, RolloutConfig(sampling), concurrency=slots)
     async with EnvPool(lambda: QuestionEnv(TURNS, tool_s), name="question") as pool:
-        groups = await collector.collect(requests_for(pool, SeedTasks().head("train", episodes)))
+        collector = RolloutCollector(
+            engine, renderer, RolloutConfig(sampling), pools_of(pool), concurrency=slots
+        )
+        groups = await collector.collect(
+            requests_for(pool.ref, SeedTasks().head("train", episodes))
+        )
     assert all(len(t.steps) == TURNS and not t.masked for g in groups for t in g.trajectories)
     return sum(t.generated_tokens for g in groups for t in g.trajectories)
 

@@ -17,7 +17,7 @@ import time
 
 from common import QuestionEnv, tiny_model
 
-from toolgym.agents.collector import RolloutCollector, requests_for
+from toolgym.agents.collector import RolloutCollector, pools_of, requests_for
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.render import ChatRenderer
@@ -33,9 +33,13 @@ async def raw(engine: HFEngine, prompts: list[list[int]], sampling: SamplingPara
 async def rollout(
     engine: HFEngine, renderer: ChatRenderer, episodes: int, sampling: SamplingParams
 ) -> int:
-    collector = RolloutCollector(engine, renderer, RolloutConfig(sampling), concurrency=episodes)
     async with EnvPool(QuestionEnv, name="question") as pool:
-        groups = await collector.collect(requests_for(pool, SeedTasks().head("train", episodes)))
+        collector = RolloutCollector(
+            engine, renderer, RolloutConfig(sampling), pools_of(pool), concurrency=episodes
+        )
+        groups = await collector.collect(
+            requests_for(pool.ref, SeedTasks().head("train", episodes))
+        )
     return sum(t.generated_tokens for g in groups for t in g.trajectories)
 
 

@@ -7,6 +7,7 @@ Importing this package registers the built-in envs with toolgym and with Gymnasi
 from toolgym.envs.builtin import register_builtin_envs
 from toolgym.envs.core import INFO_KEYS, Env, Message, make_info
 from toolgym.envs.pool import EnvBuildError, EnvPool
+from toolgym.envs.ref import EnvRef
 from toolgym.envs.registration import EnvSpec, make, register, registered_ids, spec
 from toolgym.envs.resources import Resources
 from toolgym.envs.spaces import MessagesSpace, TextSpace
@@ -20,6 +21,7 @@ __all__ = [
     "Env",
     "EnvBuildError",
     "EnvPool",
+    "EnvRef",
     "EnvSpec",
     "EpisodeOverError",
     "ListTasks",

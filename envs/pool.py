@@ -8,9 +8,11 @@ built when needed. Every instance the pool builds shares the pool's `Resources`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from toolgym.envs.core import Env
+from toolgym.envs.ref import EnvRef
 from toolgym.envs.resources import Resources, close_quietly
 from toolgym.errors import EnvBuildError, ToolgymError
 
@@ -24,6 +26,7 @@ class EnvPool:
             with the pool.
         name: what trajectories and metrics call this env (a mixture's entry name).
         env_id: the registered id, recorded in trajectories.
+        kwargs: the arguments the factory builds with (part of the pool's `ref`).
         close_timeout_s: limit for closing one instance.
     """
 
@@ -34,9 +37,12 @@ class EnvPool:
         *,
         name: str = "env",
         env_id: str = "",
+        kwargs: Mapping[str, Any] | None = None,
         close_timeout_s: float = 10.0,
     ) -> None:
         self.factory, self.name, self.env_id = factory, name, env_id
+        self.ref = EnvRef(name, env_id, dict(kwargs or {}))
+        """The env by name, id and arguments: what requests for episodes on it carry."""
         self.owns_resources = resources is None
         self.resources = Resources() if resources is None else resources
         self.close_timeout_s = close_timeout_s

@@ -10,7 +10,7 @@ import pytest
 
 import fixture_envs
 import toolgym
-from toolgym.agents.collector import BranchRequest, RolloutCollector, requests_for
+from toolgym.agents.collector import BranchRequest, RolloutCollector, pools_of, requests_for
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.base import Completion
 from toolgym.agents.engines.hf import HFEngine
@@ -52,18 +52,28 @@ def setting(tool_calling_model_dir):
     engine = HFEngine(tool_calling_model_dir, seed=0)
     config = RolloutConfig(SamplingParams(max_tokens=24, temperature=1.0, seed=11))
     # one episode at a time: batched decoding would pad rows differently between the runs
-    collector = RolloutCollector(engine, ChatRenderer(engine.tokenizer), config, concurrency=1)
-    return engine, collector, config
+    pools = {
+        "maze": EnvPool(maze, name="maze"),
+        "drifting": EnvPool(
+            lambda: fixture_envs.DriftingMaze(size=3, max_turns=4), name="drifting"
+        ),
+    }
+    collector = RolloutCollector(
+        engine, ChatRenderer(engine.tokenizer), config, pools_of(*pools.values()), concurrency=1
+    )
+    return engine, collector, config, pools
 
 
 def test_replayed_continuations_equal_fresh_rollouts_of_the_same_prefix(setting):
-    engine, collector, config = setting
-    pool = EnvPool(maze, name="maze")
-    (group,) = asyncio.run(collector.collect(requests_for(pool, [SeedTasks().draw("train", 3)])))
+    engine, collector, config, pools = setting
+    pool = pools["maze"]
+    (group,) = asyncio.run(
+        collector.collect(requests_for(pool.ref, [SeedTasks().draw("train", 3)]))
+    )
     (original,) = group.trajectories
     assert len(original.steps) > PREFIX + 1, "the episode must outlast its prefix"
     (replayed,) = asyncio.run(
-        collector.branch([BranchRequest(pool, Prefix(original, PREFIX), CONTINUATIONS)])
+        collector.branch([BranchRequest(pool.ref, Prefix(original, PREFIX), CONTINUATIONS)])
     )
     fresh = []
     for k in range(CONTINUATIONS):
@@ -89,12 +99,14 @@ def test_replayed_continuations_equal_fresh_rollouts_of_the_same_prefix(setting)
 
 
 def test_an_env_that_answers_a_replay_differently_masks_the_continuation(setting):
-    _, collector, _ = setting
-    pool = EnvPool(lambda: fixture_envs.DriftingMaze(size=3, max_turns=4), name="drifting")
-    (group,) = asyncio.run(collector.collect(requests_for(pool, [SeedTasks().draw("train", 0)])))
+    _, collector, _, pools = setting
+    pool = pools["drifting"]
+    (group,) = asyncio.run(
+        collector.collect(requests_for(pool.ref, [SeedTasks().draw("train", 0)]))
+    )
     (original,) = group.trajectories
-    (branches,) = asyncio.run(collector.branch([BranchRequest(pool, Prefix(original, 1), 2)]))
+    (branches,) = asyncio.run(collector.branch([BranchRequest(pool.ref, Prefix(original, 1), 2)]))
     for t in branches:
         assert t.masked and "not deterministic" in t.infra_error, t.infra_error
-    [[bad]] = asyncio.run(collector.branch([BranchRequest(pool, Prefix(original, 0), 1)]))
+    [[bad]] = asyncio.run(collector.branch([BranchRequest(pool.ref, Prefix(original, 0), 1)]))
     assert bad.masked and "cannot continue" in bad.infra_error

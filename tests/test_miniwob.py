@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import toolgym
-from toolgym.agents.collector import RolloutCollector, requests_for
+from toolgym.agents.collector import RolloutCollector, pools_of, requests_for
 from toolgym.agents.engines.base import Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig
@@ -246,12 +246,12 @@ def test_a_browser_killed_mid_episode_masks_that_episode_and_the_next_ones_run(t
         pool = EnvPool(lambda: MiniWoBEnv(task="click-button", max_turns=2), name="miniwob")
         engine = KillingEngine(renderer, before)
         config = RolloutConfig(SamplingParams(max_tokens=64), call_timeout_s=20.0)
-        collector = RolloutCollector(engine, renderer, config, concurrency=1)
+        collector = RolloutCollector(engine, renderer, config, pools_of(pool), concurrency=1)
         try:
             groups = []
             for index in range(4):  # one after another: the kill lands in episode 2
                 draw = SeedTasks().draw("train", index)
-                groups += await collector.collect(requests_for(pool, [draw]))
+                groups += await collector.collect(requests_for(pool.ref, [draw]))
         finally:
             await pool.aclose()
         return [g.trajectories[0] for g in groups]

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import fixture_envs
-from toolgym.agents.collector import RolloutCollector, requests_for
+from toolgym.agents.collector import RolloutCollector, pools_of, requests_for
 from toolgym.agents.engines.base import Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig
@@ -52,9 +52,11 @@ def child_processes() -> list[str]:
     return out
 
 
-def collect(renderer, requests, concurrency=64, call_timeout_s=2.0):
+def collect(renderer, pools, requests, concurrency=64, call_timeout_s=2.0):
     config = RolloutConfig(SamplingParams(max_tokens=64), call_timeout_s=call_timeout_s)
-    collector = RolloutCollector(SayEngine(renderer), renderer, config, concurrency=concurrency)
+    collector = RolloutCollector(
+        SayEngine(renderer), renderer, config, pools_of(*pools), concurrency=concurrency
+    )
     return collector.collect(requests)
 
 
@@ -71,9 +73,9 @@ def test_256_episodes_finish_while_a_raising_and_a_hanging_env_are_masked(render
             EnvPool(fixture_envs.RaisingEnv, name="raising"),
             EnvPool(fixture_envs.HangingEnv, name="hanging"),
         ]
-        requests = requests_for(pools[0], draws(256))
-        requests += requests_for(pools[1], draws(1)) + requests_for(pools[2], draws(1))
-        groups = await collect(renderer, requests, call_timeout_s=1.0)
+        requests = requests_for(pools[0].ref, draws(256))
+        requests += requests_for(pools[1].ref, draws(1)) + requests_for(pools[2].ref, draws(1))
+        groups = await collect(renderer, pools, requests, call_timeout_s=1.0)
         for pool in pools:
             await pool.aclose()
         leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -106,7 +108,9 @@ def test_instances_are_reused_and_a_failed_one_is_retired(renderer):
         async with EnvPool(flaky, name="flaky") as pool:
             out = []
             for draw in draws(4):  # one at a time: each episode may reuse the last instance
-                out += await collect(renderer, requests_for(pool, [draw]), concurrency=1)
+                out += await collect(
+                    renderer, [pool], requests_for(pool.ref, [draw]), concurrency=1
+                )
             return pool, list(pool.idle), out
 
     pool, idle, groups = asyncio.run(main())
@@ -114,7 +118,8 @@ def test_instances_are_reused_and_a_failed_one_is_retired(renderer):
     assert len(built) == pool.built == 2  # the raising one retired, the next one reused
     assert idle == [built[1]]
     # A reused instance starts each episode from its own task: the same seed, the same coin.
-    again = asyncio.run(collect(renderer, requests_for(EnvPool(fixture_envs.CoinEnv), draws(3, 1))))
+    coin = EnvPool(fixture_envs.CoinEnv)
+    again = asyncio.run(collect(renderer, [coin], requests_for(coin.ref, draws(3, 1))))
     assert [g.trajectories[0].total_reward for g in groups[1:]] == [
         g.trajectories[0].total_reward for g in again
     ]
@@ -128,7 +133,9 @@ def test_broken_factories_and_wrong_shapes_are_reported_with_their_phase(rendere
         broken = EnvPool(no_env, name="broken")
         wrong = EnvPool(fixture_envs.WrongArityEnv, name="wrong")
         groups = await collect(
-            renderer, requests_for(broken, draws(1)) + requests_for(wrong, draws(1))
+            renderer,
+            [broken, wrong],
+            requests_for(broken.ref, draws(1)) + requests_for(wrong.ref, draws(1)),
         )
         await wrong.aclose()
         return [g.trajectories[0] for g in groups], wrong
@@ -163,7 +170,9 @@ def test_shared_resources_are_made_once_and_closed_with_their_owner(renderer):
 
     async def main():
         async with EnvPool(SharingCoinEnv, name="sharing") as pool:
-            groups = await collect(renderer, requests_for(pool, draws(64), size=2), concurrency=16)
+            groups = await collect(
+                renderer, [pool], requests_for(pool.ref, draws(64), size=2), concurrency=16
+            )
             assert Counter.closed == 0 and pool.resources.opened == 1
             return pool, groups
 

@@ -4,19 +4,27 @@ masking of stuck episodes, context budgets, and the JSONL round trip."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 import torch
 
 import fixture_envs
 import toolgym
-from toolgym.agents.collector import RolloutCollector, requests_for, summarize
+from toolgym.agents.collector import (
+    GroupRequest,
+    RolloutCollector,
+    pools_of,
+    requests_for,
+    summarize,
+)
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig, run_episode
+from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import EpisodeEnd, read_jsonl, write_jsonl
-from toolgym.envs import EnvPool, SeedTasks
+from toolgym.envs import EnvPool, EnvRef, SeedTasks
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +51,10 @@ def play_maze(engine, renderer, seed, max_tokens, **kwargs):
 
 def test_64_concurrent_mazes_finish_and_a_stuck_episode_is_masked(engine, renderer):
     config = RolloutConfig(SamplingParams(max_tokens=24, seed=3), episode_timeout_s=20)
-    collector = RolloutCollector(engine, renderer, config, concurrency=64)
     pool = EnvPool(lambda: fixture_envs.StuckOnSeedMaze(size=3, max_turns=3), name="stuck-maze")
+    collector = RolloutCollector(engine, renderer, config, pools_of(pool), concurrency=64)
     draws = SeedTasks().head("train", 64)
-    groups = asyncio.run(collector.collect(requests_for(pool, draws)))
+    groups = asyncio.run(collector.collect(requests_for(pool.ref, draws)))
     trajectories = [t for g in groups for t in g.trajectories]
     assert len(trajectories) == 64
     (stuck,) = [t for t in trajectories if t.masked]
@@ -64,12 +72,11 @@ def test_64_concurrent_mazes_finish_and_a_stuck_episode_is_masked(engine, render
 
 
 def test_group_members_start_identically_and_sample_differently(engine, renderer):
-    collector = RolloutCollector(
-        engine, renderer, RolloutConfig(SamplingParams(max_tokens=12, seed=0), max_turns=1)
-    )
     pool = EnvPool(maze, name="maze")
+    config = RolloutConfig(SamplingParams(max_tokens=12, seed=0), max_turns=1)
+    collector = RolloutCollector(engine, renderer, config, pools_of(pool))
     draws = [SeedTasks().draw("eval", k) for k in (4, 9)]
-    groups = asyncio.run(collector.collect(requests_for(pool, draws, size=3)))
+    groups = asyncio.run(collector.collect(requests_for(pool.ref, draws, size=3)))
     assert [g.group_id for g in groups] == ["maze:eval:4", "maze:eval:9"]
     assert [g.seed for g in groups] == [SeedTasks.SPAN + 4, SeedTasks.SPAN + 9]
     for g in groups:
@@ -176,3 +183,19 @@ def test_trajectories_round_trip_through_jsonl(engine, renderer, tmp_path):
     back = read_jsonl(path)
     assert back[0] == traj and back[1].loss_mask == traj.loss_mask
     assert isinstance(back[0].steps[0].state_key, str)
+
+
+def test_a_request_names_its_env_survives_json_and_runs_where_it_is_sent(engine, renderer):
+    env = EnvRef("maze", "toolgym/Maze-v0", {"size": 3, "max_turns": 2})
+    request = GroupRequest(env, SeedTasks().draw("train", 5), size=2)
+    sent = GroupRequest.from_dict(json.loads(json.dumps(request.to_dict())))
+    assert sent == request
+    config = RolloutConfig(SamplingParams(max_tokens=12, seed=0), max_turns=1)
+    with Runtime() as runtime:  # the receiving side builds the env from the reference
+        collector = RolloutCollector(engine, renderer, config, runtime.pool_for)
+        (group,) = runtime.run(collector.collect([sent]))
+        assert runtime.pools["maze"].ref == env
+        with pytest.raises(ValueError, match="env name 'maze' is taken"):
+            runtime.pool_for(EnvRef("maze", "toolgym/Maze-v0", {"size": 4}))
+    assert (group.group_id, group.env_name, len(group.trajectories)) == ("maze:train:5", "maze", 2)
+    assert all(t.env_id == "toolgym/Maze-v0" and t.steps for t in group.trajectories)

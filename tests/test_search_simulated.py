@@ -17,7 +17,7 @@ from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.writer import EngineWriter
-from toolgym.envs import ListTasks, Resources
+from toolgym.envs import EnvRef, ListTasks, Resources
 from toolgym.envs.search.engine import WRITER
 from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
@@ -137,14 +137,17 @@ def test_one_simulator_load_per_process_and_a_fresh_pattern_per_episode(tiny_mod
     search = ToolCall("search", {"query": "Trelix"})
     with Runtime(providers={WRITER: counting_load}) as runtime:
         kwargs = {"simulator": str(tiny_model_dir), "noise": [0.5, 0.5, 1.0], "max_turns": 1}
-        pool = runtime.pool("simulated", "toolgym/Search-v0", kwargs)
+        pool = runtime.pool_for(EnvRef("simulated", "toolgym/Search-v0", kwargs))
         text = pool.factory().parser.render([search])
         renderer = ChatRenderer(AutoTokenizer.from_pretrained(tiny_model_dir))
         collector = RolloutCollector(
-            SayEngine(renderer, text), renderer, RolloutConfig(SamplingParams(max_tokens=64))
+            SayEngine(renderer, text),
+            renderer,
+            RolloutConfig(SamplingParams(max_tokens=64)),
+            runtime.pool_for,
         )
         draw = ListTasks.load([{"question": "Who founded Trelix?", "answers": ["x"]}] * 2)
-        groups = runtime.run(collector.collect(requests_for(pool, [draw.draw("train", 0)], 64)))
+        groups = runtime.run(collector.collect(requests_for(pool.ref, [draw.draw("train", 0)], 64)))
         assert runtime.resources.opened == 2  # the writer and the engine over it
     episodes = groups[0].trajectories
     assert len(episodes) == 64 and not any(t.masked for t in episodes)

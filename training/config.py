@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from toolgym.agents.device import DTYPES
 from toolgym.config import Choices, ConfigModel
+from toolgym.envs.ref import EnvRef
 from toolgym.errors import ConfigError
 from toolgym.training.advantages import ESTIMATORS
 from toolgym.training.losses import MODES
@@ -35,6 +36,11 @@ class EnvSection(ConfigModel):
     @property
     def label(self) -> str:
         return self.name or self.id.rpartition(":")[2].rpartition("/")[2]
+
+    @property
+    def ref(self) -> EnvRef:
+        """The env as requests name it."""
+        return EnvRef(self.label, self.id, self.kwargs)
 
 
 class RewardSection(ConfigModel):

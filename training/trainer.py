@@ -45,7 +45,6 @@ from toolgym.agents.loading import check_model_dir
 from toolgym.agents.rollout import Prefix, RolloutConfig
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
-from toolgym.envs.pool import EnvPool
 from toolgym.envs.tasks import TaskSource
 from toolgym.errors import ConfigError, EnvBuildError, RunFailedError, ToolgymError, one_line
 from toolgym.log import get_logger
@@ -194,7 +193,7 @@ class Trainer:
         which = allot([e.weight for e in entries], step, len(slots))
         size = self.config.rollout.rollouts_per_task
         return [
-            GroupRequest(self.pool(entries[i]), self.tasks[entries[i].label].draw("train", g),
+            GroupRequest(entries[i].ref, self.tasks[entries[i].label].draw("train", g),
                          size, entries[i].role)
             for g, i in zip(slots, which, strict=True)
         ]  # fmt: skip
@@ -202,13 +201,10 @@ class Trainer:
     def eval_requests(self) -> list[GroupRequest]:
         """The first eval.episodes tasks of each env's eval split, one rollout each."""
         return [
-            GroupRequest(self.pool(e), draw, 1, e.role)
+            GroupRequest(e.ref, draw, 1, e.role)
             for e in self.config.mixture
             for draw in self.tasks[e.label].head("eval", self.config.eval.episodes)
         ]
-
-    def pool(self, entry: EnvSection) -> EnvPool:
-        return self.runtime.pool(entry.label, entry.id, entry.kwargs)
 
     def collect(
         self,
@@ -219,7 +215,9 @@ class Trainer:
     ) -> list[TrajectoryGroup]:
         rollout = self.rollout_config(temperature, sampling_seed)
         concurrency = self.config.rollout.concurrency
-        collector = RolloutCollector(self.engine, self.renderer, rollout, concurrency=concurrency)
+        collector = RolloutCollector(
+            self.engine, self.renderer, rollout, self.runtime.pool_for, concurrency=concurrency
+        )
         self.model.eval()
         return self.runtime.run(collector.collect(requests, adapter=self.adapter, options=options))
 
@@ -240,14 +238,16 @@ class Trainer:
     ) -> list[list[Continuation]]:
         """Continuations of the step's trajectories by the current policy, at the training
         temperature (Monte-Carlo step values): their outcome returns and env steps."""
-        pools = {e.label: self.pool(e) for e in self.config.mixture}
+        envs = {e.label: e.ref for e in self.config.mixture}
         branches = [
-            BranchRequest(pools[t.env_name], Prefix(t, steps), n) for t, steps, n in requests
+            BranchRequest(envs[t.env_name], Prefix(t, steps), n) for t, steps, n in requests
         ]
         r = self.config.rollout
         # the step's sampling seed: turn seeds hash the trajectory id, which a branch's extends
         rollout = self.rollout_config(r.temperature, self.config.seed * 100_003 + self.step)
-        collector = RolloutCollector(self.engine, self.renderer, rollout, concurrency=r.concurrency)
+        collector = RolloutCollector(
+            self.engine, self.renderer, rollout, self.runtime.pool_for, concurrency=r.concurrency
+        )
         self.model.eval()
         options = {"training_step": (self.step, self.config.steps)}
         played = self.runtime.run(collector.branch(branches, adapter=self.adapter, options=options))
@@ -388,7 +388,7 @@ class Trainer:
         """The env's task source, from one instance (which stays in the pool) reset on the
         first training task: an env that cannot be built or reset stops the run here, before
         any model loads."""
-        pool = self.pool(entry)
+        pool = self.runtime.pool_for(entry.ref)
         env: Any = self.runtime.run(pool.acquire())
         try:
             tasks: TaskSource = env.unwrapped.task_source()

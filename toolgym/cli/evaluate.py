@@ -42,7 +42,7 @@ def eval_command(
     from toolgym.agents.trajectory import write_jsonl
     from toolgym.cli.env_settings import read_env_settings
     from toolgym.cli.train import env_kwargs
-    from toolgym.envs import spec
+    from toolgym.envs import EnvRef, spec
     from toolgym.errors import ConfigError
 
     spec(env_id)  # unknown ids and bad env arguments fail here, before any model loads
@@ -55,7 +55,7 @@ def eval_command(
         tool_schemas = saved["tool_schemas"] if tool_schemas is None else tool_schemas
     tool_schemas = True if tool_schemas is None else tool_schemas
     with Runtime() as runtime:
-        pool = runtime.pool(env_id, env_id, kwargs)  # built now: a bad argument stops here
+        pool = runtime.pool_for(EnvRef(env_id, env_id, kwargs))  # a bad argument stops here
         env: Any = runtime.run(pool.acquire())
         tasks = env.unwrapped.task_source()
         pool.release(env)  # and serves the first episode
@@ -81,10 +81,11 @@ def eval_command(
             engine,
             make_renderer(tok, getattr(engine, "images", None), tool_schemas=tool_schemas),
             config,
+            runtime.pool_for,
             concurrency=concurrency,
             progress=True,
         )
-        requests = requests_for(pool, draws)
+        requests = requests_for(pool.ref, draws)
 
         async def run() -> list[Any]:
             try:
