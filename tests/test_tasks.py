@@ -82,7 +82,11 @@ def test_the_trainer_never_draws_an_eval_task_of_a_task_list_env(tiny_model_dir,
     trainer = Trainer(config)
     try:
         evaluated = {content_key(r.draw.task) for r in trainer.eval_requests()}
-        trained = {content_key(r.draw.task) for s in range(40) for r in trainer.train_requests(s)}
+        trained = {
+            content_key(r.draw.task)
+            for s in range(40)
+            for r in trainer.groups.requests(s, trainer.config.rollout.tasks_per_step)
+        }
     finally:
         trainer.close()
     assert len(evaluated) == 20 and len(trained) == 180  # 640 draws cover all 180 train tasks

@@ -17,7 +17,9 @@ from transformers import AutoModelForCausalLM
 
 import toolgym
 from conftest import FIXTURES, ROOT
+from toolgym.agents.collector import GroupRequest
 from toolgym.config import load_config, validate
+from toolgym.envs import SeedTasks
 from toolgym.errors import ConfigError
 from toolgym.training import checkpoint
 from toolgym.training.builders import build_parts, build_reward_stage
@@ -131,6 +133,48 @@ def test_a_trainer_runs_with_the_parts_it_is_handed(tool_calling_model_dir, tmp_
     (record,) = trainer.run()
     evaluated = round(record["eval/turns"] * 4)  # eval.episodes=4, after the last step
     assert counted.turns == record["env_steps"] + evaluated and counted.policy_version == 1
+
+
+class OneTaskAStep:
+    """A group builder of its own: one task a step, a new one each step, its groups named by
+    it, and how many it has played remembered across a resume."""
+
+    def __init__(self, env):
+        self.env, self.played, self.seen = env, 0, []
+
+    async def build(self, ctx):
+        request = GroupRequest(self.env, SeedTasks().draw("train", 100 + self.played), size=2)
+        (group,) = await ctx.collect([request])
+        self.played += 1
+        group.group_id = f"mine:{self.played}"
+        self.seen.append((ctx.step, ctx.policy_version, ctx.groups))
+        return [group]
+
+    def state_dict(self):
+        return {"played": self.played}
+
+    def load_state_dict(self, state):
+        self.played = state["played"]
+
+
+def test_a_group_builder_handed_in_makes_every_steps_groups_and_resumes(
+    tool_calling_model_dir, tmp_path
+):
+    def run(steps, resume=False):
+        config = load_config(
+            TrainConfig, None,
+            [f"model={tool_calling_model_dir}", f"run_dir={tmp_path}", f"steps={steps}",
+             "eval.every_steps=10", "tensorboard=false", *SMALL],
+        )  # fmt: skip
+        builder = OneTaskAStep(config.mixture[0].ref)
+        return builder, Trainer(config, groups=builder).run(resume=resume)
+
+    first, metrics = run(2)
+    assert first.seen == [(0, 0, 2), (1, 1, 2)] and first.played == 2
+    assert all(0 < m["env_steps"] <= 2 * 4 for m in metrics)  # one group of 2, not 2 of 3
+    resumed, metrics = run(3, resume=True)
+    assert resumed.seen == [(2, 2, 2)] and resumed.played == 3  # its state came back
+    assert [m["step"] for m in metrics] == [0, 1, 2]
 
 
 def test_gradient_checkpointing_gives_the_same_update(tool_calling_model_dir, tmp_path):
@@ -351,7 +395,11 @@ def test_a_mixture_trains_both_envs_with_unique_groups_and_per_env_metrics(
          "optim.micro_batch_size=4", "eval.episodes=3", "tensorboard=false"],
     )  # fmt: skip
     trainer = Trainer(config)
-    groups = trainer.collect(trainer.train_requests(0), temperature=1.0, sampling_seed=0)
+    groups = trainer.collect(
+        trainer.groups.requests(0, trainer.config.rollout.tasks_per_step),
+        temperature=1.0,
+        sampling_seed=0,
+    )
     by_env = {
         name: [g for g in groups if g.env_name == name] for name in ("Maze-v0", "Arithmetic-v0")
     }
@@ -387,7 +435,11 @@ def test_a_process_reward_joins_the_advantages_as_a_step_term(tool_calling_model
     def first_step(run, *extra):
         config = load_config(TrainConfig, None, [*base, f"run_dir={tmp_path / run}", *extra])
         trainer = Trainer(config)
-        groups = trainer.collect(trainer.train_requests(0), temperature=1.0, sampling_seed=0)
+        groups = trainer.collect(
+            trainer.groups.requests(0, trainer.config.rollout.tasks_per_step),
+            temperature=1.0,
+            sampling_seed=0,
+        )
         out = trainer.advantages(groups)
         trainer.close()
         return out
@@ -416,7 +468,11 @@ def test_monte_carlo_values_branch_every_step_and_average_the_continuations(
         rewards, *SMALL,
     ])  # fmt: skip
     trainer = Trainer(config)
-    groups = trainer.collect(trainer.train_requests(0), temperature=1.0, sampling_seed=0)
+    groups = trainer.collect(
+        trainer.groups.requests(0, trainer.config.rollout.tasks_per_step),
+        temperature=1.0,
+        sampling_seed=0,
+    )
     trajectories, _ = trainer.advantages(groups)
     metrics = trainer.rewards.metrics(trajectories)
     trainer.close()
@@ -445,7 +501,11 @@ def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_mod
         trainer = Trainer(
             load_config(TrainConfig, None, [*base, f"run_dir={tmp_path / run}", *extra])
         )
-        groups = trainer.collect(trainer.train_requests(0), temperature=1.0, sampling_seed=0)
+        groups = trainer.collect(
+            trainer.groups.requests(0, trainer.config.rollout.tasks_per_step),
+            temperature=1.0,
+            sampling_seed=0,
+        )
         trajectories, advantages = trainer.advantages(groups)
         trainer.close()
         return trajectories, advantages, trainer
@@ -470,7 +530,11 @@ def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_mod
         )
     broken = "rewards=[{source: function, kwargs: {path: 'fixture_rewards:too_short'}}]"
     trainer = Trainer(load_config(TrainConfig, None, [*base, f"run_dir={tmp_path / 'y'}", broken]))
-    groups = trainer.collect(trainer.train_requests(0), temperature=1.0, sampling_seed=0)
+    groups = trainer.collect(
+        trainer.groups.requests(0, trainer.config.rollout.tasks_per_step),
+        temperature=1.0,
+        sampling_seed=0,
+    )
     steps = len(groups[0].trajectories[0].steps)
     with pytest.raises(
         ValueError,

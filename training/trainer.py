@@ -1,8 +1,9 @@
 """The trainer loop, in named phases:
 
-    collect   tasks_per_step tasks x rollouts_per_task rollouts with the current policy, the
-              tasks drawn from each env's train split and shared among a mixture's envs by
-              weight (mixture.py), on env instances the runtime keeps across episodes
+    collect   the step's groups from its group builder (groups/): by default tasks_per_step
+              tasks x rollouts_per_task rollouts with the current policy, the tasks drawn
+              from each env's train split and shared among a mixture's envs by weight
+              (mixture.py), on env instances the runtime keeps across episodes
     score     the reward stage: each step's named components, weighted into its reward
     advantage per group (GRPO / RLOO / GiGPO), each step's value onto its response tokens
     update    PPO-clip, ppo_epochs passes; each pass takes one optimizer step per mini-batch
@@ -22,6 +23,7 @@ paper (a flag).
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from collections.abc import Sequence
@@ -58,9 +60,9 @@ from toolgym.training.builders import (
     check_engine,
 )
 from toolgym.training.config import EnvSection, TrainConfig
+from toolgym.training.groups import BuildContext, GroupBuilder, TaskGroups
 from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
 from toolgym.training.metrics_log import METRICS, MetricsLog, read_metrics
-from toolgym.training.mixture import allot, step_slots
 from toolgym.training.optim_step import optimizer_step
 from toolgym.training.rewards.base import Continuation
 from toolgym.training.schedule import lr_factor
@@ -74,10 +76,15 @@ RUN_FILES = (checkpoint.FILE, METRICS, "tensorboard", "policy", "config.json")
 
 class Trainer:
     def __init__(
-        self, config: TrainConfig, runtime: Runtime | None = None, parts: PolicyParts | None = None
+        self,
+        config: TrainConfig,
+        runtime: Runtime | None = None,
+        parts: PolicyParts | None = None,
+        groups: GroupBuilder | None = None,
     ) -> None:
         """`parts`: the policy's parts, when the caller builds them (builders.py
-        `build_parts` does what the config says and is used when none are handed in)."""
+        `build_parts` does what the config says and is used when none are handed in).
+        `groups`: what makes each step's groups (default: tasks from the mixture's envs)."""
         if parts is None:
             check_engine(config)
             check_model_dir(config.model)
@@ -106,6 +113,9 @@ class Trainer:
             config, self.precision, self.continue_from, self.runtime.run
         )
         self.ppo = PPOConfig(**config.loss.model_dump())
+        self.groups: GroupBuilder = groups or TaskGroups(
+            config.mixture, self.tasks, config.seed, config.rollout.rollouts_per_task
+        )
         self.step = 0
 
     # ----- the loop -----------------------------------------------------------------------
@@ -130,7 +140,8 @@ class Trainer:
                 self.step += 1
                 checkpoint.save(
                     self.run_dir, step=self.step, model=self.model, optimizer=self.optimizer,
-                    extra={"rewards": self.rewards.state_dict()},
+                    extra={"rewards": self.rewards.state_dict(),
+                           "groups": self.groups.state_dict()},
                 )  # fmt: skip
             self.save_policy()
         finally:
@@ -147,12 +158,15 @@ class Trainer:
 
     def train_step(self) -> dict[str, Any]:
         t0 = time.perf_counter()
-        groups = self.collect(
-            self.train_requests(self.step),
+        collect = functools.partial(
+            self.acollect,
             temperature=self.config.rollout.temperature,
             sampling_seed=self.config.seed * 100_003 + self.step,
             options={"training_step": (self.step, self.config.steps)},
         )
+        asked = self.config.rollout.tasks_per_step
+        context = BuildContext(self.step, self.engine.policy_version, asked, collect)
+        groups = self.runtime.run(self.groups.build(context))
         t1 = time.perf_counter()
         everything = [t for g in groups for t in g.trajectories]
         require_unmasked(everything, f"training step {self.step}")
@@ -185,19 +199,6 @@ class Trainer:
         }
 
     # ----- phases ------------------------------------------------------------------------------
-    def train_requests(self, step: int) -> list[GroupRequest]:
-        """The step's groups: slot g draws task g of its env's train split (what resume
-        relies on: step k always trains on the same tasks)."""
-        entries = self.config.mixture
-        slots = step_slots(self.config.seed, step, self.config.rollout.tasks_per_step)
-        which = allot([e.weight for e in entries], step, len(slots))
-        size = self.config.rollout.rollouts_per_task
-        return [
-            GroupRequest(entries[i].ref, self.tasks[entries[i].label].draw("train", g),
-                         size, entries[i].role)
-            for g, i in zip(slots, which, strict=True)
-        ]  # fmt: skip
-
     def eval_requests(self) -> list[GroupRequest]:
         """The first eval.episodes tasks of each env's eval split, one rollout each."""
         return [
@@ -208,18 +209,28 @@ class Trainer:
 
     def collect(
         self,
-        requests: list[GroupRequest],
+        requests: Sequence[GroupRequest],
         temperature: float,
         sampling_seed: int | None,
         options: dict[str, Any] | None = None,
     ) -> list[TrajectoryGroup]:
+        return self.runtime.run(self.acollect(requests, temperature, sampling_seed, options))
+
+    async def acollect(
+        self,
+        requests: Sequence[GroupRequest],
+        temperature: float,
+        sampling_seed: int | None,
+        options: dict[str, Any] | None = None,
+    ) -> list[TrajectoryGroup]:
+        """The requests' groups, played by the current policy on the run's loop."""
         rollout = self.rollout_config(temperature, sampling_seed)
         concurrency = self.config.rollout.concurrency
         collector = RolloutCollector(
             self.engine, self.renderer, rollout, self.runtime.pool_for, concurrency=concurrency
         )
         self.model.eval()
-        return self.runtime.run(collector.collect(requests, adapter=self.adapter, options=options))
+        return await collector.collect(requests, adapter=self.adapter, options=options)
 
     def rollout_config(self, temperature: float, sampling_seed: int | None) -> RolloutConfig:
         r = self.config.rollout
@@ -433,10 +444,11 @@ class Trainer:
         self.step = int(state["step"])
         try:
             self.rewards.load_state_dict(state["extra"].get("rewards", {}))
+            self.groups.load_state_dict(state["extra"].get("groups", {}))
         except (RuntimeError, ValueError, KeyError) as exc:
             raise checkpoint.CheckpointError(
-                f"{self.run_dir / checkpoint.FILE}: its reward sources' states do not fit this "
-                f"run: {one_line(exc)}"
+                f"{self.run_dir / checkpoint.FILE}: its reward sources' or group builder's "
+                f"states do not fit this run: {one_line(exc)}"
             ) from None
         self.engine.policy_version = self.step
         if self.step > 0 and self.engine.capabilities.weight_sync != "shared":

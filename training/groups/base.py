@@ -1,0 +1,44 @@
+"""Group builders: what makes a training step's groups.
+
+A builder is asked for a step's groups with a `BuildContext`: the step, the policy's
+version, how many groups the step trains on, and a way to play episodes with the current
+policy. Today's trainer draws tasks from its envs' train splits (tasks.py); a self-play
+builder proposes tasks, checks them and has them solved; a text-game builder may make the
+games it plays. A builder mints its groups' ids, may hold state (a pool of tasks) that rides
+in the checkpoint, and may hand back more or fewer groups than asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from toolgym.agents.collector import GroupRequest
+from toolgym.agents.trajectory import TrajectoryGroup
+
+Collect = Callable[[Sequence[GroupRequest]], Awaitable[list[TrajectoryGroup]]]
+"""Plays the requests' episodes with the current policy at the training temperature."""
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    step: int
+    """The training step the groups are for."""
+    policy_version: int
+    """The version of the weights that will play them (weight updates so far)."""
+    groups: int
+    """How many groups the step trains on (`rollout.tasks_per_step`)."""
+    collect: Collect
+
+
+class GroupBuilder(Protocol):
+    async def build(self, ctx: BuildContext) -> list[TrajectoryGroup]:
+        """The step's groups (their ids unique in the run)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """What it must remember across a resume (JSON-able)."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
