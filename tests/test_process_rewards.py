@@ -78,8 +78,8 @@ def hand_made_group(vocab: int, rewards: list[float], seed: int = 0):
             Step(start, end, rng.uniform(-4, -1, 3).tolist(), "a", [], r, i, i)
             for (start, end), r in zip(spans, [0.0, reward], strict=True)
         ]
-        out.append(Trajectory(id=f"g:{i}", token_ids=ids, steps=steps))
-    return TrajectoryGroup("g", 0, out)
+        out.append(Trajectory(id=f"g{seed}:{i}", token_ids=ids, steps=steps))
+    return TrajectoryGroup(f"g{seed}", 0, out)
 
 
 @pytest.fixture

@@ -549,6 +549,9 @@ def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_mod
     )  # fmt: skip
     with pytest.raises(ValueError, match="reward 'function' raised KeyError: 'no such field'"):
         trainer.advantages(groups)
+    trainer.rewards = build_reward_stage(load_config(TrainConfig, None, ["model=x"]))
+    with pytest.raises(ValueError, match="trajectory ids must be unique in a step; twice: "):
+        trainer.advantages([groups[0], groups[0]])  # sources key what they prepare by id
     trainer.close()
 
 

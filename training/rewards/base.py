@@ -12,16 +12,45 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from toolgym.agents.device import Precision
-from toolgym.agents.trajectory import Trajectory
+from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 
 
 class RewardSource(Protocol):
     def __call__(self, trajectory: Trajectory) -> list[float]:
         """One value per step of `trajectory` (masked trajectories are never scored)."""
         ...
+
+
+@runtime_checkable
+class PreparesScores(Protocol):
+    """A source that sees the whole step before any trajectory is scored (a learned PRM
+    scores and learns from the step at once, a judge batches its requests), and reports
+    metrics of its own."""
+
+    last_metrics: dict[str, float]
+
+    def prepare(
+        self, groups: Sequence[TrajectoryGroup], returns: list[list[float]] | None
+    ) -> None: ...
+
+
+@runtime_checkable
+class KeepsState(Protocol):
+    """A source whose state survives a resume (saved in the run's checkpoint)."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class HoldsResources(Protocol):
+    """A source that holds something open (a judge's connections or model)."""
+
+    async def aclose(self) -> None: ...
 
 
 class Continuation(NamedTuple):

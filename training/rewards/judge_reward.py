@@ -124,14 +124,14 @@ class JudgeReward(PreparedScores):
         """Ask the judge about every unmasked trajectory of the step; mask those it failed on."""
         t0 = time.perf_counter()
         kept = [t for g in groups for t in g.trajectories if not t.masked and t.steps]
-        prompts = {id(t): self.prompts(t) for t in kept}
+        prompts = {t.id: self.prompts(t) for t in kept}
         asked = {key: messages for p in prompts.values() for key, messages in p}
         fresh = {k: m for k, m in asked.items() if k not in self.cache}
         answers = self.run(self._ask_all(fresh)) if fresh else {}
         failed = 0
         self.scores = {}
         for t in kept:
-            keys = [key for key, _ in prompts[id(t)]]
+            keys = [key for key, _ in prompts[t.id]]
             errors = [answers[k] for k in keys if isinstance(answers.get(k), str)]
             if errors:
                 t.infra_error = f"judge: {errors[0]}"
@@ -140,7 +140,7 @@ class JudgeReward(PreparedScores):
             values = [float(answers[k]) if k in answers else self.cache[k] for k in keys]
             if self.settings.per == "trajectory":
                 values = [0.0] * (len(t.steps) - 1) + values
-            self.scores[id(t)] = values
+            self.scores[t.id] = values
         self.last_metrics = {
             "requests": float(len(fresh)),
             "cached": float(len(asked) - len(fresh)),

@@ -87,15 +87,15 @@ class MCValueReward(PreparedScores):
             for after in steps_to_branch(len(t.steps), self.settings.budget, _entropies(t))
         ]
         outcomes = self.continue_from(requests) if requests else []
-        branched: dict[int, dict[int, list[float]]] = {}
+        branched: dict[str, dict[int, list[float]]] = {}
         masked = 0
         for (t, steps, _), results in zip(requests, outcomes, strict=True):
             finished = [r.outcome for r in results if r.outcome is not None]
             masked += len(results) - len(finished)
             if finished:
-                branched.setdefault(id(t), {})[steps - 1] = finished
+                branched.setdefault(t.id, {})[steps - 1] = finished
         self.scores = {
-            id(t): step_values(len(t.steps), branched.get(id(t), {}), r).tolist() for t, r in kept
+            t.id: step_values(len(t.steps), branched.get(t.id, {}), r).tolist() for t, r in kept
         }
         self.last_metrics = {
             "branches": float(len(requests)),

@@ -13,13 +13,13 @@ class PreparedScores:
     """How errors name the source."""
 
     def __init__(self) -> None:
-        self.scores: dict[int, list[float]] = {}
-        """The step's values, by the trajectory object's id."""
+        self.scores: dict[str, list[float]] = {}
+        """The step's values, by trajectory id."""
         self.last_metrics: dict[str, float] = {}
 
     def __call__(self, trajectory: Trajectory) -> list[float]:
         try:
-            return self.scores[id(trajectory)]
+            return self.scores[trajectory.id]
         except KeyError:
             raise RewardError(
                 f"{self.source_name}: trajectory {trajectory.id} was not among the step's "

@@ -152,7 +152,7 @@ class ImplicitPRMReward(PreparedScores):
             old_totals.append((micro.old_logprobs * micro.loss_mask).sum(-1).cpu())
             for r in ratio.cpu().numpy():
                 t = flat[row]
-                self.scores[id(t)] = [
+                self.scores[t.id] = [
                     self.settings.beta * float(r[s.response_start - 1 : s.response_end - 1].sum())
                     for s in t.steps
                 ]
@@ -227,7 +227,7 @@ class ImplicitPRMReward(PreparedScores):
         the preferred minus the rejected, and the share of pairs it orders right."""
         if not pairs:
             return {}
-        mean_step = [float(np.mean(self.scores[id(t)])) for t in flat]
+        mean_step = [float(np.mean(self.scores[t.id])) for t in flat]
         preferred = sorted({p for p, _ in pairs})
         rejected = sorted({r for _, r in pairs})
         return {

@@ -7,10 +7,11 @@ reward, which joins the advantage as a normalised step term (advantages/step_ter
 source that returns the wrong number of values, or a value that is not finite, stops the run
 with a one-line error: training on garbage is worse than not training.
 
-A source may also see the whole step first (`prepare`: a learned PRM scores and learns from
-the step at once, a judge batches its requests), keep state across steps
-(`state_dict` / `load_state_dict`, saved in the run's checkpoint), and report metrics of its
-own (`last_metrics`).
+A source may also see the whole step first and report metrics of its own
+(`PreparesScores`), keep state across steps (`KeepsState`, saved in the run's checkpoint),
+and hold resources the stage closes (`HoldsResources`): protocols in base.py, declared by
+the source's methods. Sources key what they prepare by trajectory id, so the step's ids
+must be unique.
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ import numpy as np
 
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.errors import ToolgymError
-from toolgym.training.rewards.base import RewardSource
+from toolgym.training.rewards.base import (
+    HoldsResources,
+    KeepsState,
+    PreparesScores,
+    RewardSource,
+)
 
 
 class RewardError(ToolgymError, ValueError):
@@ -56,19 +62,18 @@ class RewardStage:
     async def aclose(self) -> None:
         """Close what sources hold open (a judge's connections or model)."""
         for entry in self.sources:
-            close = getattr(entry.source, "aclose", None)
-            if close is not None:
-                await close()
+            if isinstance(entry.source, HoldsResources):
+                await entry.source.aclose()
 
     def state_dict(self) -> dict[str, Any]:
         """The state of every source that keeps one, by component name."""
         return {
-            e.name: e.source.state_dict() for e in self.sources if hasattr(e.source, "state_dict")
+            e.name: e.source.state_dict() for e in self.sources if isinstance(e.source, KeepsState)
         }
 
     def load_state_dict(self, states: dict[str, Any]) -> None:
         for entry in self.sources:
-            if not hasattr(entry.source, "load_state_dict"):
+            if not isinstance(entry.source, KeepsState):
                 continue
             if entry.name not in states:
                 raise RewardError(
@@ -85,6 +90,10 @@ class RewardStage:
         (`prepare(groups, returns)`) is then shown the groups: an outcome source with
         `returns` None, a process source with each trajectory's outcome return (the sum of
         its combined outcome rewards), which is what the implicit PRM prefers by."""
+        ids = [t.id for g in groups for t in g.trajectories]
+        if len(set(ids)) != len(ids):
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            raise RewardError(f"trajectory ids must be unique in a step; twice: {twice[:3]}")
         outcome = self._outcomes(groups)
         returns = [[float(o.sum()) for o in row] for row in outcome]
         self._prepare("process", groups, returns)
@@ -106,9 +115,8 @@ class RewardStage:
         self, role: str, groups: Sequence[TrajectoryGroup], returns: list[list[float]] | None
     ) -> None:
         for entry in self.sources:
-            prepare = getattr(entry.source, "prepare", None)
-            if entry.role == role and prepare is not None:
-                prepare(groups, returns)
+            if entry.role == role and isinstance(entry.source, PreparesScores):
+                entry.source.prepare(groups, returns)
 
     def _combine(self, trajectory: Trajectory, role: str) -> np.ndarray:
         """The weighted sum of the `role` sources' values for each step."""
@@ -150,6 +158,7 @@ class RewardStage:
             for e in self.sources
         }
         for entry in self.sources:
-            own = getattr(entry.source, "last_metrics", {})
-            out |= {f"{entry.name}/{key}": value for key, value in own.items()}
+            if isinstance(entry.source, PreparesScores):
+                own = entry.source.last_metrics
+                out |= {f"{entry.name}/{key}": value for key, value in own.items()}
         return out
