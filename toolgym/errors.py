@@ -60,7 +60,9 @@ def one_line(text: object, limit: int = 300) -> str:
 def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
     """Return ' Did you mean: a, b?' for the closest choices, or '' when none is close.
     Only choices nearly as close as the best one are named: ids that share a long prefix
-    ("toolgym/...-v0") are all somewhat alike."""
+    ("toolgym/...-v0") are all somewhat alike. An empty name is close to nothing."""
+    if not name:
+        return ""
     scored = sorted(
         ((difflib.SequenceMatcher(None, name, c).ratio(), c) for c in choices), reverse=True
     )
