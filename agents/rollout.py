@@ -18,6 +18,7 @@ outlives its timeout. Envs await their slow work or hand it to a thread or proce
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 import zlib
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolgym.agents.engines.base import Engine, KeepsEpisodeContext, SamplingParams
+from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.trajectory import EpisodeEnd, Step, Trajectory
 from toolgym.envs.pool import EnvPool
@@ -44,6 +46,10 @@ class RolloutConfig:
     """Wall-clock limit per episode; a timed-out episode is masked."""
     call_timeout_s: float | None = 120.0
     """Limit for each env reset and step; past it the episode ends ENV_FAILED (masked)."""
+    gate: PolicyGate | None = None
+    """Held by each turn's generation (a weight sync waits for turns in flight and lands
+    between them): for episodes that go on across weight updates. None: the caller makes
+    sure the weights do not move under the episode."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +202,9 @@ async def _play(
         extra: dict[str, Any] = {"images": list(traj.images)} if traj.images else {}
         if episode is not None:  # engines that keep no context take no key
             extra["episode"] = episode
-        completion = await engine.generate(list(traj.token_ids), sampling, adapter, **extra)
+        async with config.gate.hold() if config.gate else contextlib.nullcontext():
+            completion = await engine.generate(list(traj.token_ids), sampling, adapter, **extra)
+            version = engine.policy_version  # the weights that made this turn
         t1 = time.perf_counter()
         begin = len(traj.token_ids)
         traj.token_ids += completion.token_ids
@@ -207,7 +215,7 @@ async def _play(
             Step(
                 begin, len(traj.token_ids), list(completion.logprobs), completion.text, obs, reward,
                 state, info["state_key"], info["valid_action"], info["tool_calls"], info["error"],
-                completion.finish_reason, t1 - t0, time.perf_counter() - t1, engine.policy_version,
+                completion.finish_reason, t1 - t0, time.perf_counter() - t1, version,
             )
         )  # fmt: skip
         state = info["state_key"]

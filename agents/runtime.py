@@ -24,6 +24,10 @@ from toolgym.envs.search.engine import WRITER
 R = TypeVar("R")
 
 
+async def _awaited(awaitable: Awaitable[R]) -> R:
+    return await awaitable
+
+
 class Runtime:
     """Args:
     providers: extra or replacement providers for the shared resources, by name.
@@ -43,8 +47,20 @@ class Runtime:
         return self._loop
 
     def run(self, coro: Awaitable[R]) -> R:
-        """Run `coro` to completion on the runtime's loop."""
-        return self.loop.run_until_complete(coro)
+        """Run `coro` to completion on the runtime's loop. From another thread while the loop
+        runs (an asynchronous trainer's update and reward stage), it is handed to the loop
+        and waited for; on the loop's own thread while it runs, it is refused (it would
+        deadlock)."""
+        loop = self.loop
+        if not loop.is_running():
+            return loop.run_until_complete(coro)
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if current is loop:
+            raise RuntimeError("Runtime.run called by a coroutine on the run's loop: await it")
+        return asyncio.run_coroutine_threadsafe(_awaited(coro), loop).result()
 
     def pool_for(self, env: EnvRef) -> EnvPool:
         """The pool of the env `env` names (built by `make(env.env_id, **env.kwargs)`), made

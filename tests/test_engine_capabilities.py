@@ -14,7 +14,7 @@ from toolgym.agents.engines import (
     TakesFullWeights,
     engine_class,
 )
-from toolgym.training.weight_sync import SYNCS, full, lora, shared, weight_sync
+from toolgym.training.weight_sync import SYNCS, lora, sync_way
 
 
 @pytest.mark.parametrize("name", list(ENGINES))
@@ -60,10 +60,12 @@ def test_weight_sync_follows_the_declaration(tmp_path):
     import asyncio
 
     engine = Declared()
-    assert weight_sync(engine, lora_enabled=False) is full
-    assert weight_sync(engine, lora_enabled=True) is lora  # adapters are smaller than weights
+    assert sync_way(engine, lora_enabled=False) == "full"
+    assert sync_way(engine, lora_enabled=True) == "lora"  # adapters are smaller than weights
     engine.capabilities = Capabilities("shared")
-    assert weight_sync(engine, lora_enabled=True) is shared
+    assert sync_way(engine, lora_enabled=True) == "shared"
+    # given its own copy (asynchronous training), a sharing engine takes full weights
+    assert sync_way(engine, lora_enabled=True, own_weights=True) == "full"
 
     async def two_lora_syncs():
         first = await lora(engine, Saved(), tmp_path, None)

@@ -127,6 +127,11 @@ def check_engine(config: TrainConfig) -> None:
         raise ConfigError(
             f"engine.kind={kind} takes new weights as LoRA adapters: set lora.enabled=true"
         )
+    if config.mode == "async" and declared.weight_sync == "shared" and not declared.full_weights:
+        raise ConfigError(
+            f"mode=async generates while the trainer updates, and engine.kind={kind} can only "
+            "share the trained model: use an engine that takes weights (hf, vllm, openai)"
+        )
     for setting in declared.requires:
         if not config.engine.model_dump().get(setting):
             raise ConfigError(f"engine.kind={kind} needs engine.{setting}")
@@ -146,7 +151,7 @@ def build_engine(
     return policy_engine(
         kind, model=model, tokenizer=tokenizer, model_path=config.model, seed=config.seed,
         base_url=config.engine.base_url, served_model=config.engine.served_model,
-        precision=precision, images=images,
+        precision=precision, images=images, own_weights=config.mode == "async",
     )  # fmt: skip
 
 

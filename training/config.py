@@ -245,6 +245,20 @@ class TrainConfig(ConfigModel):
     """Low-rank adapters instead of full fine-tuning."""
     tensorboard: bool = True
     """Also write the metrics as TensorBoard scalars under RUN_DIR/tensorboard."""
+    mode: Literal["sync", "async"] = "sync"
+    """sync: each step collects, then trains, then syncs the weights. async: episodes are
+    played on the run's loop while the trainer trains (training/stream.py), the engine on
+    its own copy of the weights; staleness is bounded by max_staleness."""
+    max_staleness: int = Field(1, ge=0)
+    """async: the most versions a group may be trained behind the weights it started under
+    (eta; 0 trains on exactly what sync mode does)."""
+    partial_rollouts: bool = False
+    """async: episodes go on across weight syncs (a sync lands between turns), so a step
+    trains on the first groups to finish and the rest carry over; loss.mode corrects the
+    older turns' tokens."""
+    extra_groups: int = Field(0, ge=0)
+    """async: groups started beyond (max_staleness + 1) x rollout.tasks_per_step, so a step
+    can pick the first to finish."""
 
     @model_validator(mode="after")
     def _geometry(self) -> TrainConfig:
@@ -266,6 +280,8 @@ class TrainConfig(ConfigModel):
         components = [r.label for r in self.rewards]
         if len(set(components)) != len(components):
             raise ConfigError(f"rewards: give each source a distinct `name` (got {components})")
+        if self.mode == "sync" and (self.partial_rollouts or self.extra_groups):
+            raise ConfigError("partial_rollouts and extra_groups are for mode: async")
         if self.advantage.estimator != "rloo" and self.rollout.rollouts_per_task < 2:
             raise ConfigError(
                 f"{self.advantage.estimator} compares rollouts of a task: rollout.rollouts_per_task must be at least 2"

@@ -23,10 +23,12 @@ paper (a flag).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,7 @@ from toolgym.agents.collector import (
 from toolgym.agents.device import peak_memory_gb
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.loading import check_model_dir
+from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.rollout import Prefix, RolloutConfig
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
@@ -66,7 +69,8 @@ from toolgym.training.metrics_log import METRICS, MetricsLog, read_metrics
 from toolgym.training.optim_step import optimizer_step
 from toolgym.training.rewards.base import Continuation
 from toolgym.training.schedule import lr_factor
-from toolgym.training.weight_sync import weight_sync
+from toolgym.training.stream import Batch, GroupStream
+from toolgym.training.weight_sync import SYNCS, sync_way
 
 log = get_logger(__name__)
 
@@ -106,7 +110,13 @@ class Trainer:
         self.model, self.reference, self.images = parts.model, parts.reference, parts.images
         self.engine, self.renderer, self.optimizer = parts.engine, parts.renderer, parts.optimizer
         self.pad_id = parts.pad_id
-        self.sync_weights = weight_sync(self.engine, config.lora.enabled)
+        self.sync_way = sync_way(self.engine, config.lora.enabled, config.mode == "async")
+        self.sync_weights = SYNCS[self.sync_way]
+        self.gate = PolicyGate(self.engine.policy_version)
+        """The generating weights' version; a sync waits for whoever holds it (stream.py)."""
+        self.stream_state: dict[str, Any] = {}
+        """Where an asynchronous run's stream stands (saved in the checkpoint)."""
+        self.model.eval()  # it trains only inside `update`
         self.adapter: str | None = None
         """The adapter name the engine generates with (LoRA sync); None otherwise."""
         self.rewards = build_reward_stage(
@@ -131,23 +141,97 @@ class Trainer:
         try:
             if self.config.eval.at_start and not resume:
                 self.metrics.write({"step": -1, "env_steps": 0, **self.evaluate()})
+            if self.config.mode == "async":
+                self.runtime.run(self.stream_steps())
             while self.step < self.config.steps:
-                record = self.train_step()
-                last = self.step + 1 == self.config.steps
-                if (self.step + 1) % self.config.eval.every_steps == 0 or last:
-                    record |= self.evaluate()
-                self.metrics.write(record)
-                self.step += 1
-                checkpoint.save(
-                    self.run_dir, step=self.step, model=self.model, optimizer=self.optimizer,
-                    extra={"rewards": self.rewards.state_dict(),
-                           "groups": self.groups.state_dict()},
-                )  # fmt: skip
+                self.finish_step(self.train_step())
             self.save_policy()
         finally:
             self.metrics.close()
             self.close()
         return read_metrics(self.run_dir)
+
+    def finish_step(self, record: dict[str, Any]) -> None:
+        """Evaluate when due, log the step's record, and checkpoint."""
+        last = self.step + 1 == self.config.steps
+        if (self.step + 1) % self.config.eval.every_steps == 0 or last:
+            record |= self.evaluate()
+        self.metrics.write(record)
+        self.step += 1
+        checkpoint.save(
+            self.run_dir, step=self.step, model=self.model, optimizer=self.optimizer,
+            extra={"rewards": self.rewards.state_dict(), "groups": self.groups.state_dict(),
+                   "stream": self.stream_state},
+        )  # fmt: skip
+
+    async def stream_steps(self) -> None:
+        """Asynchronous training: groups are played on the loop while the trainer scores,
+        updates and checkpoints in a thread (stream.py says which groups each step gets)."""
+        stream = GroupStream(
+            self.groups, self.collect_for, self.gate, self.config.rollout.tasks_per_step,
+            self.config.max_staleness, self.config.extra_groups, self.config.partial_rollouts,
+        )  # fmt: skip
+        stream.load_state_dict(self.stream_state)
+        stream.start()
+        try:
+            while self.step < self.config.steps:
+                batch = await stream.take(self.step)
+                staleness = self.staleness(batch)
+                t0 = time.perf_counter()
+                record = await asyncio.to_thread(self.learn, batch.groups, batch.since_previous_s)
+                t1 = time.perf_counter()
+                self.adapter = await self.gate.swap(self.send_weights)
+                stream.synced()
+                t2 = time.perf_counter()
+                step_s = batch.since_previous_s + t2 - t0
+                record |= {
+                    **staleness,
+                    "async/groups": len(batch.groups),
+                    "async/trainer_idle": (batch.waited_s + (t2 - t1)) / max(step_s, 1e-9),
+                    "async/generator_idle": batch.generator_idle_s
+                    / max(batch.since_previous_s, 1e-9),
+                    "time/sync_s": t2 - t1,
+                }
+                self.stream_state = stream.state_dict()
+                await asyncio.to_thread(self.finish_step, record)
+        finally:
+            await stream.aclose()
+
+    def collect_for(
+        self, step: int
+    ) -> Callable[[Sequence[GroupRequest]], Awaitable[list[TrajectoryGroup]]]:
+        """How step `step`'s groups are played: its sampling seed and options (as in sync
+        mode), and with partial rollouts, turns that hold the gate one by one."""
+        return functools.partial(
+            self.acollect,
+            temperature=self.config.rollout.temperature,
+            sampling_seed=self.config.seed * 100_003 + step,
+            options={"training_step": (step, self.config.steps)},
+            gate=self.gate if self.config.partial_rollouts else None,
+        )
+
+    def staleness(self, batch: Batch) -> dict[str, float]:
+        """How many versions behind the trainer each trajectory's oldest turn is; a sample past
+        max_staleness is a bug in the stream, and stops the run before it trains."""
+        lags, partial = [], 0
+        for g in batch.groups:
+            for t in g.trajectories:
+                versions = {s.policy_version for s in t.steps}
+                if versions:
+                    lags.append(self.step - min(versions))
+                    partial += len(versions) > 1
+        eta = self.config.max_staleness
+        if lags and max(lags) > eta:
+            raise RunFailedError(
+                f"training step {self.step}: a trajectory is {max(lags)} versions old, past "
+                f"max_staleness={eta}"
+            )
+        n = max(len(lags), 1)
+        return {
+            "async/staleness_mean": float(np.mean(lags)) if lags else 0.0,
+            **{f"async/staleness_{k}": lags.count(k) / n for k in range(eta + 1)},
+            "async/partial_share": partial / n,
+        }
 
     def close(self) -> None:
         """Stop the engine's workers, close the env pools and shared resources, and the loop
@@ -157,16 +241,19 @@ class Trainer:
         self.runtime.close()
 
     def train_step(self) -> dict[str, Any]:
+        """One synchronous step: collect the step's groups, learn from them, sync."""
         t0 = time.perf_counter()
-        collect = functools.partial(
-            self.acollect,
-            temperature=self.config.rollout.temperature,
-            sampling_seed=self.config.seed * 100_003 + self.step,
-            options={"training_step": (self.step, self.config.steps)},
-        )
         asked = self.config.rollout.tasks_per_step
-        context = BuildContext(self.step, self.engine.policy_version, asked, collect)
+        context = BuildContext(
+            self.step, self.engine.policy_version, asked, self.collect_for(self.step)
+        )
         groups = self.runtime.run(self.groups.build(context))
+        record = self.learn(groups, time.perf_counter() - t0)
+        self.sync()
+        return record
+
+    def learn(self, groups: list[TrajectoryGroup], rollout_s: float) -> dict[str, Any]:
+        """Score the groups, compute advantages and update the policy; the step's record."""
         t1 = time.perf_counter()
         everything = [t for g in groups for t in g.trajectories]
         require_unmasked(everything, f"training step {self.step}")
@@ -180,23 +267,28 @@ class Trainer:
         t2 = time.perf_counter()
         train_metrics = self.update(trajectories, advantages) if trajectories else {}
         t3 = time.perf_counter()
-        self.sync()
         flat = np.concatenate(advantages) if advantages else np.zeros(1)
         return {
             "step": self.step,
             "env_steps": sum(len(t.steps) for t in everything),
-            **rollout_metrics("rollout", everything, t1 - t0, self.per_env),
+            **rollout_metrics("rollout", everything, rollout_s, self.per_env),
             **self.rewards.metrics(everything),
             "adv/mean": float(flat.mean()),
             "adv/std": float(flat.std()),
             "adv/nonzero": float((np.abs(flat) > 1e-8).mean()),
+            "groups/filtered": float(sum(not self.trains_on(g) for g in groups)),
             **{f"train/{k}": v for k, v in train_metrics.items()},
             "perf/update_tokens_per_s": train_metrics.get("tokens", 0.0) / max(t3 - t2, 1e-9),
             "perf/peak_memory_gb": peak_memory_gb(self.precision.device),
-            "time/rollout_s": t1 - t0,
+            "time/rollout_s": rollout_s,
             "time/advantage_s": t2 - t1,
             "time/update_s": t3 - t2,
         }
+
+    @staticmethod
+    def trains_on(group: TrajectoryGroup) -> bool:
+        """Whether a group gives the update anything: an unmasked member with steps."""
+        return any(not t.masked and t.steps for t in group.trajectories)
 
     # ----- phases ------------------------------------------------------------------------------
     def eval_requests(self) -> list[GroupRequest]:
@@ -222,14 +314,15 @@ class Trainer:
         temperature: float,
         sampling_seed: int | None,
         options: dict[str, Any] | None = None,
+        gate: PolicyGate | None = None,
     ) -> list[TrajectoryGroup]:
-        """The requests' groups, played by the current policy on the run's loop."""
-        rollout = self.rollout_config(temperature, sampling_seed)
+        """The requests' groups, played by the current policy on the run's loop (`gate`:
+        held around each turn, for episodes that go on across weight syncs)."""
+        rollout = replace(self.rollout_config(temperature, sampling_seed), gate=gate)
         concurrency = self.config.rollout.concurrency
         collector = RolloutCollector(
             self.engine, self.renderer, rollout, self.runtime.pool_for, concurrency=concurrency
         )
-        self.model.eval()
         return await collector.collect(requests, adapter=self.adapter, options=options)
 
     def rollout_config(self, temperature: float, sampling_seed: int | None) -> RolloutConfig:
@@ -259,7 +352,6 @@ class Trainer:
         collector = RolloutCollector(
             self.engine, self.renderer, rollout, self.runtime.pool_for, concurrency=r.concurrency
         )
-        self.model.eval()
         options = {"training_step": (self.step, self.config.steps)}
         played = self.runtime.run(collector.branch(branches, adapter=self.adapter, options=options))
         groups = [TrajectoryGroup(f"branch:{i}", None, c) for i, c in enumerate(played)]
@@ -376,9 +468,11 @@ class Trainer:
 
     def sync(self) -> None:
         """Hand the updated weights to the engine (see weight_sync.py)."""
-        adapters = self.run_dir / "adapters"
-        self.adapter = self.runtime.run(
-            self.sync_weights(self.engine, self.model, adapters, self.adapter)
+        self.adapter = self.runtime.run(self.gate.swap(self.send_weights))
+
+    async def send_weights(self) -> str | None:
+        return await self.sync_weights(
+            self.engine, self.model, self.run_dir / "adapters", self.adapter
         )
 
     def evaluate(self, temperature: float | None = None) -> dict[str, Any]:
@@ -450,10 +544,12 @@ class Trainer:
                 f"{self.run_dir / checkpoint.FILE}: its reward sources' or group builder's "
                 f"states do not fit this run: {one_line(exc)}"
             ) from None
-        self.engine.policy_version = self.step
-        if self.step > 0 and self.engine.capabilities.weight_sync != "shared":
-            self.engine.policy_version -= 1
-            self.sync()  # the server may have restarted: give it the resumed weights
+        self.stream_state = dict(state["extra"].get("stream", {}))
+        self.engine.policy_version = self.gate.version = self.step
+        if self.step > 0 and self.sync_way != "shared":
+            # the server may have restarted, an own copy holds the start weights: send them
+            self.engine.policy_version = self.gate.version = self.step - 1
+            self.sync()
 
 
 def rollout_metrics(

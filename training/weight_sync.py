@@ -51,10 +51,13 @@ async def lora(
 SYNCS: dict[str, Sync] = {"shared": shared, "full": full, "lora": lora}
 
 
-def weight_sync(engine: PolicyEngine, lora_enabled: bool) -> Sync:
-    """How to sync `engine`: its declared way; a LoRA run on an engine that takes full
-    weights and serves adapters sends adapters (small) rather than full weights."""
+def sync_way(engine: PolicyEngine, lora_enabled: bool, own_weights: bool = False) -> str:
+    """How to sync `engine`: its declared way. An engine that would share the trained model
+    but was given its own copy (`own_weights`, asynchronous training) takes full weights; a
+    LoRA run on an engine that takes full weights and serves adapters sends adapters (small)."""
     declared = engine.capabilities
+    if declared.weight_sync == "shared" and own_weights:
+        return "full"
     if lora_enabled and declared.weight_sync == "full" and declared.adapters:
-        return SYNCS["lora"]
-    return SYNCS[declared.weight_sync]
+        return "lora"
+    return declared.weight_sync

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import queue
 import random
@@ -89,10 +90,14 @@ class HFEngine:
     @classmethod
     def for_policy(
         cls, *, model: Any, tokenizer: Any, seed: int = 0, precision: Precision | None = None,
-        images: ImageEncoder | None = None, **_: Any,
+        images: ImageEncoder | None = None, own_weights: bool = False, **_: Any,
     ) -> HFEngine:  # fmt: skip
         """The engine a trainer generates with: the same model object, so no copy, no sync
-        (and the trainer's image encoder, so a screenshot is prepared once)."""
+        (and the trainer's image encoder, so a screenshot is prepared once). With
+        `own_weights` (asynchronous training: it generates while the trainer updates), a
+        frozen copy of the model, which takes the trainer's weights at each sync."""
+        if own_weights:
+            model = copy.deepcopy(model).eval().requires_grad_(False)
         return cls(model, tokenizer, seed=seed, precision=precision, images=images)
 
     def __init__(

@@ -1,6 +1,6 @@
 """Group builders (base.py), one per file: what makes a training step's groups."""
 
-from toolgym.training.groups.base import BuildContext, Collect, GroupBuilder
+from toolgym.training.groups.base import BuildContext, Collect, GroupBuilder, PlaysRequests
 from toolgym.training.groups.tasks import TaskGroups
 
-__all__ = ["BuildContext", "Collect", "GroupBuilder", "TaskGroups"]
+__all__ = ["BuildContext", "Collect", "GroupBuilder", "PlaysRequests", "TaskGroups"]

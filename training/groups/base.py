@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from toolgym.agents.collector import GroupRequest
 from toolgym.agents.trajectory import TrajectoryGroup
@@ -42,3 +42,14 @@ class GroupBuilder(Protocol):
         ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class PlaysRequests(Protocol):
+    """A builder whose groups are its requests played as they stand (no group depends on
+    another): an asynchronous run starts each group by itself and trains on the first to
+    finish, where any other builder's step is started and handed on whole."""
+
+    def requests(self, step: int, groups: int) -> list[GroupRequest]:
+        """Step `step`'s `groups` requests; the same arguments give the same requests."""
+        ...

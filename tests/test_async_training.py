@@ -1,0 +1,129 @@
+"""Asynchronous training on a tiny model: with eta = 0 it trains on exactly what sync mode
+does; staleness never passes eta on any sample; partial rollouts carry episodes across
+syncs; a run that dies resumes with no group lost or trained twice."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolgym.config import load_config
+from toolgym.errors import ConfigError
+from toolgym.training import checkpoint
+from toolgym.training.config import TrainConfig
+from toolgym.training.trainer import Trainer
+from test_trainer import SMALL
+
+
+class Recording(Trainer):
+    """The trainer as it is, remembering what each step trained on."""
+
+    def __init__(self, *args, fail_at: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.trained: list[dict] = []
+        self.fail_at = fail_at
+
+    def learn(self, groups, rollout_s):
+        if self.step == self.fail_at:
+            raise Died(f"died at step {self.step}")
+        self.trained.append({
+            "step": self.step,
+            "groups": [g.group_id for g in groups],
+            "tokens": {t.id: list(t.token_ids) for g in groups for t in g.trajectories},
+            "lags": [self.step - min(s.policy_version for s in t.steps)
+                     for g in groups for t in g.trajectories if t.steps],
+        })  # fmt: skip
+        return super().learn(groups, rollout_s)
+
+
+class Died(Exception):
+    pass
+
+
+def config(model, run_dir, *extra):
+    return load_config(
+        TrainConfig, None,
+        [f"model={model}", f"run_dir={run_dir}", "eval.every_steps=10", "tensorboard=false",
+         *SMALL, *extra],
+    )  # fmt: skip
+
+
+def test_with_eta_0_async_trains_on_exactly_what_sync_does(tool_calling_model_dir, tmp_path):
+    sync = Recording(config(tool_calling_model_dir, tmp_path / "sync", "steps=3"))
+    sync_metrics = sync.run()
+    eager = Recording(
+        config(tool_calling_model_dir, tmp_path / "async", "steps=3", "mode=async",
+               "max_staleness=0")
+    )  # fmt: skip
+    async_metrics = eager.run()
+    assert eager.engine.model is not eager.model  # it samples from its own copy
+    for s, a in zip(sync.trained, eager.trained, strict=True):
+        assert a["groups"] == s["groups"]
+        assert a["tokens"] == s["tokens"]
+        assert set(a["lags"]) == {0}
+    for s, a in zip(sync_metrics, async_metrics, strict=True):
+        assert a["train/loss"] == pytest.approx(s["train/loss"], rel=1e-5, abs=1e-7)
+        assert a["env_steps"] == s["env_steps"]
+        assert a["async/staleness_0"] == 1.0
+
+
+def test_staleness_never_passes_eta_and_the_next_step_plays_meanwhile(
+    tool_calling_model_dir, tmp_path
+):
+    trainer = Recording(
+        config(tool_calling_model_dir, tmp_path, "steps=4", "mode=async", "max_staleness=1")
+    )
+    metrics = trainer.run()
+    lags = [lag for step in trainer.trained for lag in step["lags"]]
+    assert lags and max(lags) <= 1  # every sample of the run
+    # step 1's groups started under version 0, while step 0 trained: one version behind
+    assert set(trainer.trained[1]["lags"]) == {1}
+    assert all(m["async/staleness_0"] + m["async/staleness_1"] == pytest.approx(1.0) for m in metrics)
+    assert all(0 <= m["async/trainer_idle"] <= 1 and 0 <= m["async/generator_idle"] <= 1
+               for m in metrics)  # fmt: skip
+    ids = [g for step in trainer.trained for g in step["groups"]]
+    assert len(ids) == len(set(ids)) == 4 * 2  # no group twice, G groups a step
+
+
+def test_partial_rollouts_carry_episodes_across_syncs(tool_calling_model_dir, tmp_path):
+    trainer = Recording(
+        config(
+            tool_calling_model_dir, tmp_path, "steps=4", "mode=async", "max_staleness=1",
+            "partial_rollouts=true", "extra_groups=2", "loss.mode=decoupled",
+        )
+    )  # fmt: skip
+    metrics = trainer.run()
+    lags = [lag for step in trainer.trained for lag in step["lags"]]
+    assert lags and max(lags) <= 1
+    ids = [g for step in trainer.trained for g in step["groups"]]
+    assert len(ids) == len(set(ids))
+    assert all("async/partial_share" in m and "train/behaviour_weight_mean" in m for m in metrics)
+
+
+def test_a_run_that_dies_resumes_with_no_group_lost_or_trained_twice(
+    tool_calling_model_dir, tmp_path
+):
+    args = ("steps=4", "mode=async", "max_staleness=1")
+    first = Recording(config(tool_calling_model_dir, tmp_path, *args), fail_at=2)
+    with pytest.raises(Died):
+        first.run()
+    saved = checkpoint.read(tmp_path / checkpoint.FILE)
+    assert saved["step"] == 2
+    untrained = saved["extra"]["stream"]["untrained"]
+    assert untrained  # step 2's groups were started (eta = 1) and never trained
+    second = Recording(config(tool_calling_model_dir, tmp_path, *args))
+    second.run(resume=True)
+    before = [g for step in first.trained for g in step["groups"]]
+    after = [g for step in second.trained for g in step["groups"]]
+    assert not set(before) & set(after) and len(after) == len(set(after))
+    # the groups started before the death and never trained are trained after the resume
+    per_step = 2  # rollout.tasks_per_step in SMALL
+    requests = second.groups.requests
+    pending = {requests(i // per_step, per_step)[i % per_step].group_id for i in untrained}
+    assert pending <= set(after)
+    assert [step["step"] for step in second.trained] == [2, 3]
+    assert len(before) + len(after) == 4 * per_step
+
+
+def test_async_needs_an_engine_that_can_take_weights(tool_calling_model_dir, tmp_path):
+    with pytest.raises(ConfigError, match="for mode: async"):
+        config(tool_calling_model_dir, tmp_path, "partial_rollouts=true")

@@ -1,0 +1,232 @@
+"""Streaming collection for asynchronous training: groups are played on the run's loop while
+the trainer trains, and handed to it as they finish.
+
+Units. A builder whose groups are plain requests (`PlaysRequests`) is streamed one group at a
+time: unit n is slot n mod G of step n // G's requests (G = groups per step), so the first
+groups to finish train first. Any other builder is streamed a step at a time: unit n is
+`build` for step n, costing G slots.
+
+Admission, not dropping after the fact. A unit starts only while the slots started and not
+yet trained stay within (max_staleness + 1) x G + extra_groups: with every batch G groups,
+that is AReaL's and SkyRL's rule, accepted + running <= (eta + version + 1) x G.
+
+Staleness. A group's staleness is the trainer's version when it trains minus the version its
+unit started under. The batch for version v holds every unit that started under v - eta or
+earlier (the trainer waits for those), then the first others to finish, up to G groups: so no
+group is ever trained more than eta versions after it started, and with eta = 0 every batch
+is exactly one step's units, as in synchronous training.
+
+A unit plays with the gate held for its whole length (a weight sync waits for it to end) or,
+with partial rollouts, only around each turn: then episodes go on across syncs, their later
+turns made by newer weights, each step recording its version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from toolgym.agents.collector import GroupRequest
+from toolgym.agents.policy_gate import PolicyGate
+from toolgym.agents.trajectory import TrajectoryGroup
+from toolgym.training.groups import BuildContext, Collect, GroupBuilder, PlaysRequests
+
+CollectFor = Callable[[int], Collect]
+"""Step k's way to play requests (its sampling seed and options)."""
+
+
+@dataclass
+class Unit:
+    index: int
+    version: int
+    """The policy's version when it started."""
+    slots: int
+    groups: list[TrajectoryGroup] | None = None
+    """Its groups once finished."""
+    finished_at: float = 0.0
+
+
+@dataclass
+class Batch:
+    """What the trainer trains on at one version."""
+
+    groups: list[TrajectoryGroup]
+    units: list[Unit]
+    waited_s: float
+    """How long the trainer waited for it."""
+    generator_idle_s: float
+    """Time nothing was being played since the previous batch."""
+    since_previous_s: float
+
+
+class GroupStream:
+    def __init__(
+        self,
+        builder: GroupBuilder,
+        collect_for: CollectFor,
+        gate: PolicyGate,
+        groups_per_step: int,
+        max_staleness: int,
+        extra_groups: int = 0,
+        partial: bool = False,
+    ) -> None:
+        self.builder, self.collect_for, self.gate = builder, collect_for, gate
+        self.per_group = isinstance(builder, PlaysRequests)
+        self.groups_per_step, self.max_staleness = groups_per_step, max_staleness
+        self.capacity = (max_staleness + 1) * groups_per_step + extra_groups
+        """Slots that may be started and not yet trained."""
+        self.partial = partial
+        self.next_unit = 0
+        self.restart: list[int] = []
+        """Units a resumed run plays again (started before the kill, never trained)."""
+        self.units: dict[int, Unit] = {}
+        """Started and not yet trained."""
+        self._requests: dict[int, list[GroupRequest]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._changed = asyncio.Event()
+        self._producer: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+        self._idle_s, self._idle_since = 0.0, time.perf_counter()
+        self._last_batch = time.perf_counter()
+        self._training = 0
+        """Slots of the batch being trained: a group started before its weights land would
+        be one version staler than the rule allows."""
+
+    # ----- the producer --------------------------------------------------------------------
+    def start(self) -> None:
+        self._producer = asyncio.get_running_loop().create_task(self._produce())
+
+    async def _produce(self) -> None:
+        while True:
+            self._changed.clear()
+            while (index := self._admissible()) is not None:
+                self._launch(index)
+            await self._changed.wait()
+
+    def _admissible(self) -> int | None:
+        """The next unit to start, if its slots fit."""
+        if not self._admissible_without_starting() or self._failure is not None:
+            return None
+        if self.restart:
+            return self.restart.pop(0)
+        self.next_unit += 1
+        return self.next_unit - 1
+
+    def _launch(self, index: int) -> None:
+        cost = 1 if self.per_group else self.groups_per_step
+        unit = Unit(index, self.gate.version, cost)
+        self.units[index] = unit
+        if self.running() == 1:
+            self._idle_s += time.perf_counter() - self._idle_since
+        task = asyncio.get_running_loop().create_task(self._play(unit))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _play(self, unit: Unit) -> None:
+        hold = contextlib.nullcontext() if self.partial else self.gate.hold()
+        try:
+            async with hold:
+                unit.version = self.gate.version  # a sync may have landed before it got in
+                unit.groups = await self._groups(unit)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # the trainer's next take raises it
+            self._failure = exc
+            unit.groups = []
+        unit.finished_at = time.perf_counter()
+        if self.running() == 0:
+            self._idle_since = unit.finished_at
+        self._changed.set()
+
+    async def _groups(self, unit: Unit) -> list[TrajectoryGroup]:
+        step = unit.index // self.groups_per_step if self.per_group else unit.index
+        collect = self.collect_for(step)
+        if not self.per_group:
+            context = BuildContext(step, unit.version, self.groups_per_step, collect)
+            return await self.builder.build(context)
+        assert isinstance(self.builder, PlaysRequests)
+        if step not in self._requests:
+            self._requests[step] = self.builder.requests(step, self.groups_per_step)
+        request = self._requests[step][unit.index % self.groups_per_step]
+        return await collect([request])
+
+    def running(self) -> int:
+        return sum(u.groups is None for u in self.units.values())
+
+    # ----- the trainer's side -------------------------------------------------------------------
+    async def take(self, version: int) -> Batch:
+        """The batch to train at `version` (see the module's docstring)."""
+        t0 = time.perf_counter()
+        while True:
+            if self._failure is not None:
+                raise self._failure
+            due = [u for u in self.units.values() if u.version <= version - self.max_staleness]
+            done = [u for u in self.units.values() if u.groups is not None]
+            if all(u.groups is not None for u in due) and (
+                sum(len(u.groups or []) for u in done) >= self.groups_per_step
+                or (self.running() == 0 and self._admissible_without_starting() is False and done)
+            ):
+                break
+            self._changed.clear()
+            await self._changed.wait()
+        chosen = {u.index: u for u in due}
+        count = sum(len(u.groups or []) for u in due)
+        for u in sorted(done, key=lambda u: (u.finished_at, u.index)):
+            if count >= self.groups_per_step:
+                break
+            if u.index not in chosen:
+                chosen[u.index] = u
+                count += len(u.groups or [])
+        units = [chosen[i] for i in sorted(chosen)]
+        for u in units:
+            del self.units[u.index]
+        self._training = sum(u.slots for u in units)  # held until `synced`
+        for step in [s for s in self._requests if self._step_started(s)]:
+            del self._requests[step]
+        now = time.perf_counter()
+        idle = self._idle_s + (now - self._idle_since if self.running() == 0 else 0.0)
+        self._idle_s, self._idle_since = 0.0, now
+        batch = Batch(
+            [g for u in units for g in u.groups or []], units, now - t0, idle,
+            now - self._last_batch,
+        )  # fmt: skip
+        self._last_batch = now
+        return batch
+
+    def _admissible_without_starting(self) -> bool:
+        cost = 1 if self.per_group else self.groups_per_step
+        held = sum(u.slots for u in self.units.values()) + self._training
+        return held + cost <= self.capacity
+
+    def synced(self) -> None:
+        """The trained batch's weights have landed: its slots are free for new groups."""
+        self._training = 0
+        self._changed.set()
+
+    def _step_started(self, step: int) -> bool:
+        last = (step + 1) * self.groups_per_step - 1
+        return self.next_unit > last and all(
+            i // self.groups_per_step != step for i in self.restart
+        )
+
+    async def aclose(self) -> None:
+        """Stop the producer and every unit still playing (their episodes are cancelled)."""
+        tasks = [t for t in (self._producer, *self._tasks) if t is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._producer = None
+
+    # ----- resume ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The next fresh unit, and the units started but not trained (a resume plays them
+        again, first): no group is lost or trained twice."""
+        return {"next_unit": self.next_unit, "untrained": sorted([*self.units, *self.restart])}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.next_unit = int(state.get("next_unit", 0))
+        self.restart = [int(i) for i in state.get("untrained", [])]
