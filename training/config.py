@@ -254,8 +254,9 @@ class TrainConfig(ConfigModel):
     (eta; 0 trains on exactly what sync mode does)."""
     partial_rollouts: bool = False
     """async: episodes go on across weight syncs (a sync lands between turns), so a step
-    trains on the first groups to finish and the rest carry over; loss.mode corrects the
-    older turns' tokens."""
+    trains on the first groups to finish and the rest carry over; loss.mode (decoupled or
+    truncated-is) corrects the older turns' tokens, which may be more than max_staleness
+    versions old."""
     extra_groups: int = Field(0, ge=0)
     """async: groups started beyond (max_staleness + 1) x rollout.tasks_per_step, so a step
     can pick the first to finish."""
@@ -282,6 +283,11 @@ class TrainConfig(ConfigModel):
             raise ConfigError(f"rewards: give each source a distinct `name` (got {components})")
         if self.mode == "sync" and (self.partial_rollouts or self.extra_groups):
             raise ConfigError("partial_rollouts and extra_groups are for mode: async")
+        if self.partial_rollouts and self.loss.mode == "on-policy":
+            raise ConfigError(
+                "partial_rollouts trains on turns made by older weights: set loss.mode to "
+                "decoupled or truncated-is, which correct them"
+            )
         if self.advantage.estimator != "rloo" and self.rollout.rollouts_per_task < 2:
             raise ConfigError(
                 f"{self.advantage.estimator} compares rollouts of a task: rollout.rollouts_per_task must be at least 2"

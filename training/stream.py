@@ -16,9 +16,11 @@ earlier (the trainer waits for those), then the first others to finish, up to G 
 group is ever trained more than eta versions after it started, and with eta = 0 every batch
 is exactly one step's units, as in synchronous training.
 
-A unit plays with the gate held for its whole length (a weight sync waits for it to end) or,
-with partial rollouts, only around each turn: then episodes go on across syncs, their later
-turns made by newer weights, each step recording its version.
+Partial rollouts. A unit holds the gate only around each turn, not for its whole length:
+episodes go on across syncs, their later turns made by newer weights, each step recording
+its version. The batch is the first G groups to finish, none waited for; the turns of a
+group carried over from older weights are corrected by the loss (loss.mode), and their
+staleness is reported, not bounded by eta.
 """
 
 from __future__ import annotations
@@ -164,7 +166,11 @@ class GroupStream:
         while True:
             if self._failure is not None:
                 raise self._failure
-            due = [u for u in self.units.values() if u.version <= version - self.max_staleness]
+            due = (
+                []
+                if self.partial
+                else [u for u in self.units.values() if u.version <= version - self.max_staleness]
+            )
             done = [u for u in self.units.values() if u.groups is not None]
             if all(u.groups is not None for u in due) and (
                 sum(len(u.groups or []) for u in done) >= self.groups_per_step

@@ -211,8 +211,9 @@ class Trainer:
         )
 
     def staleness(self, batch: Batch) -> dict[str, float]:
-        """How many versions behind the trainer each trajectory's oldest turn is; a sample past
-        max_staleness is a bug in the stream, and stops the run before it trains."""
+        """How many versions behind the trainer each trajectory's oldest turn is. Without
+        partial rollouts a sample past max_staleness is a bug in the stream, and stops the
+        run before it trains; with them, carried turns may be older (the loss corrects them)."""
         lags, partial = [], 0
         for g in batch.groups:
             for t in g.trajectories:
@@ -221,7 +222,7 @@ class Trainer:
                     lags.append(self.step - min(versions))
                     partial += len(versions) > 1
         eta = self.config.max_staleness
-        if lags and max(lags) > eta:
+        if lags and max(lags) > eta and not self.config.partial_rollouts:
             raise RunFailedError(
                 f"training step {self.step}: a trajectory is {max(lags)} versions old, past "
                 f"max_staleness={eta}"
@@ -230,6 +231,7 @@ class Trainer:
         return {
             "async/staleness_mean": float(np.mean(lags)) if lags else 0.0,
             **{f"async/staleness_{k}": lags.count(k) / n for k in range(eta + 1)},
+            "async/staleness_over": sum(lag > eta for lag in lags) / n,
             "async/partial_share": partial / n,
         }
 
