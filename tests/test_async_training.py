@@ -22,7 +22,7 @@ class Recording(Trainer):
         self.trained: list[dict] = []
         self.fail_at = fail_at
 
-    def learn(self, groups, rollout_s):
+    async def learn(self, groups, rollout_s):
         if self.step == self.fail_at:
             raise Died(f"died at step {self.step}")
         self.trained.append({
@@ -32,7 +32,7 @@ class Recording(Trainer):
             "lags": [self.step - min(s.policy_version for s in t.steps)
                      for g in groups for t in g.trajectories if t.steps],
         })  # fmt: skip
-        return super().learn(groups, rollout_s)
+        return await super().learn(groups, rollout_s)
 
 
 class Died(Exception):
@@ -135,3 +135,22 @@ def test_a_run_that_dies_resumes_with_no_group_lost_or_trained_twice(
 def test_async_needs_an_engine_that_can_take_weights(tool_calling_model_dir, tmp_path):
     with pytest.raises(ConfigError, match="for mode: async"):
         config(tool_calling_model_dir, tmp_path, "partial_rollouts=true")
+
+
+def test_reward_sources_play_and_learn_on_the_loop_while_groups_stream(
+    tool_calling_model_dir, tmp_path
+):
+    """Monte-Carlo continuations are played on the run's loop beside the streamed groups,
+    and the implicit PRM learns in a thread: neither re-enters the loop."""
+    from test_trainer import PRM
+
+    rewards = (
+        "rewards=[{source: env}, {source: mc_values, role: process, kwargs: {continuations: 2}}]"
+    )
+    trainer = Recording(config(tool_calling_model_dir, tmp_path, "steps=2", "mode=async", rewards))
+    metrics = trainer.run()
+    assert all(m["mc_values/continuations"] > 0 for m in metrics)
+    prm = Recording(config(tool_calling_model_dir, tmp_path / "prm", "steps=2", "mode=async", PRM))
+    metrics = prm.run()
+    saved = checkpoint.read(tmp_path / "prm" / checkpoint.FILE)
+    assert saved["extra"]["rewards"]["implicit_prm"]["updates"] == 2

@@ -89,11 +89,11 @@ def test_an_in_process_judge_scores_every_step_and_caches_its_answers(judge_mode
     judge = make_source("judge", CONTEXT, model=str(judge_model_dir))
     first = trajectory("t0", ["move north", "move west"])
     second = trajectory("t1", ["move south", "move south", "pick up"])
-    judge.prepare(group(first, second), [[0.0, 0.0]])
+    asyncio.run(judge.prepare(group(first, second), [[0.0, 0.0]]))
     assert judge(first) == [0.7, 0.7] and judge(second) == [0.7, 0.7, 0.7]
     assert judge.last_metrics["requests"] == 5 and judge.last_metrics["failed"] == 0
     again = trajectory("t2", ["move north", "move west"])  # the same steps as `first`
-    judge.prepare(group(again), [[0.0]])
+    asyncio.run(judge.prepare(group(again), [[0.0]]))
     assert judge(again) == [0.7, 0.7]
     assert judge.last_metrics["requests"] == 0 and judge.last_metrics["cached"] == 2
     asyncio.run(judge.aclose())
@@ -104,7 +104,7 @@ def test_a_served_judge_scores_whole_trajectories(judge_server):
         "judge", CONTEXT, base_url=f"{judge_server}/v1", served_model="judge", per="trajectory"
     )
     t = trajectory("t0", ["move north", "pick up", "move east"])
-    judge.prepare(group(t), None)
+    asyncio.run(judge.prepare(group(t), None))
     assert judge(t) == [0.0, 0.0, 0.7] and not t.masked
     asyncio.run(judge.aclose())
 
@@ -112,7 +112,7 @@ def test_a_served_judge_scores_whole_trajectories(judge_server):
 def test_judge_failures_mask_the_trajectory_instead_of_scoring_it(judge_server, silent_server):
     silent = make_source("judge", CONTEXT, base_url=silent_server, timeout_s=1)
     t = trajectory("t0", ["move north"])
-    silent.prepare(group(t), [[0.0]])
+    asyncio.run(silent.prepare(group(t), [[0.0]]))
     assert t.masked and t.infra_error == "judge: no answer within 1 s"
     assert silent.last_metrics["failed"] == 1
     with pytest.raises(ValueError, match="not among the step's prepared groups"):
@@ -121,7 +121,7 @@ def test_judge_failures_mask_the_trajectory_instead_of_scoring_it(judge_server, 
         "judge", CONTEXT, base_url=f"{judge_server}/v1", served_model="judge", scale=5
     )
     u = trajectory("t1", ["move north"])
-    strict.prepare(group(u), [[0.0]])
+    asyncio.run(strict.prepare(group(u), [[0.0]]))
     assert u.masked and u.infra_error == "judge: no score from 0 to 5 in '7'"
     with pytest.raises(ConfigError, match="one of them"):
         make_source("judge", CONTEXT)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import numpy as np
@@ -125,7 +126,7 @@ def test_the_prm_scores_steps_before_it_learns_from_them(prm):
     batch = build_batch(group.trajectories, [np.zeros(2)] * 3, pad_id=0)
     with torch.no_grad():
         logprobs = token_logprobs(prm.model, batch)[0]
-    prm.prepare([group], [[1.0, 0.0, 0.0]])
+    asyncio.run(prm.prepare([group], [[1.0, 0.0, 0.0]]))
     for row, t in enumerate(group.trajectories):
         expected = [
             0.05
@@ -139,4 +140,6 @@ def test_the_prm_scores_steps_before_it_learns_from_them(prm):
     with pytest.raises(ValueError, match="not among the step's prepared groups"):
         prm(other.trajectories[0])
     with pytest.raises(ValueError, match="role: process"):
-        prm.prepare([other], None)  # as an outcome source it would have no returns to learn from
+        asyncio.run(
+            prm.prepare([other], None)
+        )  # as an outcome source it would have no returns to learn from

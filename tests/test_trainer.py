@@ -409,7 +409,7 @@ def test_a_mixture_trains_both_envs_with_unique_groups_and_per_env_metrics(
     assert len(set(ids)) == 16
     assert {t.env_id for t in by_env["Arithmetic-v0"][0].trajectories} == {"toolgym/Arithmetic-v0"}
     assert {t.role for g in by_env["Arithmetic-v0"] for t in g.trajectories} == {"solver"}
-    trajectories, advantages = trainer.advantages(groups)
+    trajectories, advantages = trainer.runtime.run(trainer.advantages(groups))
     assert {t.env_name for t in trajectories} == {"Maze-v0", "Arithmetic-v0"}  # one batch
     metrics = trainer.run()
     for name in ("Maze-v0", "Arithmetic-v0"):
@@ -440,7 +440,7 @@ def test_a_process_reward_joins_the_advantages_as_a_step_term(tool_calling_model
             temperature=1.0,
             sampling_seed=0,
         )
-        out = trainer.advantages(groups)
+        out = trainer.runtime.run(trainer.advantages(groups))
         trainer.close()
         return out
 
@@ -473,7 +473,7 @@ def test_monte_carlo_values_branch_every_step_and_average_the_continuations(
         temperature=1.0,
         sampling_seed=0,
     )
-    trajectories, _ = trainer.advantages(groups)
+    trajectories, _ = trainer.runtime.run(trainer.advantages(groups))
     metrics = trainer.rewards.metrics(trajectories)
     trainer.close()
     outcomes = {t.steps[-1].rewards["even"] for t in trajectories}
@@ -506,7 +506,7 @@ def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_mod
             temperature=1.0,
             sampling_seed=0,
         )
-        trajectories, advantages = trainer.advantages(groups)
+        trajectories, advantages = trainer.runtime.run(trainer.advantages(groups))
         trainer.close()
         return trajectories, advantages, trainer
 
@@ -540,7 +540,7 @@ def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_mod
         ValueError,
         match=f"reward 'function' gave {steps + 1} values for a trajectory of {steps} steps",
     ):
-        trainer.advantages(groups)
+        trainer.runtime.run(trainer.advantages(groups))
     trainer.rewards = build_reward_stage(
         load_config(
             TrainConfig, None,
@@ -548,10 +548,12 @@ def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_mod
         )
     )  # fmt: skip
     with pytest.raises(ValueError, match="reward 'function' raised KeyError: 'no such field'"):
-        trainer.advantages(groups)
+        trainer.runtime.run(trainer.advantages(groups))
     trainer.rewards = build_reward_stage(load_config(TrainConfig, None, ["model=x"]))
     with pytest.raises(ValueError, match="trajectory ids must be unique in a step; twice: "):
-        trainer.advantages([groups[0], groups[0]])  # sources key what they prepare by id
+        trainer.runtime.run(
+            trainer.advantages([groups[0], groups[0]])
+        )  # sources key what they prepare by id
     trainer.close()
 
 

@@ -5,9 +5,7 @@ policy's parts, which a trainer is handed (or builds with it when it is handed n
 
 from __future__ import annotations
 
-import asyncio
 import copy
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,15 +163,14 @@ def build_reward_stage(
     config: TrainConfig,
     precision: Precision | None = None,
     continue_from: Continue | None = None,
-    run: Callable[[Coroutine[Any, Any, Any]], Any] = asyncio.run,
 ) -> RewardStage:
     """The configured sources. Those that need the run (`needs_context`: the implicit PRM's
     model on `precision`'s device, Monte-Carlo values played through `continue_from`, a
-    judge's requests on the event loop `run`) are refused without one."""
+    judge) are refused without one."""
     context = (
         None
         if precision is None
-        else RunContext(config.model, precision, config.steps, continue_from, run)
+        else RunContext(config.model, precision, config.steps, continue_from)
     )
     for r in config.rewards:
         if r.source in SOURCES and r.role not in SOURCES[r.source].roles:

@@ -119,9 +119,7 @@ class Trainer:
         self.model.eval()  # it trains only inside `update`
         self.adapter: str | None = None
         """The adapter name the engine generates with (LoRA sync); None otherwise."""
-        self.rewards = build_reward_stage(
-            config, self.precision, self.continue_from, self.runtime.run
-        )
+        self.rewards = build_reward_stage(config, self.precision, self.continue_from)
         self.ppo = PPOConfig(**config.loss.model_dump())
         self.groups: GroupBuilder = groups or TaskGroups(
             config.mixture, self.tasks, config.seed, config.rollout.rollouts_per_task
@@ -178,7 +176,7 @@ class Trainer:
                 batch = await stream.take(self.step)
                 staleness = self.staleness(batch)
                 t0 = time.perf_counter()
-                record = await asyncio.to_thread(self.learn, batch.groups, batch.since_previous_s)
+                record = await self.learn(batch.groups, batch.since_previous_s)
                 t1 = time.perf_counter()
                 self.adapter = await self.gate.swap(self.send_weights)
                 stream.synced()
@@ -250,12 +248,13 @@ class Trainer:
             self.step, self.engine.policy_version, asked, self.collect_for(self.step)
         )
         groups = self.runtime.run(self.groups.build(context))
-        record = self.learn(groups, time.perf_counter() - t0)
+        record = self.runtime.run(self.learn(groups, time.perf_counter() - t0))
         self.sync()
         return record
 
-    def learn(self, groups: list[TrajectoryGroup], rollout_s: float) -> dict[str, Any]:
-        """Score the groups, compute advantages and update the policy; the step's record."""
+    async def learn(self, groups: list[TrajectoryGroup], rollout_s: float) -> dict[str, Any]:
+        """Score the groups (on the loop), compute advantages and update the policy (in a
+        thread, so episodes of an asynchronous run go on meanwhile); the step's record."""
         t1 = time.perf_counter()
         everything = [t for g in groups for t in g.trajectories]
         require_unmasked(everything, f"training step {self.step}")
@@ -264,10 +263,12 @@ class Trainer:
                 "step %d: %d tool calls raised; the first: %s",
                 self.step, len(raised), one_line(raised[0]),
             )  # fmt: skip
-        trajectories, advantages = self.advantages(groups)
+        trajectories, advantages = await self.advantages(groups)
         require_unmasked(everything, f"training step {self.step}'s reward stage")
         t2 = time.perf_counter()
-        train_metrics = self.update(trajectories, advantages) if trajectories else {}
+        train_metrics = (
+            await asyncio.to_thread(self.update, trajectories, advantages) if trajectories else {}
+        )
         t3 = time.perf_counter()
         flat = np.concatenate(advantages) if advantages else np.zeros(1)
         return {
@@ -339,7 +340,7 @@ class Trainer:
             episode_timeout_s=r.episode_timeout_s,
         )
 
-    def continue_from(
+    async def continue_from(
         self, requests: Sequence[tuple[Trajectory, int, int]]
     ) -> list[list[Continuation]]:
         """Continuations of the step's trajectories by the current policy, at the training
@@ -355,9 +356,9 @@ class Trainer:
             self.engine, self.renderer, rollout, self.runtime.pool_for, concurrency=r.concurrency
         )
         options = {"training_step": (self.step, self.config.steps)}
-        played = self.runtime.run(collector.branch(branches, adapter=self.adapter, options=options))
+        played = await collector.branch(branches, adapter=self.adapter, options=options)
         groups = [TrajectoryGroup(f"branch:{i}", None, c) for i, c in enumerate(played)]
-        scores = self.rewards.outcome_returns(groups)
+        scores = await self.rewards.outcome_returns(groups)
         return [
             [
                 Continuation(None if t.masked else value, len(t.steps))
@@ -366,13 +367,13 @@ class Trainer:
             for c, row in zip(played, scores, strict=True)
         ]
 
-    def advantages(
+    async def advantages(
         self, groups: list[TrajectoryGroup]
     ) -> tuple[list[Trajectory], list[np.ndarray]]:
         """Score every trajectory (the reward stage), then advantages per group."""
         trajectories, advantages = [], []
         options = self.config.advantage.options()
-        for g, scored in zip(groups, self.rewards.score(groups), strict=True):
+        for g, scored in zip(groups, await self.rewards.score(groups), strict=True):
             process = [p for _, p in scored] if self.rewards.has_process else None
             values = compute_advantages(
                 self.config.advantage.estimator,

@@ -9,8 +9,7 @@ env or the estimators.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -32,9 +31,12 @@ class PreparesScores(Protocol):
 
     last_metrics: dict[str, float]
 
-    def prepare(
+    async def prepare(
         self, groups: Sequence[TrajectoryGroup], returns: list[list[float]] | None
-    ) -> None: ...
+    ) -> None:
+        """Runs on the run's loop: awaits its requests and continuations, and hands heavy
+        compute (a model's forward and backward passes) to a thread."""
+        ...
 
 
 @runtime_checkable
@@ -61,7 +63,7 @@ class Continuation(NamedTuple):
     env_steps: int
 
 
-Continue = Callable[[Sequence[tuple[Trajectory, int, int]]], list[list[Continuation]]]
+Continue = Callable[[Sequence[tuple[Trajectory, int, int]]], Awaitable[list[list[Continuation]]]]
 """For each (trajectory, steps, count): `count` continuations of the trajectory after its
 first `steps` steps, played by the current policy."""
 
@@ -70,11 +72,9 @@ first `steps` steps, played by the current policy."""
 class RunContext:
     """What a source that needs the run itself is given (`needs_context`): where the policy
     started and on what device (a learned PRM's model), the run's length (its schedule), and
-    a way to play continuations (Monte-Carlo step values), and its event loop."""
+    a way to play continuations (Monte-Carlo step values)."""
 
     model: str
     precision: Precision
     steps: int
     continue_from: Continue | None = None
-    run: Callable[[Coroutine[Any, Any, Any]], Any] = asyncio.run
-    """Runs a coroutine to its end on the run's event loop (a judge's requests)."""

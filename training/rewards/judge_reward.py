@@ -98,7 +98,6 @@ class JudgeReward(PreparedScores):
     def __init__(self, context: RunContext, **settings: Any) -> None:
         super().__init__()
         self.settings = s = validate(self.Settings, settings)
-        self.run = context.run
         if (s.base_url is None) == (s.model is None):
             raise ConfigError("give base_url (a server) or model (in-process), one of them")
         if s.base_url is not None:
@@ -118,7 +117,7 @@ class JudgeReward(PreparedScores):
         self.cache: OrderedDict[str, float] = OrderedDict()
 
     # ----- the reward-source contract ------------------------------------------------------
-    def prepare(
+    async def prepare(
         self, groups: Sequence[TrajectoryGroup], returns: Sequence[Sequence[float]] | None
     ) -> None:
         """Ask the judge about every unmasked trajectory of the step; mask those it failed on."""
@@ -127,7 +126,7 @@ class JudgeReward(PreparedScores):
         prompts = {t.id: self.prompts(t) for t in kept}
         asked = {key: messages for p in prompts.values() for key, messages in p}
         fresh = {k: m for k, m in asked.items() if k not in self.cache}
-        answers = self.run(self._ask_all(fresh)) if fresh else {}
+        answers = await self._ask_all(fresh) if fresh else {}
         failed = 0
         self.scores = {}
         for t in kept:

@@ -67,7 +67,7 @@ class MCValueReward(PreparedScores):
             raise RewardError("mc_values needs a training run that can play continuations")
         self.continue_from = context.continue_from
 
-    def prepare(
+    async def prepare(
         self, groups: Sequence[TrajectoryGroup], returns: Sequence[Sequence[float]] | None
     ) -> None:
         """Branch every unmasked trajectory of the step where the budget says, and keep each
@@ -86,7 +86,7 @@ class MCValueReward(PreparedScores):
             for t, _ in kept
             for after in steps_to_branch(len(t.steps), self.settings.budget, _entropies(t))
         ]
-        outcomes = self.continue_from(requests) if requests else []
+        outcomes = await self.continue_from(requests) if requests else []
         branched: dict[str, dict[int, list[float]]] = {}
         masked = 0
         for (t, steps, _), results in zip(requests, outcomes, strict=True):

@@ -17,6 +17,7 @@ resumed run continues the PRM where it stopped.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,12 +87,17 @@ class ImplicitPRMReward(PreparedScores):
         """Training steps the PRM has seen (scored and, where there were pairs, learned from)."""
 
     # ----- the reward-source contract ------------------------------------------------------
-    def prepare(
+    async def prepare(
         self, groups: Sequence[TrajectoryGroup], returns: Sequence[Sequence[float]] | None
     ) -> None:
         """Score every unmasked trajectory of the step, then learn from the step's pairs:
         within a group, a trajectory is preferred to another by its outcome return (the
-        run's outcome rewards summed)."""
+        run's outcome rewards summed). The passes run in a thread, off the run's loop."""
+        await asyncio.to_thread(self.prepare_now, groups, returns)
+
+    def prepare_now(
+        self, groups: Sequence[TrajectoryGroup], returns: Sequence[Sequence[float]] | None
+    ) -> None:
         if returns is None:
             raise RewardError("implicit_prm scores steps: give it `role: process`")
         t0 = time.perf_counter()

@@ -82,7 +82,9 @@ class RewardStage:
                 )
             entry.source.load_state_dict(states[entry.name])
 
-    def score(self, groups: Sequence[TrajectoryGroup]) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    async def score(
+        self, groups: Sequence[TrajectoryGroup]
+    ) -> list[list[tuple[np.ndarray, np.ndarray]]]:
         """Each trajectory's per-step combined outcome and process rewards (zeros for a masked
         trajectory), group by group; every component is written into the steps.
 
@@ -94,29 +96,29 @@ class RewardStage:
         if len(set(ids)) != len(ids):
             twice = sorted({i for i in ids if ids.count(i) > 1})
             raise RewardError(f"trajectory ids must be unique in a step; twice: {twice[:3]}")
-        outcome = self._outcomes(groups)
+        outcome = await self._outcomes(groups)
         returns = [[float(o.sum()) for o in row] for row in outcome]
-        self._prepare("process", groups, returns)
+        await self._prepare("process", groups, returns)
         return [
             [(o, self._combine(t, "process")) for t, o in zip(g.trajectories, row, strict=True)]
             for g, row in zip(groups, outcome, strict=True)
         ]
 
-    def outcome_returns(self, groups: Sequence[TrajectoryGroup]) -> list[list[float]]:
+    async def outcome_returns(self, groups: Sequence[TrajectoryGroup]) -> list[list[float]]:
         """Each trajectory's outcome return (its combined outcome rewards summed), group by
         group: what a continuation of it scores (Monte-Carlo step values)."""
-        return [[float(o.sum()) for o in row] for row in self._outcomes(groups)]
+        return [[float(o.sum()) for o in row] for row in await self._outcomes(groups)]
 
-    def _outcomes(self, groups: Sequence[TrajectoryGroup]) -> list[list[np.ndarray]]:
-        self._prepare("outcome", groups, None)
+    async def _outcomes(self, groups: Sequence[TrajectoryGroup]) -> list[list[np.ndarray]]:
+        await self._prepare("outcome", groups, None)
         return [[self._combine(t, "outcome") for t in g.trajectories] for g in groups]
 
-    def _prepare(
+    async def _prepare(
         self, role: str, groups: Sequence[TrajectoryGroup], returns: list[list[float]] | None
     ) -> None:
         for entry in self.sources:
             if entry.role == role and isinstance(entry.source, PreparesScores):
-                entry.source.prepare(groups, returns)
+                await entry.source.prepare(groups, returns)
 
     def _combine(self, trajectory: Trajectory, role: str) -> np.ndarray:
         """The weighted sum of the `role` sources' values for each step."""
