@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import time
 import zlib
@@ -154,6 +155,23 @@ async def _env_call(call: Awaitable[Any], what: str, size: int, limit: float | N
     return returned
 
 
+RESULT_LIMIT = 64 << 10
+"""The most characters a step's result may take as JSON."""
+
+
+def _result(result: Any) -> Any:
+    """A step's result as plain JSON data, bounded; anything else is the env's failure."""
+    if result is None:
+        return None
+    try:
+        text = json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise EnvFailed(f"step returned a result that is not JSON data: {exc}") from None
+    if len(text) > RESULT_LIMIT:
+        raise EnvFailed(f"step returned a result of {len(text)} characters (at most {RESULT_LIMIT})")
+    return json.loads(text)
+
+
 def _finite(reward: Any) -> float:
     """A step's reward as a float; anything else (NaN, infinity, not a number) is the env's
     failure, never a number to train on."""
@@ -211,11 +229,13 @@ async def _play(
         returned = await _env_call(env.astep(completion.text), "step", 5, limit)
         obs, reward, terminated, truncated, info = returned
         obs, reward = clean_messages(obs), _finite(reward)
+        result = _result(info.get("result"))
         traj.steps.append(
             Step(
                 begin, len(traj.token_ids), list(completion.logprobs), completion.text, obs, reward,
                 state, info["state_key"], info["valid_action"], info["tool_calls"], info["error"],
                 completion.finish_reason, t1 - t0, time.perf_counter() - t1, version,
+                result=result,
             )
         )  # fmt: skip
         state = info["state_key"]

@@ -13,9 +13,18 @@ import json
 from collections.abc import Hashable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from toolgym.errors import ToolgymError, one_line
 
 Message = dict[str, Any]
+R = TypeVar("R")
+
+
+class ResultError(ToolgymError, ValueError):
+    """An episode's result does not have the shape its reader expects."""
 
 
 class EpisodeEnd(enum.StrEnum):
@@ -51,6 +60,9 @@ class Step:
     rewards: dict[str, float] = field(default_factory=dict)
     """Named reward components (the env's and any added by the reward stage), weighted
     into what the advantages read; `reward` stays the env's own."""
+    result: Any = None
+    """What the env handed back beside the observation (its info's "result": e.g. a task
+    a proposer wrote), plain JSON data; read it typed with `Trajectory.results_as`."""
 
 
 @dataclass
@@ -98,6 +110,25 @@ class Trajectory:
         for s in self.steps:
             mask[s.response_start : s.response_end] = [1] * (s.response_end - s.response_start)
         return mask
+
+    def results_as(self, kind: type[R]) -> list[R]:
+        """The steps' results, each validated as `kind` (a pydantic model or any type
+        pydantic can check), in step order; steps without one are skipped. A result that
+        does not fit raises ResultError naming the step (a policy's output is hostile)."""
+        adapter = TypeAdapter(kind)
+        out = []
+        for k, step in enumerate(self.steps):
+            if step.result is None:
+                continue
+            try:
+                out.append(adapter.validate_python(step.result))
+            except ValidationError as exc:
+                problem = one_line(exc.errors(include_url=False)[0]["msg"])
+                raise ResultError(
+                    f"{self.id} step {k}: its result is not a {getattr(kind, '__name__', kind)}: "
+                    f"{problem}"
+                ) from None
+        return out
 
     @property
     def generated_tokens(self) -> int:
