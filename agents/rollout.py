@@ -168,7 +168,9 @@ def _result(result: Any) -> Any:
     except (TypeError, ValueError) as exc:
         raise EnvFailed(f"step returned a result that is not JSON data: {exc}") from None
     if len(text) > RESULT_LIMIT:
-        raise EnvFailed(f"step returned a result of {len(text)} characters (at most {RESULT_LIMIT})")
+        raise EnvFailed(
+            f"step returned a result of {len(text)} characters (at most {RESULT_LIMIT})"
+        )
     return json.loads(text)
 
 

@@ -45,6 +45,7 @@ class ProposeThenSolve:
             self.proposed += 1
             draw = TaskDraw("train", 10_000 + self.proposed, {"seed": proposal.seed}, proposal.seed)
             (solved,) = await ctx.collect([GroupRequest(self.maze, draw, 2, "solver")])
+            solved.group_id = f"solve:{self.proposed}"  # the builder names its groups
             failed = sum(not s.masked and s.total_reward <= 0 for s in solved.trajectories)
             t.steps[-1].reward = failed / 2  # waits on the solvers' group
             groups.append(solved)
@@ -98,3 +99,22 @@ def test_results_are_plain_bounded_json_and_read_typed(tool_calling_model_dir):
         mistyped.results_as(Proposal)
     for bad, why in ((huge, "characters"), (unserialisable, "not JSON data")):
         assert bad.end is EpisodeEnd.ENV_FAILED and why in bad.infra_error
+
+
+def test_a_builder_mixture_shares_each_steps_groups_by_weight(tool_calling_model_dir, tmp_path):
+    from toolgym.training.groups import BuilderMixture, TaskGroups
+
+    settings = config(tool_calling_model_dir, tmp_path, "steps=2", "rollout.tasks_per_step=2")
+    maze = settings.mixture[0]
+    tasks = TaskGroups([maze], {maze.label: SeedTasks()}, settings.seed, 3, tasks_per_step=2)
+    selfplay = ProposeThenSolve(maze.ref)
+    mixture = BuilderMixture([("tasks", tasks, 1.0), ("selfplay", selfplay, 1.0)])
+    assert [mixture.shares(step, 2) for step in range(4)] == [[1, 1]] * 4
+    trainer = Recording(settings, groups=mixture)
+    trainer.run()
+    for step in trainer.trained:  # one task group, and one proposer group with its solvers
+        assert sum(g.startswith(f"{maze.label}:train:") for g in step["groups"]) == 1
+        assert sum(g.startswith("propose:") for g in step["groups"]) == 1
+    ids = [g for step in trainer.trained for g in step["groups"]]
+    assert len(ids) == len(set(ids))
+    assert mixture.state_dict() == {"tasks": {}, "selfplay": {"proposed": 4}}

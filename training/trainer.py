@@ -122,7 +122,8 @@ class Trainer:
         self.rewards = build_reward_stage(config, self.precision, self.continue_from)
         self.ppo = PPOConfig(**config.loss.model_dump())
         self.groups: GroupBuilder = groups or TaskGroups(
-            config.mixture, self.tasks, config.seed, config.rollout.rollouts_per_task
+            config.mixture, self.tasks, config.seed, config.rollout.rollouts_per_task,
+            config.rollout.tasks_per_step,
         )
         self.step = 0
 

@@ -112,6 +112,22 @@ class PolicyEngine(Engine, Protocol):
 
 
 @runtime_checkable
+class HoldsTokenizer(Protocol):
+    """An engine that loads the model itself, in this process: its tokenizer is the one to
+    render prompts with (an engine behind a server has none here)."""
+
+    tokenizer: Any
+
+
+@runtime_checkable
+class ReadsImages(Protocol):
+    """An engine that generates from images: its encoder prepares them (None when the model
+    it loaded is text-only)."""
+
+    images: Any
+
+
+@runtime_checkable
 class KeepsEpisodeContext(Protocol):
     """An engine that keeps an episode's context (its KV cache) between the episode's turns:
     its `generate` also takes `episode=`, a key unique to the episode, and a turn whose prompt

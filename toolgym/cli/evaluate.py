@@ -36,6 +36,7 @@ def eval_command(
         summarize,
     )
     from toolgym.agents.engines import SamplingParams, make_engine
+    from toolgym.agents.engines.base import HoldsTokenizer, ReadsImages
     from toolgym.agents.render_vision import make_renderer
     from toolgym.agents.rollout import RolloutConfig
     from toolgym.agents.runtime import Runtime
@@ -71,7 +72,8 @@ def eval_command(
             engine_args["base_url"] = base_url
         given = load_tokenizer(tokenizer, engine_name) if tokenizer else None  # before any model
         engine = make_engine(engine_name, **engine_args)
-        tok = given or getattr(engine, "tokenizer", None) or load_tokenizer(model, engine_name)
+        held = engine.tokenizer if isinstance(engine, HoldsTokenizer) else None
+        tok = given or held or load_tokenizer(model, engine_name)
         config = RolloutConfig(
             SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed),
             max_turns=max_turns,
@@ -79,7 +81,11 @@ def eval_command(
         )
         collector = RolloutCollector(
             engine,
-            make_renderer(tok, getattr(engine, "images", None), tool_schemas=tool_schemas),
+            make_renderer(
+                tok,
+                engine.images if isinstance(engine, ReadsImages) else None,
+                tool_schemas=tool_schemas,
+            ),
             config,
             runtime.pool_for,
             concurrency=concurrency,

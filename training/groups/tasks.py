@@ -23,13 +23,19 @@ class TaskGroups:
         tasks: Mapping[str, TaskSource],
         run_seed: int,
         rollouts_per_task: int,
+        tasks_per_step: int,
     ) -> None:
+        """`tasks_per_step`: the most groups a step asks for (its slots are reserved, so a
+        step asked for fewer, as a share of a builder mixture, draws no other step's)."""
         self.mixture, self.tasks = list(mixture), tasks
         self.run_seed, self.rollouts_per_task = run_seed, rollouts_per_task
+        self.tasks_per_step = tasks_per_step
 
     def requests(self, step: int, groups: int) -> list[GroupRequest]:
         """The step's `groups` requests (group ids `env:train:index`, never drawn twice)."""
-        slots = step_slots(self.run_seed, step, groups)
+        if groups > self.tasks_per_step:
+            raise ValueError(f"asked for {groups} groups; a step has {self.tasks_per_step} task slots")
+        slots = step_slots(self.run_seed, step, self.tasks_per_step)[:groups]
         which = allot([e.weight for e in self.mixture], step, len(slots))
         return [
             GroupRequest(self.mixture[i].ref, self.tasks[self.mixture[i].label].draw("train", g),
