@@ -5,6 +5,7 @@ syncs; a run that dies resumes with no group lost or trained twice."""
 from __future__ import annotations
 
 import pytest
+import torch
 from test_trainer import SMALL
 
 from toolgym.config import load_config
@@ -31,6 +32,11 @@ class Recording(Trainer):
             "tokens": {t.id: list(t.token_ids) for g in groups for t in g.trajectories},
             "lags": [self.step - min(s.policy_version for s in t.steps)
                      for g in groups for t in g.trajectories if t.steps],
+            "fresh_tokens": sum(
+                s.response_end - s.response_start for g in groups for t in g.trajectories
+                if not t.masked for s in t.steps
+                if s.policy_version >= self.step - self.config.max_staleness
+            ),
         })  # fmt: skip
         return await super().learn(groups, rollout_s)
 
@@ -154,3 +160,51 @@ def test_reward_sources_play_and_learn_on_the_loop_while_groups_stream(
     metrics = prm.run()
     saved = checkpoint.read(tmp_path / "prm" / checkpoint.FILE)
     assert saved["extra"]["rewards"]["implicit_prm"]["updates"] == 2
+
+
+def test_async_lora_trains_its_adapter_while_the_engine_samples_its_own_copy(
+    tool_calling_model_dir, tmp_path
+):
+    trainer = Recording(
+        config(tool_calling_model_dir, tmp_path, "steps=2", "mode=async", "lora.enabled=true",
+               "lora.r=4", "lora.alpha=8")
+    )  # fmt: skip
+    trainer.run()
+    assert trainer.engine.model is not trainer.model and trainer.sync_way == "full"
+    assert trainer.engine.policy_version == trainer.gate.version == 2
+    with torch.no_grad():  # an update the sync must carry into the engine's copy
+        for name, weight in trainer.model.named_parameters():
+            if "lora_B" in name:
+                weight.add_(0.5)
+    trainer.runtime.run(trainer.gate.swap(trainer.send_weights))
+    trained = dict(trainer.model.named_parameters())
+    copied = dict(trainer.engine.model.named_parameters())
+    assert all(torch.equal(copied[n], w) for n, w in trained.items())
+    assert any("lora_B" in n and float(w.abs().min()) > 0 for n, w in copied.items())
+
+
+def test_masked_stale_turns_stay_in_the_sequence_but_out_of_the_loss(
+    tool_calling_model_dir, tmp_path
+):
+    import numpy as np
+
+    from toolgym.agents.trajectory import Step, Trajectory
+    from toolgym.training.batch import build_batch
+
+    def step(start, end, version):
+        return Step(start, end, [-0.5] * (end - start), "a", [], 0.0, 0, 1, policy_version=version)
+
+    t = Trajectory("t", token_ids=list(range(10)), steps=[step(2, 4, 3), step(6, 9, 5)])
+    batch = build_batch([t], [np.array([1.0, 1.0])], 0, min_version=4)
+    assert batch.loss_mask[0].tolist() == [0, 0, 0, 0, 0, 1, 1, 1, 0]  # the version-3 turn is out
+    assert batch.input_ids[0].tolist() == list(range(10))
+    whole = build_batch([t], [np.array([1.0, 1.0])], 0)
+    assert whole.loss_mask[0].tolist() == [0, 1, 1, 0, 0, 1, 1, 1, 0]
+    trainer = Recording(
+        config(tool_calling_model_dir, tmp_path, "steps=3", "mode=async", "partial_rollouts=true",
+               "stale_turns=mask", "extra_groups=2")
+    )  # fmt: skip
+    metrics = trainer.run()  # on-policy loss: the masked turns need no correction
+    for step, m in zip(trainer.trained, metrics, strict=True):
+        assert m["train/tokens"] == step["fresh_tokens"]
+    assert sum(step["fresh_tokens"] for step in trainer.trained) > 0

@@ -79,9 +79,11 @@ def build_batch(
     advantages: Sequence[np.ndarray],
     pad_id: int,
     images: ImageEncoder | None = None,
+    min_version: int | None = None,
 ) -> TokenBatch:
     """`advantages[i]` holds one value per step of `trajectories[i]`; `images` prepares the
-    pixels of trajectories that have images (the model's encoder)."""
+    pixels of trajectories that have images (the model's encoder). Steps made by weights
+    older than `min_version` stay in the sequence but out of the loss."""
     kept = [
         (t, a) for t, a in zip(trajectories, advantages, strict=True) if not t.masked and t.steps
     ]
@@ -99,7 +101,7 @@ def build_batch(
         attention[row, : len(t.token_ids)] = 1
         for step, value in zip(t.steps, step_advantages, strict=True):
             span = slice(step.response_start - 1, step.response_end - 1)
-            loss_mask[row, span] = 1
+            loss_mask[row, span] = float(min_version is None or step.policy_version >= min_version)
             old[row, span] = torch.tensor(step.logprobs)
             adv[row, span] = float(value)
     pixels: list[ImageInputs | None] = []

@@ -257,6 +257,10 @@ class TrainConfig(ConfigModel):
     trains on the first groups to finish and the rest carry over; loss.mode (decoupled or
     truncated-is) corrects the older turns' tokens, which may be more than max_staleness
     versions old."""
+    stale_turns: Literal["correct", "mask"] = "correct"
+    """partial_rollouts: the turns of a carried-over episode made more than max_staleness
+    versions before the update: correct (loss.mode weighs them) or mask (left out of the
+    loss, so every trained token is within max_staleness)."""
     extra_groups: int = Field(0, ge=0)
     """async: groups started beyond (max_staleness + 1) x rollout.tasks_per_step, so a step
     can pick the first to finish."""
@@ -283,10 +287,14 @@ class TrainConfig(ConfigModel):
             raise ConfigError(f"rewards: give each source a distinct `name` (got {components})")
         if self.mode == "sync" and (self.partial_rollouts or self.extra_groups):
             raise ConfigError("partial_rollouts and extra_groups are for mode: async")
-        if self.partial_rollouts and self.loss.mode == "on-policy":
+        if (
+            self.partial_rollouts
+            and self.stale_turns == "correct"
+            and self.loss.mode == "on-policy"
+        ):
             raise ConfigError(
                 "partial_rollouts trains on turns made by older weights: set loss.mode to "
-                "decoupled or truncated-is, which correct them"
+                "decoupled or truncated-is, which correct them, or stale_turns=mask"
             )
         if self.advantage.estimator != "rloo" and self.rollout.rollouts_per_task < 2:
             raise ConfigError(

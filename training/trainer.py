@@ -122,7 +122,10 @@ class Trainer:
         self.rewards = build_reward_stage(config, self.precision, self.continue_from)
         self.ppo = PPOConfig(**config.loss.model_dump())
         self.groups: GroupBuilder = groups or TaskGroups(
-            config.mixture, self.tasks, config.seed, config.rollout.rollouts_per_task,
+            config.mixture,
+            self.tasks,
+            config.seed,
+            config.rollout.rollouts_per_task,
             config.rollout.tasks_per_step,
         )
         self.step = 0
@@ -391,7 +394,9 @@ class Trainer:
     def update(
         self, trajectories: list[Trajectory], advantages: list[np.ndarray]
     ) -> dict[str, float]:
-        batch = build_batch(trajectories, advantages, self.pad_id, self.images)
+        masked = self.config.partial_rollouts and self.config.stale_turns == "mask"
+        oldest = self.step - self.config.max_staleness if masked else None
+        batch = build_batch(trajectories, advantages, self.pad_id, self.images, oldest)
         batch = batch.to(self.precision.device)
         optim = self.config.optim
         lr = optim.lr * lr_factor(

@@ -34,7 +34,9 @@ class TaskGroups:
     def requests(self, step: int, groups: int) -> list[GroupRequest]:
         """The step's `groups` requests (group ids `env:train:index`, never drawn twice)."""
         if groups > self.tasks_per_step:
-            raise ValueError(f"asked for {groups} groups; a step has {self.tasks_per_step} task slots")
+            raise ValueError(
+                f"asked for {groups} groups; a step has {self.tasks_per_step} task slots"
+            )
         slots = step_slots(self.run_seed, step, self.tasks_per_step)[:groups]
         which = allot([e.weight for e in self.mixture], step, len(slots))
         return [
