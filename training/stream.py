@@ -174,7 +174,7 @@ class GroupStream:
             done = [u for u in self.units.values() if u.groups is not None]
             if all(u.groups is not None for u in due) and (
                 sum(len(u.groups or []) for u in done) >= self.groups_per_step
-                or (self.running() == 0 and self._admissible_without_starting() is False and done)
+                or (self.running() == 0 and not self._admissible_without_starting() and done)
             ):
                 break
             self._changed.clear()
