@@ -35,6 +35,7 @@ from typing import Any
 from toolgym.agents.collector import GroupRequest
 from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.trajectory import TrajectoryGroup
+from toolgym.errors import RunFailedError
 from toolgym.training.groups import BuildContext, Collect, GroupBuilder, PlaysRequests
 
 CollectFor = Callable[[int], Collect]
@@ -236,3 +237,28 @@ class GroupStream:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.next_unit = int(state.get("next_unit", 0))
         self.restart = [int(i) for i in state.get("untrained", [])]
+
+
+def staleness_metrics(batch: Batch, version: int, eta: int, partial: bool) -> dict[str, float]:
+    """How many versions behind `version` each trajectory's oldest turn is, as shares. Without
+    partial rollouts a sample past eta is a bug in the stream: RunFailedError, before it
+    trains; with them, carried turns may be older (the loss corrects or masks them)."""
+    lags, spanning = [], 0
+    for g in batch.groups:
+        for t in g.trajectories:
+            versions = {s.policy_version for s in t.steps}
+            if versions:
+                lags.append(version - min(versions))
+                spanning += len(versions) > 1
+    if lags and max(lags) > eta and not partial:
+        raise RunFailedError(
+            f"training step {version}: a trajectory is {max(lags)} versions old, past "
+            f"max_staleness={eta}"
+        )
+    n = max(len(lags), 1)
+    return {
+        "async/staleness_mean": sum(lags) / n,
+        **{f"async/staleness_{k}": lags.count(k) / n for k in range(eta + 1)},
+        "async/staleness_over": sum(lag > eta for lag in lags) / n,
+        "async/partial_share": spanning / n,
+    }

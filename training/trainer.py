@@ -69,7 +69,7 @@ from toolgym.training.metrics_log import METRICS, MetricsLog, read_metrics
 from toolgym.training.optim_step import optimizer_step
 from toolgym.training.rewards.base import Continuation
 from toolgym.training.schedule import lr_factor
-from toolgym.training.stream import Batch, GroupStream
+from toolgym.training.stream import GroupStream, staleness_metrics
 from toolgym.training.weight_sync import SYNCS, sync_way
 
 log = get_logger(__name__)
@@ -178,7 +178,9 @@ class Trainer:
         try:
             while self.step < self.config.steps:
                 batch = await stream.take(self.step)
-                staleness = self.staleness(batch)
+                staleness = staleness_metrics(
+                    batch, self.step, self.config.max_staleness, self.config.partial_rollouts
+                )
                 t0 = time.perf_counter()
                 record = await self.learn(batch.groups, batch.since_previous_s)
                 t1 = time.perf_counter()
@@ -211,31 +213,6 @@ class Trainer:
             options={"training_step": (step, self.config.steps)},
             gate=self.gate if self.config.partial_rollouts else None,
         )
-
-    def staleness(self, batch: Batch) -> dict[str, float]:
-        """How many versions behind the trainer each trajectory's oldest turn is. Without
-        partial rollouts a sample past max_staleness is a bug in the stream, and stops the
-        run before it trains; with them, carried turns may be older (the loss corrects them)."""
-        lags, partial = [], 0
-        for g in batch.groups:
-            for t in g.trajectories:
-                versions = {s.policy_version for s in t.steps}
-                if versions:
-                    lags.append(self.step - min(versions))
-                    partial += len(versions) > 1
-        eta = self.config.max_staleness
-        if lags and max(lags) > eta and not self.config.partial_rollouts:
-            raise RunFailedError(
-                f"training step {self.step}: a trajectory is {max(lags)} versions old, past "
-                f"max_staleness={eta}"
-            )
-        n = max(len(lags), 1)
-        return {
-            "async/staleness_mean": float(np.mean(lags)) if lags else 0.0,
-            **{f"async/staleness_{k}": lags.count(k) / n for k in range(eta + 1)},
-            "async/staleness_over": sum(lag > eta for lag in lags) / n,
-            "async/partial_share": partial / n,
-        }
 
     def close(self) -> None:
         """Stop the engine's workers, close the env pools and shared resources, and the loop
