@@ -1,11 +1,14 @@
 """The quickstart's RL recipe in sync and in async mode (eta = 1), over several seeds.
 
-Each seed trains the same SFT start with the quickstart's GiGPO recipe twice: `mode=sync`,
-then `mode=async max_staleness=1` (the next step's groups play while the trainer trains; one
-version stale at most). Prints each run's held-out success (128 mazes, sampled) after the
+Each seed trains the same SFT start with the quickstart's GiGPO recipe once per mode:
+`mode=sync`, `mode=async max_staleness=1` (the next step's groups play while the trainer
+trains; one version stale at most), and with `--modes ... async-decoupled` the same with
+decoupled PPO (clipped against the weights before the update, each token weighted by their
+probability over the sampling weights'). Prints each run's held-out success (128 mazes, sampled) after the
 last step, its env steps and wall clock, and the means.
 
     python bench/quickstart_async.py --model runs/quickstart/sft [--seeds 3] [--steps 40]
+        [--modes sync async async-decoupled]
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
 from toolgym.training.trainer import Trainer
 
-MODES = {"sync": ["mode=sync"], "async": ["mode=async", "max_staleness=1"]}
+MODES = {
+    "sync": ["mode=sync"],
+    "async": ["mode=async", "max_staleness=1"],
+    "async-decoupled": ["mode=async", "max_staleness=1", "loss.mode=decoupled"],
+}
 
 
 def main() -> None:
@@ -29,11 +36,13 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="the quickstart's SFT policy")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--modes", nargs="+", default=["sync", "async"], choices=list(MODES))
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="toolgym-quickstart-async-"))
-    finals: dict[str, list[float]] = {mode: [] for mode in MODES}
+    finals: dict[str, list[float]] = {mode: [] for mode in args.modes}
     for seed in range(args.seeds):
-        for mode, settings in MODES.items():
+        for mode in args.modes:
+            settings = MODES[mode]
             config = load_config(
                 TrainConfig, None,
                 [f"model={args.model}", f"run_dir={out / f'{mode}-seed{seed}'}",
