@@ -118,3 +118,27 @@ def test_a_builder_mixture_shares_each_steps_groups_by_weight(tool_calling_model
     ids = [g for step in trainer.trained for g in step["groups"]]
     assert len(ids) == len(set(ids))
     assert mixture.state_dict() == {"tasks": {}, "selfplay": {"proposed": 4}}
+
+
+class Nothing:
+    """A builder that makes no groups."""
+
+    async def build(self, ctx):
+        return []
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_step_with_no_groups_stops_the_run_instead_of_training_on_nothing(
+    tool_calling_model_dir, tmp_path, mode
+):
+    from toolgym.errors import RunFailedError
+
+    trainer = Recording(config(tool_calling_model_dir, tmp_path, f"mode={mode}"), groups=Nothing())
+    with pytest.raises(RunFailedError, match="training step 0: the group builder made no episodes"):
+        trainer.run()

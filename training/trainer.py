@@ -238,6 +238,8 @@ class Trainer:
         thread, so episodes of an asynchronous run go on meanwhile); the step's record."""
         t1 = time.perf_counter()
         everything = [t for g in groups for t in g.trajectories]
+        if not everything:
+            raise RunFailedError(f"training step {self.step}: the group builder made no episodes")
         require_unmasked(everything, f"training step {self.step}")
         if raised := tool_exceptions(everything):
             log.warning(
