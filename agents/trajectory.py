@@ -123,7 +123,9 @@ class Trajectory:
             try:
                 out.append(adapter.validate_python(step.result))
             except ValidationError as exc:
-                problem = one_line(exc.errors(include_url=False)[0]["msg"])
+                first = exc.errors(include_url=False)[0]
+                where = ".".join(str(part) for part in first["loc"])
+                problem = one_line(f"{where}: {first['msg']}" if where else first["msg"])
                 raise ResultError(
                     f"{self.id} step {k}: its result is not a {getattr(kind, '__name__', kind)}: "
                     f"{problem}"

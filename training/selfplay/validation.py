@@ -1,0 +1,145 @@
+"""Validating proposed tasks in stages, cheapest first; the first stage that objects rejects
+the task with its reason, and the later (dearer) stages never run.
+
+A stage is a function (task, proposal) -> reason or None. The domain-independent ones are
+here: `rules` (the answer not given away by the question, no tool-call markup in it, enough
+distinct tool calls by the proposer) and `near_duplicates` (a task too like one already in
+the pool or proposed this step). Domains add theirs (execution twice with the same result,
+grounding against distractors) between them. Format (the typed task's shape and sizes) is
+checked before any stage, when the result is read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from toolgym.agents.trajectory import ResultError, Trajectory
+from toolgym.tools.parsers import PARSERS
+from toolgym.tools.parsers.base import parse_safely
+from toolgym.training.selfplay.task import ProposedTask
+
+
+@dataclass
+class Proposal:
+    """A proposer's episode and the task it handed back (None when it handed back none or a
+    malformed one; `rejected` then says why)."""
+
+    trajectory: Trajectory
+    task: ProposedTask | None = None
+    rejected: str | None = None
+    """Which stage refused it, and why: "format: ...", "rules: ...", ..."""
+    stage: str | None = None
+
+
+Stage = Callable[[ProposedTask, Proposal], str | None]
+
+
+def read_task(trajectory: Trajectory) -> Proposal:
+    """The proposal in a proposer's episode: its last step's result read as a ProposedTask
+    (the format stage)."""
+    proposal = Proposal(trajectory)
+    if trajectory.masked:
+        proposal.rejected, proposal.stage = (
+            f"format: the episode failed ({trajectory.infra_error})",
+            "format",
+        )
+        return proposal
+    try:
+        tasks = trajectory.results_as(ProposedTask)
+    except ResultError as exc:
+        proposal.rejected, proposal.stage = f"format: {exc}", "format"
+        return proposal
+    if not tasks:
+        proposal.rejected, proposal.stage = "format: the episode handed back no task", "format"
+        return proposal
+    proposal.task = tasks[-1]
+    return proposal
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Cheap checks on the task's text and on how the proposer came to it."""
+
+    min_instruction_chars: int = 10
+    min_distinct_tool_calls: int = 0
+    """Distinct (tool, arguments) calls the proposer must have made (a search proposer that
+    never searched wrote from memory, not from the world)."""
+    markup: tuple[str, ...] = ("hermes", "xml")
+    """Parsers (tools/parsers) whose tool calls an instruction may not hold: a question that
+    looks like a call or its result is an injection, not a task. Fenced code is left out by
+    default, since a code task shows code."""
+
+    def __call__(self, task: ProposedTask, proposal: Proposal) -> str | None:
+        question = normalise(task.instruction)
+        if len(question) < self.min_instruction_chars:
+            return f"the instruction has {len(question)} characters (at least {self.min_instruction_chars})"
+        answer = normalise(task.answer or "")
+        if answer and f" {answer} " in f" {question} ":
+            return "the instruction gives its answer away"
+        for name in self.markup:
+            if parse_safely(PARSERS[name](), task.instruction).calls:
+                return f"the instruction holds tool-call markup ({name})"
+        calls = {
+            (c.get("name"), repr(c.get("arguments")))
+            for s in proposal.trajectory.steps
+            for c in s.tool_calls
+        }
+        if len(calls) < self.min_distinct_tool_calls:
+            return (
+                f"the proposer made {len(calls)} distinct tool calls "
+                f"(at least {self.min_distinct_tool_calls})"
+            )
+        return None
+
+
+@dataclass
+class NearDuplicates:
+    """Refuses a task whose instruction shares at least `threshold` of its word trigrams
+    (Jaccard) with a task already seen: the pool's, or one accepted earlier this step."""
+
+    threshold: float = 0.8
+    seen: list[frozenset[str]] = field(default_factory=list)
+
+    def remember(self, tasks: Iterable[ProposedTask]) -> None:
+        self.seen += [shingles(t.instruction) for t in tasks]
+
+    def __call__(self, task: ProposedTask, proposal: Proposal) -> str | None:
+        mine = shingles(task.instruction)
+        for other in self.seen:
+            overlap = len(mine & other) / max(len(mine | other), 1)
+            if overlap >= self.threshold:
+                return f"the instruction is {overlap:.0%} like a task already seen"
+        self.seen.append(mine)
+        return None
+
+
+def validate(proposals: Sequence[Proposal], stages: Sequence[tuple[str, Stage]]) -> None:
+    """Run each proposal that has a task through `stages` in order; the first reason given
+    rejects it (`rejected`, `stage`). A stage that raises rejects with what it raised: a
+    hostile proposal never stops the step."""
+    for proposal in proposals:
+        task = proposal.task
+        if task is None:
+            continue
+        for name, stage in stages:
+            try:
+                reason = stage(task, proposal)
+            except Exception as exc:
+                reason = f"the check raised {type(exc).__name__}: {str(exc)[:200]}"
+            if reason is not None:
+                proposal.rejected, proposal.stage = f"{name}: {reason}", name
+                break
+
+
+def normalise(text: str) -> str:
+    """Lower case, words only, single spaces: what 'gives the answer away' compares."""
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def shingles(text: str, n: int = 3) -> frozenset[str]:
+    words = normalise(text).split()
+    if len(words) < n:
+        return frozenset([" ".join(words)])
+    return frozenset(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
