@@ -13,6 +13,11 @@
     evaluate  every eval.every_steps on each env's eval split (never trained on)
     checkpoint atomically, with metrics trimmed to match on resume
 
+In async mode (`stream_steps`) collection does not stop: groups play on the run's loop while
+the trainer scores and updates, a batch at a time from stream.py, which bounds how stale a
+sample may be; the engine samples its own copy of the weights, and a sync lands only between
+episodes (or turns, with partial rollouts).
+
 The parts come from builders.py; the runtime (one event loop, env pools, shared resources)
 lives as long as the run. Departures from the papers: one policy update per batch by default
 (ppo_epochs = 1 and minibatches = 1, so the clipping only acts if there are more or the engine
@@ -145,8 +150,9 @@ class Trainer:
                 self.metrics.write({"step": -1, "env_steps": 0, **self.evaluate()})
             if self.config.mode == "async":
                 self.runtime.run(self.stream_steps())
-            while self.step < self.config.steps:
-                self.finish_step(self.train_step())
+            else:
+                while self.step < self.config.steps:
+                    self.finish_step(self.train_step())
             self.save_policy()
         finally:
             self.metrics.close()
