@@ -68,7 +68,7 @@ from toolgym.training.builders import (
     check_engine,
 )
 from toolgym.training.config import EnvSection, TrainConfig
-from toolgym.training.groups import BuildContext, GroupBuilder, TaskGroups
+from toolgym.training.groups import BuildContext, GroupBuilder, ReportsMetrics, TaskGroups
 from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
 from toolgym.training.metrics_log import METRICS, MetricsLog, read_metrics
 from toolgym.training.optim_step import optimizer_step
@@ -269,6 +269,7 @@ class Trainer:
             "adv/std": float(flat.std()),
             "adv/nonzero": float((np.abs(flat) > 1e-8).mean()),
             "groups/filtered": float(sum(not self.trains_on(g) for g in groups)),
+            **self.builder_metrics(),
             **{f"train/{k}": v for k, v in train_metrics.items()},
             "perf/update_tokens_per_s": train_metrics.get("tokens", 0.0) / max(t3 - t2, 1e-9),
             "perf/peak_memory_gb": peak_memory_gb(self.precision.device),
@@ -276,6 +277,11 @@ class Trainer:
             "time/advantage_s": t2 - t1,
             "time/update_s": t3 - t2,
         }
+
+    def builder_metrics(self) -> dict[str, float]:
+        if not isinstance(self.groups, ReportsMetrics):
+            return {}
+        return {f"groups/{k}": float(v) for k, v in self.groups.last_metrics.items()}
 
     @staticmethod
     def trains_on(group: TrajectoryGroup) -> bool:

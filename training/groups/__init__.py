@@ -1,9 +1,16 @@
 """Group builders (base.py), one per file: what makes a training step's groups."""
 
-from toolgym.training.groups.base import BuildContext, Collect, GroupBuilder, PlaysRequests
+from toolgym.training.groups.base import (
+    BuildContext,
+    Collect,
+    GroupBuilder,
+    PlaysRequests,
+    ReportsMetrics,
+)
 from toolgym.training.groups.mixture import BuilderMixture
 from toolgym.training.groups.tasks import TaskGroups
 
 __all__ = [
-    "BuildContext", "BuilderMixture", "Collect", "GroupBuilder", "PlaysRequests", "TaskGroups",
+    "BuildContext", "BuilderMixture", "Collect", "GroupBuilder", "PlaysRequests",
+    "ReportsMetrics", "TaskGroups",
 ]  # fmt: skip

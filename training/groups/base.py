@@ -53,3 +53,11 @@ class PlaysRequests(Protocol):
     def requests(self, step: int, groups: int) -> list[GroupRequest]:
         """Step `step`'s `groups` requests; the same arguments give the same requests."""
         ...
+
+
+@runtime_checkable
+class ReportsMetrics(Protocol):
+    """A builder with figures of its own for each step (self-play's valid share per stage,
+    solve rate, pool size), logged as `groups/NAME`."""
+
+    last_metrics: dict[str, float]

@@ -1,0 +1,192 @@
+"""The self-play group builder: one policy proposes tasks and solves them, in one step.
+
+A step:
+  1. `proposals` proposer episodes on the domain's proposer env, each shown `shown` tasks
+     from the pool (its reset task carries them, as JSON, under "examples").
+  2. Each episode's task is read (the format stage) and run through the domain's stages,
+     cheapest first; a rejection keeps its stage and reason.
+  3. Each valid task gets `solvers` episodes on the domain's solver env: a group of its own,
+     id `{proposer's trajectory id}:solver`. Too few valid tasks, and the pool backfills solver groups.
+  4. A proposer's reward is its rule's (proposer_rewards.py) from its task's solve rate: the
+     solvers' training episodes score it, no extra rollouts. An invalid proposal earns
+     `invalid_penalty`; a proposal whose solvers all failed to run is masked (unknown).
+     Proposals are one group per task kind, id `s{step}:{kind}:proposer`, so the group's
+     normalisation is the per-(env, role, kind) baseline (baselines.py says why one-sample
+     proposer groups would have none).
+  5. Valid tasks join the pool (saved in the checkpoint with the builder's state).
+
+A domain (`SelfPlayDomain`) names the two envs, its validation stages and how a task becomes
+the solver env's reset task. Everything a proposal holds is hostile: it is bounded when read
+and checked before any solver sees it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from toolgym.agents.collector import GroupRequest
+from toolgym.agents.trajectory import TrajectoryGroup
+from toolgym.envs.ref import EnvRef
+from toolgym.envs.tasks import TaskDraw
+from toolgym.training.groups.base import BuildContext
+from toolgym.training.selfplay.pool import TaskPool
+from toolgym.training.selfplay.proposer_rewards import proposer_reward
+from toolgym.training.selfplay.task import ProposedTask, Provenance
+from toolgym.training.selfplay.validation import (
+    NearDuplicates,
+    Proposal,
+    Stage,
+    read_task,
+    validate,
+)
+
+
+class SelfPlayDomain(Protocol):
+    name: str
+    proposer: EnvRef
+    solver: EnvRef
+
+    def stages(self) -> list[tuple[str, Stage]]:
+        """The domain's validation stages, cheapest first (rules, execution, grounding)."""
+        ...
+
+    def solver_task(self, task: ProposedTask) -> dict[str, Any]:
+        """The solver env's reset task for `task` (its "seed" field, if any, seeds the reset)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SelfPlaySettings:
+    proposals: int = 4
+    """Proposer episodes a step."""
+    solvers: int = 4
+    """Solver episodes per valid task (its group)."""
+    shown: int = 2
+    """Pool tasks shown to each proposer."""
+    reward: str = "learnability"
+    """The proposer's reward rule (proposer_rewards.py)."""
+    invalid_penalty: float = -1.0
+    min_solver_groups: int = 1
+    """Backfill from the pool up to this many solver groups when too few tasks are valid."""
+    duplicate_threshold: float = 0.8
+
+
+class SelfPlay:
+    def __init__(self, domain: SelfPlayDomain, pool: TaskPool, settings: SelfPlaySettings) -> None:
+        self.domain, self.pool, self.settings = domain, pool, settings
+        self.rule = proposer_reward(settings.reward)
+        self.proposed = 0
+        """Proposals made so far (their ids are p0, p1, ...)."""
+        self.solved = 0
+        """Solver groups asked for so far."""
+        self.last_metrics: dict[str, float] = {}
+
+    async def build(self, ctx: BuildContext) -> list[TrajectoryGroup]:
+        proposals = await self._propose(ctx)
+        self._validate(proposals)
+        valid = [p for p in proposals if p.rejected is None and p.task is not None]
+        solved = await ctx.collect([self._solve(p.task) for p in valid if p.task is not None])
+        for p, group in zip(valid, solved, strict=True):
+            group.group_id = f"{p.trajectory.id}:solver"
+            self._reward(p, group)
+        refill = self.pool.backfill(max(self.settings.min_solver_groups - len(solved), 0), ctx.step)
+        extra = await ctx.collect([self._solve(task) for task in refill]) if refill else []
+        for k, group in enumerate(extra):
+            group.group_id = f"s{ctx.step}.b{k}:solver"
+        self.pool.add([p.task for p in valid if p.task is not None])
+        self.last_metrics = self._metrics(proposals, solved)
+        return [*self._proposer_groups(ctx.step, proposals), *solved, *extra]
+
+    async def _propose(self, ctx: BuildContext) -> list[Proposal]:
+        """The step's proposer episodes, each shown the same pool tasks, and their tasks
+        read, with where they came from."""
+        first, self.proposed = self.proposed, self.proposed + self.settings.proposals
+        shown = self.pool.show(self.settings.shown, ctx.step)
+        examples = [t.model_dump(mode="json", exclude={"provenance"}) for t in shown]
+        asked = [
+            GroupRequest(self.domain.proposer, TaskDraw("selfplay", i,
+                         {"examples": examples, "proposal": f"p{i}"}, i), 1, "proposer")
+            for i in range(first, self.proposed)
+        ]  # fmt: skip
+        proposals = [read_task(g.trajectories[0]) for g in await ctx.collect(asked)]
+        for p in proposals:
+            if p.task is not None:
+                p.task = p.task.model_copy(update={"provenance": Provenance(
+                    proposer=p.trajectory.id, policy_version=ctx.policy_version,
+                    shown=tuple(t.instruction[:64] for t in shown),
+                )})  # fmt: skip
+        return proposals
+
+    def _validate(self, proposals: list[Proposal]) -> None:
+        """The domain's stages, then near-duplicates of the pool and of each other; a
+        rejected proposal earns the penalty."""
+        duplicates = NearDuplicates(self.settings.duplicate_threshold)
+        duplicates.remember(self.pool.tasks)
+        validate(proposals, [*self.domain.stages(), ("duplicates", duplicates)])
+        for p in proposals:
+            if p.rejected is not None and p.trajectory.steps:
+                p.trajectory.steps[-1].reward = self.settings.invalid_penalty
+
+    def _solve(self, task: ProposedTask) -> GroupRequest:
+        """A solver group's request; its draw index is the run's count of them, so its
+        episodes' ids are unique in the run."""
+        reset = self.domain.solver_task(task)
+        seed = reset.get("seed")
+        index, self.solved = self.solved, self.solved + 1
+        draw = TaskDraw("selfplay", index, reset, seed if isinstance(seed, int) else index)
+        return GroupRequest(self.domain.solver, draw, self.settings.solvers, "solver")
+
+    def _reward(self, proposal: Proposal, solvers: TrajectoryGroup) -> None:
+        ran = [t for t in solvers.trajectories if not t.masked]
+        proposer = proposal.trajectory
+        if not ran:
+            proposer.infra_error = f"its solvers all failed to run ({solvers.group_id})"
+            return
+        rate = sum(t.total_reward > 0 for t in ran) / len(ran)
+        value = self.rule(rate)
+        if proposer.steps:
+            proposer.steps[-1].reward = self.settings.invalid_penalty if value is None else value
+
+    def _proposer_groups(self, step: int, proposals: Sequence[Proposal]) -> list[TrajectoryGroup]:
+        """One group per task kind (the partition baseline); unreadable proposals with the
+        first kind, as they earn the penalty whatever they meant to be."""
+        kinds: dict[str, list[Proposal]] = {}
+        default = next((p.task.kind for p in proposals if p.task is not None), "unknown")
+        for p in proposals:
+            kinds.setdefault(p.task.kind if p.task is not None else default, []).append(p)
+        return [
+            TrajectoryGroup(f"s{step}:{kind}:proposer", None, [p.trajectory for p in members],
+                            self.domain.proposer.name)
+            for kind, members in kinds.items()
+        ]  # fmt: skip
+
+    def _metrics(
+        self, proposals: Sequence[Proposal], solved: Sequence[TrajectoryGroup]
+    ) -> dict[str, float]:
+        n = max(len(proposals), 1)
+        stages = Counter(p.stage for p in proposals if p.rejected is not None)
+        rates = [
+            sum(t.total_reward > 0 for t in g.trajectories if not t.masked)
+            / max(sum(not t.masked for t in g.trajectories), 1)
+            for g in solved
+        ]
+        unique = {p.task.instruction for p in proposals if p.task is not None}
+        return {
+            "valid": sum(p.rejected is None for p in proposals) / n,
+            **{f"rejected/{stage}": count / n for stage, count in stages.items()},
+            "solve_rate": sum(rates) / len(rates) if rates else 0.0,
+            "unique": len(unique) / n,
+            "instruction_chars": sum(len(p.task.instruction) for p in proposals if p.task) / n,
+            "pool": float(len(self.pool)),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"proposed": self.proposed, "solved": self.solved, "pool": self.pool.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.proposed = int(state.get("proposed", 0))
+        self.solved = int(state.get("solved", 0))
+        self.pool.load_state_dict(state.get("pool", {}))
