@@ -41,10 +41,6 @@ class PolicyGate:
             if self._holders == 0:
                 self._idle.set()
 
-    @property
-    def holders(self) -> int:
-        return self._holders
-
     async def swap(self, update: Callable[[], Awaitable[R]]) -> R:
         """Run `update` (the weight sync) once nobody holds the gate, keeping new holders
         out meanwhile; the version moves by one when it succeeds."""

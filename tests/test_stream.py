@@ -74,3 +74,16 @@ def test_admission_and_staleness_hold_for_every_group(eta):
 
 async def _nothing():
     return None
+
+
+@pytest.mark.parametrize(
+    "state",
+    [["x"], {"next_unit": "3"}, {"next_unit": 2, "untrained": [5]}, {"untrained": [-1]},
+     {"next_unit": 4, "untrained": "0,1"}],
+)  # fmt: skip
+def test_a_corrupted_stream_state_is_refused(state):
+    from toolgym.training.stream import read_stream_state
+
+    with pytest.raises(ValueError, match="stream's"):
+        read_stream_state(state)
+    assert read_stream_state({"next_unit": 4, "untrained": [1, 3]}) == (4, [1, 3])

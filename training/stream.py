@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolgym.agents.collector import GroupRequest
 from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.trajectory import TrajectoryGroup
 from toolgym.errors import RunFailedError
@@ -47,7 +46,6 @@ class Unit:
     index: int
     version: int
     """The policy's version when it started."""
-    slots: int
     groups: list[TrajectoryGroup] | None = None
     """Its groups once finished."""
     finished_at: float = 0.0
@@ -82,13 +80,14 @@ class GroupStream:
         self.groups_per_step, self.max_staleness = groups_per_step, max_staleness
         self.capacity = (max_staleness + 1) * groups_per_step + extra_groups
         """Slots that may be started and not yet trained."""
+        self.cost = 1 if self.per_group else groups_per_step
+        """Slots one unit takes."""
         self.partial = partial
         self.next_unit = 0
         self.restart: list[int] = []
         """Units a resumed run plays again (started before the kill, never trained)."""
         self.units: dict[int, Unit] = {}
         """Started and not yet trained."""
-        self._requests: dict[int, list[GroupRequest]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
         self._producer: asyncio.Task[None] | None = None
@@ -112,7 +111,7 @@ class GroupStream:
 
     def _admissible(self) -> int | None:
         """The next unit to start, if its slots fit."""
-        if not self._admissible_without_starting() or self._failure is not None:
+        if not self._room() or self._failure is not None:
             return None
         if self.restart:
             return self.restart.pop(0)
@@ -120,8 +119,7 @@ class GroupStream:
         return self.next_unit - 1
 
     def _launch(self, index: int) -> None:
-        cost = 1 if self.per_group else self.groups_per_step
-        unit = Unit(index, self.gate.version, cost)
+        unit = Unit(index, self.gate.version)
         self.units[index] = unit
         if self.running() == 1:
             self._idle_s += time.perf_counter() - self._idle_since
@@ -152,10 +150,8 @@ class GroupStream:
             context = BuildContext(step, unit.version, self.groups_per_step, collect)
             return await self.builder.build(context)
         assert isinstance(self.builder, PlaysRequests)
-        if step not in self._requests:
-            self._requests[step] = self.builder.requests(step, self.groups_per_step)
-        request = self._requests[step][unit.index % self.groups_per_step]
-        return await collect([request])
+        requests = self.builder.requests(step, self.groups_per_step)  # the same for each slot
+        return await collect([requests[unit.index % self.groups_per_step]])
 
     def running(self) -> int:
         return sum(u.groups is None for u in self.units.values())
@@ -175,7 +171,7 @@ class GroupStream:
             done = [u for u in self.units.values() if u.groups is not None]
             if all(u.groups is not None for u in due) and (
                 sum(len(u.groups or []) for u in done) >= self.groups_per_step
-                or (self.running() == 0 and not self._admissible_without_starting() and done)
+                or (self.running() == 0 and not self._room() and done)
             ):
                 break
             self._changed.clear()
@@ -191,9 +187,7 @@ class GroupStream:
         units = [chosen[i] for i in sorted(chosen)]
         for u in units:
             del self.units[u.index]
-        self._training = sum(u.slots for u in units)  # held until `synced`
-        for step in [s for s in self._requests if self._step_started(s)]:
-            del self._requests[step]
+        self._training = len(units) * self.cost  # held until `synced`
         now = time.perf_counter()
         idle = self._idle_s + (now - self._idle_since if self.running() == 0 else 0.0)
         self._idle_s, self._idle_since = 0.0, now
@@ -204,21 +198,15 @@ class GroupStream:
         self._last_batch = now
         return batch
 
-    def _admissible_without_starting(self) -> bool:
-        cost = 1 if self.per_group else self.groups_per_step
-        held = sum(u.slots for u in self.units.values()) + self._training
-        return held + cost <= self.capacity
+    def _room(self) -> bool:
+        """Whether one more unit's slots fit beside those held."""
+        held = len(self.units) * self.cost + self._training
+        return held + self.cost <= self.capacity
 
     def synced(self) -> None:
         """The trained batch's weights have landed: its slots are free for new groups."""
         self._training = 0
         self._changed.set()
-
-    def _step_started(self, step: int) -> bool:
-        last = (step + 1) * self.groups_per_step - 1
-        return self.next_unit > last and all(
-            i // self.groups_per_step != step for i in self.restart
-        )
 
     async def aclose(self) -> None:
         """Stop the producer and every unit still playing (their episodes are cancelled)."""
@@ -235,8 +223,21 @@ class GroupStream:
         return {"next_unit": self.next_unit, "untrained": sorted([*self.units, *self.restart])}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.next_unit = int(state.get("next_unit", 0))
-        self.restart = [int(i) for i in state.get("untrained", [])]
+        self.next_unit, self.restart = read_stream_state(state)
+
+
+def read_stream_state(state: Any) -> tuple[int, list[int]]:
+    """A checkpoint's stream state as (next unit, untrained units); ValueError for anything
+    else (a corrupted or foreign checkpoint)."""
+    if not isinstance(state, dict):
+        raise ValueError(f"the stream's state is a {type(state).__name__}, not a mapping")
+    next_unit, untrained = state.get("next_unit", 0), state.get("untrained", [])
+    numbers = [next_unit, *untrained] if isinstance(untrained, list) else None
+    if numbers is None or not all(type(n) is int and n >= 0 for n in numbers):
+        raise ValueError("the stream's next_unit and untrained must be whole numbers >= 0")
+    if any(n >= next_unit for n in untrained):
+        raise ValueError("the stream's untrained units must come before its next_unit")
+    return next_unit, list(untrained)
 
 
 def staleness_metrics(batch: Batch, version: int, eta: int, partial: bool) -> dict[str, float]:

@@ -74,7 +74,7 @@ from toolgym.training.metrics_log import METRICS, MetricsLog, read_metrics
 from toolgym.training.optim_step import optimizer_step
 from toolgym.training.rewards.base import Continuation
 from toolgym.training.schedule import lr_factor
-from toolgym.training.stream import GroupStream, staleness_metrics
+from toolgym.training.stream import GroupStream, read_stream_state, staleness_metrics
 from toolgym.training.weight_sync import SYNCS, sync_way
 
 log = get_logger(__name__)
@@ -539,10 +539,11 @@ class Trainer:
         try:
             self.rewards.load_state_dict(state["extra"].get("rewards", {}))
             self.groups.load_state_dict(state["extra"].get("groups", {}))
+            read_stream_state(state["extra"].get("stream", {}))
         except (RuntimeError, ValueError, KeyError) as exc:
             raise checkpoint.CheckpointError(
-                f"{self.run_dir / checkpoint.FILE}: its reward sources' or group builder's "
-                f"states do not fit this run: {one_line(exc)}"
+                f"{self.run_dir / checkpoint.FILE}: its reward sources', group builder's or "
+                f"stream's states do not fit this run: {one_line(exc)}"
             ) from None
         self.stream_state = dict(state["extra"].get("stream", {}))
         self.engine.policy_version = self.gate.version = self.step
