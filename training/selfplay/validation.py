@@ -11,11 +11,11 @@ checked before any stage, when the result is read.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from toolgym.agents.trajectory import ResultError, Trajectory
+from toolgym.envs.search.scoring import normalize_answer
 from toolgym.tools.parsers import PARSERS
 from toolgym.tools.parsers.base import parse_safely
 from toolgym.training.selfplay.task import ProposedTask
@@ -60,7 +60,8 @@ def read_task(trajectory: Trajectory) -> Proposal:
 
 @dataclass(frozen=True)
 class Rules:
-    """Cheap checks on the task's text and on how the proposer came to it."""
+    """Cheap checks on the task's text and on how the proposer came to it. Texts are
+    compared after the normalisation answers are graded by (envs/search/scoring.py)."""
 
     min_instruction_chars: int = 10
     min_distinct_tool_calls: int = 0
@@ -72,10 +73,10 @@ class Rules:
     default, since a code task shows code."""
 
     def __call__(self, task: ProposedTask, proposal: Proposal) -> str | None:
-        question = normalise(task.instruction)
+        question = normalize_answer(task.instruction)
         if len(question) < self.min_instruction_chars:
             return f"the instruction has {len(question)} characters (at least {self.min_instruction_chars})"
-        answer = normalise(task.answer or "")
+        answer = normalize_answer(task.answer or "")
         if answer and f" {answer} " in f" {question} ":
             return "the instruction gives its answer away"
         for name in self.markup:
@@ -133,13 +134,8 @@ def validate(proposals: Sequence[Proposal], stages: Sequence[tuple[str, Stage]])
                 break
 
 
-def normalise(text: str) -> str:
-    """Lower case, words only, single spaces: what 'gives the answer away' compares."""
-    return " ".join(re.findall(r"\w+", text.lower()))
-
-
 def shingles(text: str, n: int = 3) -> frozenset[str]:
-    words = normalise(text).split()
+    words = normalize_answer(text).split()
     if len(words) < n:
         return frozenset([" ".join(words)])
     return frozenset(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))
