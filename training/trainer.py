@@ -32,7 +32,7 @@ import asyncio
 import functools
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,13 @@ from toolgym.training.builders import (
     check_engine,
 )
 from toolgym.training.config import EnvSection, TrainConfig
-from toolgym.training.groups import BuildContext, GroupBuilder, ReportsMetrics, TaskGroups
+from toolgym.training.groups import (
+    BuildContext,
+    Collect,
+    GroupBuilder,
+    ReportsMetrics,
+    TaskGroups,
+)
 from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
 from toolgym.training.metrics_log import METRICS, MetricsLog, read_metrics
 from toolgym.training.optim_step import optimizer_step
@@ -207,9 +213,7 @@ class Trainer:
         finally:
             await stream.aclose()
 
-    def collect_for(
-        self, step: int
-    ) -> Callable[[Sequence[GroupRequest]], Awaitable[list[TrajectoryGroup]]]:
+    def collect_for(self, step: int) -> Collect:
         """How step `step`'s groups are played: its sampling seed and options (as in sync
         mode), and with partial rollouts, turns that hold the gate one by one."""
         return functools.partial(
