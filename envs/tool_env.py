@@ -88,6 +88,7 @@ class ToolEnv(Env):
         self.done = False
         self.transcript: list[Message] = []
         self._last_obs: list[Message] = []
+        self._result: Any = None
 
     # ----- hooks for subclasses -------------------------------------------------------------
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[Message]:
@@ -116,19 +117,26 @@ class ToolEnv(Env):
         """A turn without any tool call. Return feedback to accept it, None to call it invalid."""
         return None
 
+    def hand_back(self, result: Any) -> None:
+        """Give the step that runs this call a `result` (plain JSON data: a proposer env's
+        typed task, a finished game's summary), read by whoever runs the episode."""
+        self._result = result
+
     async def observe(self) -> list[Message]:
         """Messages that follow a turn's tool results (what a page looks like now, say);
         none by default."""
         return []
 
     def collect_tools(self) -> list[Tool]:
-        """The `@tool` methods declared on this class and its bases, bound to this env."""
+        """The `@tool` methods declared on this class and its bases, bound to this env. A
+        subclass hides a base's tool by setting its name to None (a proposer env keeps the
+        solver's exploring tools but not its submit)."""
         names: dict[str, None] = {}
         for cls in reversed(type(self).__mro__):
             for name, value in vars(cls).items():
                 if isinstance(value, Tool):
                     names[name] = None
-        return [getattr(self, name) for name in names]
+        return [t for name in names if isinstance(t := getattr(self, name), Tool)]
 
     # ----- the contract ---------------------------------------------------------------------
     def system_prompt(self) -> str:
@@ -144,7 +152,7 @@ class ToolEnv(Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[list[Message], dict[str, Any]]:
         await super().areset(seed=seed, options=options)
-        self.turn, self.done = 0, False
+        self.turn, self.done, self._result = 0, False, None
         opening = await self.start(seed, options)
         obs = clean_messages([{"role": "system", "content": self.system_prompt()}, *opening])
         self.transcript = copy_messages(obs)
@@ -205,6 +213,8 @@ class ToolEnv(Env):
         self.done = terminated or truncated
         self._last_obs = obs
         self.transcript += copy_messages(obs)
+        result, self._result = self._result, None
+        extra = {} if result is None else {"result": result}
         info = make_info(
             self.state_key(),
             valid_action=valid,
@@ -212,6 +222,7 @@ class ToolEnv(Env):
             error=_error_text(problems, results),
             infra_error=next((r.content for r in results if r.error is ToolErrorKind.INFRA), None),
             turn=self.turn,
+            **extra,
         )
         return copy_messages(obs), float(reward), terminated, truncated, info
 

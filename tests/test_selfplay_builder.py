@@ -7,11 +7,11 @@ from __future__ import annotations
 from test_async_training import Recording, config
 
 import fixture_envs  # noqa: F401 (registers fixture/ProposeMaze-v0)
+from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
 from toolgym.training import checkpoint
 from toolgym.training.selfplay.builder import SelfPlay, SelfPlaySettings
 from toolgym.training.selfplay.pool import TaskPool
-from toolgym.training.selfplay.task import ProposedTask
 from toolgym.training.selfplay.validation import Rules
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from toolgym.envs.proposed import ProposedTask, Provenance
 from toolgym.errors import ConfigError
 from toolgym.training.selfplay.pool import TaskPool
-from toolgym.training.selfplay.task import ProposedTask, Provenance
 
 
 def task(i, proposer=None):

@@ -76,7 +76,7 @@ def test_rules_count_the_proposers_distinct_tool_calls():
 
 
 def test_near_duplicates_of_the_pool_or_of_this_step_are_refused():
-    from toolgym.training.selfplay.task import ProposedTask
+    from toolgym.envs.proposed import ProposedTask
 
     seen = NearDuplicates(threshold=0.6)
     seen.remember([ProposedTask(**task("Which city is the capital of France and its largest?"))])

@@ -4,15 +4,16 @@ A step:
   1. `proposals` proposer episodes on the domain's proposer env, each shown `shown` tasks
      from the pool (its reset task carries them, as JSON, under "examples").
   2. Each episode's task is read (the format stage) and run through the domain's stages,
-     cheapest first; a rejection keeps its stage and reason.
+     cheapest first, then its grounding (reader episodes, for a domain that GroundsTasks),
+     then near-duplicates; a rejection keeps its stage and reason.
   3. Each valid task gets `solvers` episodes on the domain's solver env: a group of its own,
      id `{proposer's trajectory id}:solver`. Too few valid tasks, and the pool backfills solver groups.
   4. A proposer's reward is its rule's (proposer_rewards.py) from its task's solve rate: the
      solvers' training episodes score it, no extra rollouts. An invalid proposal earns
-     `invalid_penalty`; a proposal whose solvers all failed to run is masked (unknown).
+     `invalid_penalty` (or its rule's own, azr's -1); a proposal whose solvers all failed to run is masked (unknown).
      Proposals are one group per task kind, id `s{step}:{kind}:proposer`, so the group's
-     normalisation is the per-(env, role, kind) baseline (baselines.py says why one-sample
-     proposer groups would have none).
+     normalisation is the per-(env, role, kind) baseline. A proposal alone in its group
+     would have none (plain REINFORCE, or advantage 0): the step warns when a kind has one.
   5. Valid tasks join the pool (saved in the checkpoint with the builder's state).
 
 A domain (`SelfPlayDomain`) names the two envs, its validation stages and how a task becomes
@@ -25,16 +26,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from toolgym.agents.collector import GroupRequest
 from toolgym.agents.trajectory import TrajectoryGroup
+from toolgym.envs.proposed import ProposedTask, Provenance
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.tasks import TaskDraw
+from toolgym.log import get_logger
 from toolgym.training.groups.base import BuildContext
 from toolgym.training.selfplay.pool import TaskPool
 from toolgym.training.selfplay.proposer_rewards import proposer_reward
-from toolgym.training.selfplay.task import ProposedTask, Provenance
 from toolgym.training.selfplay.validation import (
     NearDuplicates,
     Proposal,
@@ -42,6 +44,8 @@ from toolgym.training.selfplay.validation import (
     read_task,
     validate,
 )
+
+log = get_logger(__name__)
 
 
 class SelfPlayDomain(Protocol):
@@ -55,6 +59,26 @@ class SelfPlayDomain(Protocol):
 
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
         """The solver env's reset task for `task` (its "seed" field, if any, seeds the reset)."""
+        ...
+
+    def references(self, k: int) -> list[ProposedTask]:
+        """k reference tasks of the domain's own, to seed the pool."""
+        ...
+
+
+@runtime_checkable
+class GroundsTasks(Protocol):
+    """A domain whose tasks must be answerable from their proposer's own evidence (search):
+    after the domain's stages, each surviving task gets reader episodes on the solver env
+    (its reset task from `grounding_tasks`), and `grounded` says from their group whether
+    the task stands. Readers are not trained; a step's are played together."""
+
+    def grounding_tasks(self, tasks: Sequence[ProposedTask], step: int) -> list[dict[str, Any]]:
+        """One reader reset task per task (the evidence shuffled with distractors)."""
+        ...
+
+    def grounded(self, readers: TrajectoryGroup) -> str | None:
+        """Why the readers' results refuse the task, or None."""
         ...
 
 
@@ -71,6 +95,8 @@ class SelfPlaySettings:
     invalid_penalty: float = -1.0
     min_solver_groups: int = 1
     """Backfill from the pool up to this many solver groups when too few tasks are valid."""
+    readers: int = 1
+    """Reader episodes per task for a domain that grounds its tasks (GroundsTasks)."""
     duplicate_threshold: float = 0.8
 
 
@@ -82,11 +108,13 @@ class SelfPlay:
         """Proposals made so far (their ids are p0, p1, ...)."""
         self.solved = 0
         """Solver groups asked for so far."""
+        self.read = 0
+        """Reader groups asked for so far (grounding)."""
         self.last_metrics: dict[str, float] = {}
 
     async def build(self, ctx: BuildContext) -> list[TrajectoryGroup]:
         proposals = await self._propose(ctx)
-        self._validate(proposals)
+        await self._validate(proposals, ctx)
         valid = [p for p in proposals if p.rejected is None and p.task is not None]
         solved = await ctx.collect([self._solve(p.task) for p in valid if p.task is not None])
         for p, group in zip(valid, solved, strict=True):
@@ -120,15 +148,36 @@ class SelfPlay:
                 )})  # fmt: skip
         return proposals
 
-    def _validate(self, proposals: list[Proposal]) -> None:
-        """The domain's stages, then near-duplicates of the pool and of each other; a
-        rejected proposal earns the penalty."""
+    async def _validate(self, proposals: list[Proposal], ctx: BuildContext) -> None:
+        """The domain's stages, its grounding (if it grounds tasks), then near-duplicates of
+        the pool and of each other; a rejected proposal earns the penalty."""
+        validate(proposals, self.domain.stages())
+        if isinstance(self.domain, GroundsTasks):
+            await self._ground([p for p in proposals if p.rejected is None], ctx)
         duplicates = NearDuplicates(self.settings.duplicate_threshold)
         duplicates.remember(self.pool.tasks)
-        validate(proposals, [*self.domain.stages(), ("duplicates", duplicates)])
+        validate(proposals, [("duplicates", duplicates)])
+        own = self.rule(None)  # a rule with a penalty of its own (azr) uses it
+        penalty = own if own is not None else self.settings.invalid_penalty
         for p in proposals:
             if p.rejected is not None and p.trajectory.steps:
-                p.trajectory.steps[-1].reward = self.settings.invalid_penalty
+                p.trajectory.steps[-1].reward = penalty
+
+    async def _ground(self, proposals: list[Proposal], ctx: BuildContext) -> None:
+        domain = self.domain
+        assert isinstance(domain, GroundsTasks)
+        tasks = [p.task for p in proposals if p.task is not None]
+        if not tasks:
+            return
+        requests = []
+        for reset in domain.grounding_tasks(tasks, ctx.step):
+            index, self.read = self.read, self.read + 1
+            draw = TaskDraw("grounding", index, reset, index)
+            requests.append(GroupRequest(self.domain.solver, draw, self.settings.readers, "reader"))
+        for proposal, readers in zip(proposals, await ctx.collect(requests), strict=True):
+            reason = domain.grounded(readers)
+            if reason is not None:
+                proposal.rejected, proposal.stage = f"grounding: {reason}", "grounding"
 
     def _solve(self, task: ProposedTask) -> GroupRequest:
         """A solver group's request; its draw index is the run's count of them, so its
@@ -157,6 +206,10 @@ class SelfPlay:
         default = next((p.task.kind for p in proposals if p.task is not None), "unknown")
         for p in proposals:
             kinds.setdefault(p.task.kind if p.task is not None else default, []).append(p)
+        for kind, members in kinds.items():
+            if len(members) == 1:
+                log.warning("self-play step %d: the %s proposers' partition holds one proposal, "
+                            "so it has no baseline (advantage 0)", step, kind)  # fmt: skip
         return [
             TrajectoryGroup(f"s{step}:{kind}:proposer", None, [p.trajectory for p in members],
                             self.domain.proposer.name)
@@ -177,16 +230,18 @@ class SelfPlay:
         return {
             "valid": sum(p.rejected is None for p in proposals) / n,
             **{f"rejected/{stage}": count / n for stage, count in stages.items()},
-            "solve_rate": sum(rates) / len(rates) if rates else 0.0,
+            **({"solve_rate": sum(rates) / len(rates)} if rates else {}),
             "unique": len(unique) / n,
             "instruction_chars": sum(len(p.task.instruction) for p in proposals if p.task) / n,
             "pool": float(len(self.pool)),
         }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"proposed": self.proposed, "solved": self.solved, "pool": self.pool.state_dict()}
+        return {"proposed": self.proposed, "solved": self.solved, "read": self.read,
+                "pool": self.pool.state_dict()}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.proposed = int(state.get("proposed", 0))
         self.solved = int(state.get("solved", 0))
+        self.read = int(state.get("read", 0))
         self.pool.load_state_dict(state.get("pool", {}))

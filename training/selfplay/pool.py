@@ -15,8 +15,8 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from toolgym.envs.proposed import ProposedTask
 from toolgym.errors import lookup
-from toolgym.training.selfplay.task import ProposedTask
 
 Policy = Callable[[list[ProposedTask], int, random.Random], list[ProposedTask]]
 

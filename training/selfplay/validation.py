@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from toolgym.agents.trajectory import ResultError, Trajectory
+from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.search.scoring import normalize_answer
 from toolgym.tools.parsers import PARSERS
 from toolgym.tools.parsers.base import parse_safely
-from toolgym.training.selfplay.task import ProposedTask
 
 
 @dataclass
@@ -64,6 +64,8 @@ class Rules:
     compared after the normalisation answers are graded by (envs/search/scoring.py)."""
 
     min_instruction_chars: int = 10
+    needs_answer: bool = False
+    """The domain grades by a reference answer (search), so a task without one is refused."""
     min_distinct_tool_calls: int = 0
     """Distinct (tool, arguments) calls the proposer must have made (a search proposer that
     never searched wrote from memory, not from the world)."""
@@ -77,6 +79,8 @@ class Rules:
         if len(question) < self.min_instruction_chars:
             return f"the instruction has {len(question)} characters (at least {self.min_instruction_chars})"
         answer = normalize_answer(task.answer or "")
+        if self.needs_answer and not answer:
+            return "the task has no answer"
         if answer and f" {answer} " in f" {question} ":
             return "the instruction gives its answer away"
         for name in self.markup:
@@ -122,7 +126,7 @@ def validate(proposals: Sequence[Proposal], stages: Sequence[tuple[str, Stage]])
     hostile proposal never stops the step."""
     for proposal in proposals:
         task = proposal.task
-        if task is None:
+        if task is None or proposal.rejected is not None:
             continue
         for name, stage in stages:
             try:
