@@ -29,6 +29,11 @@ def register_builtin_envs() -> None:
         description="multi-hop questions over a corpus; Search-R1's <search> / <answer> tags",
     )
     register(
+        "toolgym/ProposeSearch-v0",
+        "toolgym.envs.search:ProposeSearchEnv",
+        description="self-play proposer: given an answer, search and write its question",
+    )
+    register(
         "toolgym/Code-v0",
         "toolgym.envs.code:CodeEnv",
         description="HumanEval (or your JSONL tasks); run_python / submit, hidden tests",
@@ -39,9 +44,24 @@ def register_builtin_envs() -> None:
         description="arithmetic word problems; <python> runs code, <answer> ends",
     )
     register(
+        "toolgym/CodeReason-v0",
+        "toolgym.envs.code:CodeReasonEnv",
+        description="predict a program's output or input, or write it from examples; <answer>",
+    )
+    register(
+        "toolgym/ProposeCode-v0",
+        "toolgym.envs.code:ProposeCodeEnv",
+        description="self-play proposer: write a program and inputs; the sandbox runs them",
+    )
+    register(
         "toolgym/SQL-v0",
         "toolgym.envs.sql:SQLEnv",
         description="questions over read-only databases; run_sql / describe_table / submit",
+    )
+    register(
+        "toolgym/ProposeSQL-v0",
+        "toolgym.envs.sql:ProposeSQLEnv",
+        description="self-play proposer: explore a database, write a question and its query",
     )
     register(
         "toolgym/Web-v0",

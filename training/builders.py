@@ -17,8 +17,10 @@ from toolgym.agents.loading import check_model_dir, is_vision_model, load_model,
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.render_vision import make_renderer
 from toolgym.agents.vision import ImageEncoder
+from toolgym.envs.tasks import TaskSource
 from toolgym.errors import ConfigError, one_line
 from toolgym.training.config import TrainConfig
+from toolgym.training.groups import GroupBuilder, TaskGroups
 from toolgym.training.rewards import (
     SOURCES,
     RewardStage,
@@ -27,6 +29,9 @@ from toolgym.training.rewards import (
     make_source,
 )
 from toolgym.training.rewards.base import Continue
+from toolgym.training.selfplay.builder import SelfPlay, SelfPlaySettings
+from toolgym.training.selfplay.domains import DOMAINS
+from toolgym.training.selfplay.pool import TaskPool
 
 
 @dataclass
@@ -190,3 +195,22 @@ def enable_activation_checkpointing(model: Any) -> None:
         enable(activation_checkpointing_kwargs={"use_reentrant": False})
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def build_groups(config: TrainConfig, tasks: dict[str, TaskSource]) -> GroupBuilder:
+    """What makes each step's groups: self-play on the run's env when `selfplay` is set,
+    else tasks drawn from the mixture's envs (`tasks`: each env's task source)."""
+    play = config.selfplay
+    if play is None:
+        rollout = config.rollout
+        return TaskGroups(config.mixture, tasks, config.seed, rollout.rollouts_per_task,
+                          rollout.tasks_per_step)  # fmt: skip
+    domain = DOMAINS[play.domain](config.mixture[0].ref, play.proposer)
+    pool = TaskPool(domain.references(play.references), play.pool_capacity, play.pool_policy,
+                    config.seed)  # fmt: skip
+    settings = SelfPlaySettings(
+        proposals=play.proposals, solvers=config.rollout.rollouts_per_task, shown=play.shown,
+        reward=play.reward, invalid_penalty=play.invalid_penalty,
+        min_solver_groups=play.min_solver_groups, duplicate_threshold=play.duplicate_threshold,
+    )  # fmt: skip
+    return SelfPlay(domain, pool, settings)

@@ -18,6 +18,9 @@ from toolgym.training.advantages import ESTIMATORS
 from toolgym.training.losses import MODES
 from toolgym.training.losses.behaviour import CORRECTIONS
 from toolgym.training.schedule import DECAYS
+from toolgym.training.selfplay.domains import DOMAINS
+from toolgym.training.selfplay.pool import POLICIES
+from toolgym.training.selfplay.proposer_rewards import proposer_reward
 
 
 class EnvSection(ConfigModel):
@@ -208,6 +211,37 @@ class EvalSection(ConfigModel):
     evaluations compare with."""
 
 
+class SelfPlaySection(ConfigModel):
+    domain: Annotated[str, Choices(DOMAINS)]
+    """What the policy proposes tasks on (sql); its solver env is the run's env, whose
+    held-out tasks the periodic evaluation plays."""
+    proposals: int = Field(4, ge=1)
+    """Proposer episodes a step; each valid task gets rollout.rollouts_per_task solvers."""
+    shown: int = Field(2, ge=0)
+    """Pool tasks shown to each proposer as examples."""
+    references: int = Field(4, ge=0)
+    """Reference tasks the pool starts with (the domain's own; never evicted)."""
+    reward: str = "learnability"
+    """The proposer's reward: learnability, one_minus, azr or band(lo, hi)."""
+    invalid_penalty: float = -1.0
+    """The reward of a proposal some validation stage refused (azr has its own, -1)."""
+    min_solver_groups: int = Field(1, ge=0)
+    """Solver groups a step always has: the pool backfills when too few tasks are valid."""
+    duplicate_threshold: float = Field(0.8, gt=0, le=1)
+    """Word-trigram overlap with a task already seen that refuses a proposal."""
+    pool_capacity: int = Field(256, ge=1)
+    """Proposed tasks the pool keeps (the oldest go first); references are kept besides."""
+    pool_policy: Annotated[str, Choices(POLICIES)] = "uniform"
+    """How examples are picked from the pool: uniform or recent."""
+    proposer: dict[str, Any] = Field(default_factory=dict)
+    """The proposer env's arguments over those it shares with the solver's (max_turns)."""
+
+    @model_validator(mode="after")
+    def _reward_rule(self) -> SelfPlaySection:
+        proposer_reward(self.reward)  # a ConfigError names what is wrong
+        return self
+
+
 class TrainConfig(ConfigModel):
     model: str
     """Model directory to start from (e.g. made by `toolgym model init`, then `toolgym sft`)."""
@@ -264,6 +298,8 @@ class TrainConfig(ConfigModel):
     extra_groups: int = Field(0, ge=0)
     """async: groups started beyond (max_staleness + 1) x rollout.tasks_per_step, so a step
     can pick the first to finish."""
+    selfplay: SelfPlaySection | None = None
+    """Self-play: the policy proposes its tasks and solves them (training/selfplay)."""
 
     @model_validator(mode="after")
     def _geometry(self) -> TrainConfig:
@@ -285,6 +321,8 @@ class TrainConfig(ConfigModel):
         components = [r.label for r in self.rewards]
         if len(set(components)) != len(components):
             raise ConfigError(f"rewards: give each source a distinct `name` (got {components})")
+        if self.selfplay is not None and len(self.mixture) != 1:
+            raise ConfigError("selfplay solves on one env: give `env`, not a mixture in `envs`")
         if self.mode == "sync" and (self.partial_rollouts or self.extra_groups):
             raise ConfigError("partial_rollouts and extra_groups are for mode: async")
         if (

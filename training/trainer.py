@@ -63,6 +63,7 @@ from toolgym.training.advantages import GroupRewards, compute_advantages
 from toolgym.training.batch import TokenBatch, build_batch, token_logprobs
 from toolgym.training.builders import (
     PolicyParts,
+    build_groups,
     build_parts,
     build_reward_stage,
     check_engine,
@@ -73,7 +74,6 @@ from toolgym.training.groups import (
     Collect,
     GroupBuilder,
     ReportsMetrics,
-    TaskGroups,
 )
 from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
 from toolgym.training.metrics_log import METRICS, MetricsLog, read_metrics
@@ -132,13 +132,7 @@ class Trainer:
         """The adapter name the engine generates with (LoRA sync); None otherwise."""
         self.rewards = build_reward_stage(config, self.precision, self.continue_from)
         self.ppo = PPOConfig(**config.loss.model_dump())
-        self.groups: GroupBuilder = groups or TaskGroups(
-            config.mixture,
-            self.tasks,
-            config.seed,
-            config.rollout.rollouts_per_task,
-            config.rollout.tasks_per_step,
-        )
+        self.groups: GroupBuilder = groups or build_groups(config, self.tasks)
         self.step = 0
 
     # ----- the loop -----------------------------------------------------------------------

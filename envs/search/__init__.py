@@ -2,5 +2,6 @@
 engine each env talks to."""
 
 from toolgym.envs.search.env import SearchEnv, SearchR1Env
+from toolgym.envs.search.propose import ProposeSearchEnv
 
-__all__ = ["SearchEnv", "SearchR1Env"]
+__all__ = ["ProposeSearchEnv", "SearchEnv", "SearchR1Env"]

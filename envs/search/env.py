@@ -15,7 +15,8 @@ state_key: the set of document ids retrieved so far, so trajectories that found 
 Infrastructure: a search server that cannot be reached flags the step `infra_error` (masked
     from training), never reward 0.
 Arguments: tasks (JSONL path or list of {"question", "answers"}; Search-R1's "golden_answers"
-    is read too; default: `n_questions` `hops`-hop questions over World(world_seed,
+    is read too; a task with "documents" (a list of texts) is a reading task: they are shown
+    with the question and searching is off, as self-play's grounding check asks; default: `n_questions` `hops`-hop questions over World(world_seed,
     world_size)); the engine: server_url (a `/retrieve` server), index (a directory from
     `toolgym index build`), simulator (a model directory that writes the results, with
     noise = (p_start, p_end, base) over training; the trainer passes its step in
@@ -47,9 +48,11 @@ from toolgym.tools.parsers import XmlTagParser
 from toolgym.tools.records import ToolCall
 from toolgym.tools.search.corpus import Document
 from toolgym.tools.search.engines.base import Hit, SearchEngine
-from toolgym.tools.tool import tool
+from toolgym.tools.tool import ToolCallError, tool
 
 MAX_TOPK = 10
+MAX_DOCUMENTS = 8
+"""The most documents a reading task shows."""
 R1_TAGS = {"search": ("search", "query"), "answer": ("answer", "text")}
 
 
@@ -95,6 +98,8 @@ class _SearchEnvBase(ToolEnv):
         self.task: dict[str, Any] = {}
         self.seen: dict[str, Document] = {}
         self.answered: float | None = None
+        self.reading = False
+        """The task gave its documents (a self-play grounding check): search is off."""
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
@@ -116,6 +121,14 @@ class _SearchEnvBase(ToolEnv):
             )
         self.task = {**task, "answers": [answers] if isinstance(answers, str) else list(answers)}
         self.seen, self.answered = {}, None
+        documents = task.get("documents")
+        self.reading = isinstance(documents, list) and bool(documents)
+        # a reading task: the evidence is given and searching is off
+        if isinstance(documents, list) and documents:
+            shown = "\n".join(f"Doc {i} {_cut(str(d), self.doc_chars)}"
+                              for i, d in enumerate(documents[:MAX_DOCUMENTS], 1))  # fmt: skip
+            return [{"role": "user", "content": f"Documents:\n{shown}\n\nQuestion: {task['question']}"
+                     "\nAnswer from these documents alone."}]  # fmt: skip
         return [{"role": "user", "content": f"Question: {task['question']}"}]
 
     @tool
@@ -141,6 +154,8 @@ class _SearchEnvBase(ToolEnv):
     def scripted_action(self) -> str | None:
         """Follow the gold path of a world question: search each hop's name, then answer."""
         hops = self.task.get("hops")
+        if self.reading:
+            return self.parser.render([ToolCall("answer", {"text": self.task["answers"][0]})])
         if not hops:
             return None
         missing = [h for h in hops if h["doc_id"] not in self.seen]
@@ -153,6 +168,8 @@ class _SearchEnvBase(ToolEnv):
 
     async def _retrieve(self, query: str, topk: int) -> list[Hit]:
         assert self.engine is not None  # made by reset; tools only run after it
+        if self.reading:
+            raise ToolCallError("searching is off for this question: answer from the documents")
         hits = (await self.engine.search([query], topk))[0]
         self.seen.update((h.document.id, h.document) for h in hits)
         return hits

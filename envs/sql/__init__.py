@@ -4,6 +4,7 @@ PostgreSQL as a server), graded by execution match against a gold query."""
 from toolgym.envs.sql.env import SQLEnv
 from toolgym.envs.sql.generate import Database, build, write_sqlite
 from toolgym.envs.sql.grading import Match, compare, gold_mode
+from toolgym.envs.sql.propose import ProposeSQLEnv
 from toolgym.envs.sql.questions import Question, generate_question
 from toolgym.envs.sql.results import DatabaseUnavailable, QueryError, QueryLimits, QueryResult
 
@@ -11,6 +12,7 @@ __all__ = [
     "Database",
     "DatabaseUnavailable",
     "Match",
+    "ProposeSQLEnv",
     "QueryError",
     "QueryLimits",
     "QueryResult",

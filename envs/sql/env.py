@@ -162,7 +162,7 @@ class SQLEnv(ToolEnv):
         except QueryError as exc:  # the model reads what went wrong and tries again
             self.seen.append(f"error: {exc}")
             return self._wrap(f"Error: {exc}")
-        self.seen.append(_digest(result))
+        self.seen.append(result_digest(result))
         return self._wrap(format_table(result, self.max_rows_shown, self.max_chars))
 
     @tool
@@ -246,6 +246,6 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _digest(result: QueryResult) -> str:
+def result_digest(result: QueryResult) -> str:
     rows = sorted(repr(tuple(normalize(v) for v in row)) for row in result.rows)
     return hashlib.sha256("\n".join([str(len(result.columns)), *rows]).encode()).hexdigest()[:16]

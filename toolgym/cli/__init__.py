@@ -295,13 +295,20 @@ def supervised(
             "(kept in context, not imitated), so the model learns to recover from errors."
         ),
     ] = 0.0,
+    with_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Another env whose demonstrations are mixed in, as many episodes, with the "
+            "same env args (repeatable): a self-play proposer beside its solver."
+        ),
+    ] = None,
 ) -> None:
     """Supervised warm start on an env's scripted demonstrations (learn the tool-call format)."""
     from toolgym.cli.train import sft_command
 
     code = sft_command(
         env_id, model, out, episodes, epochs, lr, batch_size, seed, env_arg or [], tool_schemas,
-        mistakes,
+        mistakes, with_env or [],
     )  # fmt: skip
     raise typer.Exit(code)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,49 +36,38 @@ def sft_command(
     env_args: list[str],
     tool_schemas: bool | None = True,
     mistake_rate: float = 0.0,
+    with_envs: list[str] | None = None,
 ) -> int:
     from toolgym.agents.demonstrations import demonstrations
     from toolgym.agents.loading import check_model_dir, load_model, load_tokenizer
     from toolgym.agents.render_vision import make_renderer
     from toolgym.agents.vision import ImageEncoder
     from toolgym.cli.env_settings import write_env_settings
-    from toolgym.envs import make, spec
+    from toolgym.envs import make
     from toolgym.errors import ConfigError
     from toolgym.training.sft import SFTConfig, demonstration_nll, sft, sft_draws
 
-    spec(env_id)
     check_model_dir(model)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a directory for the model")
     kwargs = env_kwargs(env_args)
     tool_schemas = True if tool_schemas is None else tool_schemas
-    probe = make(env_id, **kwargs)
-    try:
-        tasks = probe.unwrapped.task_source()
-        probe.reset(seed=0, options={"task": tasks.draw("train", 0).task})
-        if probe.unwrapped.scripted_action() is None:
-            raise ConfigError(
-                f"{env_id} has no scripted solver (its scripted_action() returns None), so there "
-                "are no demonstrations to learn from; CONTRIBUTING.md shows how to write one"
-            )
-    finally:
-        probe.close()
+    sources = {name: scripted_tasks(name, kwargs) for name in [env_id, *(with_envs or [])]}
     tokenizer = load_tokenizer(model)
     policy = load_model(model)
     images = ImageEncoder.for_model(model, policy.config)
     renderer = make_renderer(tokenizer, images, tool_schemas=tool_schemas)
-    train, held_out_draws = sft_draws(tasks, seed, episodes)
-    demos = demonstrations(
-        lambda: make(env_id, **kwargs), renderer, train, mistake_rate=mistake_rate, env_id=env_id
-    )
-    held_out = demonstrations(
-        lambda: make(env_id, **kwargs), renderer, held_out_draws, env_id=env_id
-    )
+    demos, held_out = [], []
+    for name, tasks in sources.items():
+        train, held_out_draws = sft_draws(tasks, seed, episodes)
+        factory = partial(make, name, **kwargs)
+        demos += demonstrations(factory, renderer, train, mistake_rate=mistake_rate, env_id=name)
+        held_out += demonstrations(factory, renderer, held_out_draws, env_id=name)
     solved = sum(d.trajectory.total_reward > 0 for d in demos)
     imitated = sum(sum(d.imitate) for d in demos)
     mistakes = sum(len(d.imitate) for d in demos) - imitated
     console.print(
-        f"{len(demos)} demonstrations of {env_id} ({solved} solved): {imitated} turns to imitate"
+        f"{len(demos)} demonstrations of {', '.join(sources)} ({solved} solved): {imitated} turns to imitate"
         + (f", {mistakes} injected mistakes to recover from" if mistake_rate else "")
     )
     before = demonstration_nll(policy, held_out, tokenizer.pad_token_id, images)
@@ -105,6 +95,26 @@ def sft_command(
     write_env_settings(out, env_id, kwargs, tool_schemas)
     console.print(f"saved to [bold]{out}[/] (with its env settings, which later commands reuse)")
     return 0
+
+
+def scripted_tasks(env_id: str, kwargs: dict[str, Any]) -> Any:
+    """The env's task source, once its scripted solver is known to act."""
+    from toolgym.envs import make, spec
+    from toolgym.errors import ConfigError
+
+    spec(env_id)
+    probe = make(env_id, **kwargs)
+    try:
+        tasks = probe.unwrapped.task_source()
+        probe.reset(seed=0, options={"task": tasks.draw("train", 0).task})
+        if probe.unwrapped.scripted_action() is None:
+            raise ConfigError(
+                f"{env_id} has no scripted solver (its scripted_action() returns None), so there "
+                "are no demonstrations to learn from; CONTRIBUTING.md shows how to write one"
+            )
+    finally:
+        probe.close()
+    return tasks
 
 
 def train_command(

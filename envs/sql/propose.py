@@ -1,0 +1,139 @@
+"""toolgym/ProposeSQL-v0: the proposer's side of SQL self-play.
+
+Observation: a database's schema (as SQL-v0 shows it), the example questions the reset task
+    carries ("examples": typed tasks from the self-play pool), and the request to write a new
+    question that one query answers.
+Tools (style="tools"): run_sql(query) and describe_table(name) to explore (read-only, as in
+    SQL-v0); write_question(text); submit_query(query), which ends the episode. With
+    style="tags": <sql>, <question> and <solution>.
+Result: on submit_query the step hands back a ProposedTask (kind "sql"): the question, and
+    in `check` the database, the gold query and what running it twice gave (each run's
+    digest, its row count, or the error). The database computes the answer; nothing the
+    proposer writes is trusted as one. Whether the task is valid is the self-play builder's
+    to say (training/selfplay/domains/sql.py), with its reason.
+Reward: 0 (the builder pays the proposer from its solvers' results).
+Episode end: terminated by submit_query; truncated after `max_turns` turns.
+Arguments: SQL-v0's (the database is drawn from the reset's seed, as a generated question's
+    is; its hidden question and gold query drive only the scripted proposer, for SFT).
+Versions: v0, first release.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from toolgym.envs.proposed import MAX_ANSWER_CHARS, MAX_INSTRUCTION_CHARS
+from toolgym.envs.sql.env import SQLEnv, result_digest
+from toolgym.envs.sql.results import QueryError
+from toolgym.envs.tool_env import Outcome
+from toolgym.tools.parsers import XmlTagParser
+from toolgym.tools.records import ToolCall
+from toolgym.tools.tool import ToolCallError, tool
+
+PROPOSE_TAGS = {
+    "sql": ("run_sql", "query"),
+    "question": ("write_question", "text"),
+    "solution": ("submit_query", "query"),
+}
+MAX_EXAMPLES = 8
+
+
+class ProposeSQLEnv(SQLEnv):
+    instructions = (
+        "Write a new question about this database that exactly one SQL query answers. "
+        "Explore with run_sql (read-only) and describe_table, write the question with "
+        "write_question, then submit the query that answers it with submit_query."
+    )
+    tag_instructions = (
+        "Write a new question about this database that exactly one SQL query answers. Run "
+        "queries inside <sql> and </sql>; results come back inside <observation>. Write the "
+        "question inside <question> and </question>, then its query inside <solution> and "
+        "</solution>."
+    )
+    submit = None  # a proposer submits a task, not an answer
+
+    def __init__(self, **kwargs: Any) -> None:
+        if kwargs.get("style") == "tags":
+            kwargs.setdefault("parser", XmlTagParser(PROPOSE_TAGS))
+            kwargs.setdefault("max_calls_per_turn", 2)  # a question and its query in one turn
+        super().__init__(**kwargs)
+        self.question: str | None = None
+        self.proposed: dict[str, Any] | None = None
+
+    async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
+        task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
+        given = dict((options or {}).get("task") or {})
+        hidden = self._generate(task_seed)  # the database, and the scripted proposer's task
+        opening = await super().start(seed, {"task": hidden})
+        self.question, self.proposed = None, None
+        schema = opening[0]["content"].rpartition("\n\nQuestion:")[0]
+        return [{"role": "user", "content": f"{schema}{_examples(given.get('examples'))}\n\n"
+                 "Write a new question about this database and the query that answers it."}]  # fmt: skip
+
+    @tool
+    async def write_question(self, text: str) -> str:
+        """Write the question a solver will be asked (plain words, no SQL).
+
+        Args:
+            text: the question, e.g. "How many orders were shipped to Lyon?".
+        """
+        self.question = str(text)[: MAX_INSTRUCTION_CHARS + 1]  # the reader says if too long
+        return "Question noted; now submit the query that answers it with submit_query."
+
+    @tool
+    async def submit_query(self, query: str) -> str:
+        """Submit the query that answers your question; the database runs it (twice) to
+        compute the answer. This ends the episode.
+
+        Args:
+            query: one SELECT statement.
+        """
+        if self.question is None:
+            raise ToolCallError("write the question first (write_question), then its query")
+        query = str(query)[: MAX_ANSWER_CHARS + 1]
+        runs, rows, error = [], 0, None
+        databases = await self.databases()
+        for _ in range(2):  # a query that answers differently twice has no one answer
+            try:
+                result = await databases.query(self.task["db_id"], query, self.grading_limits)
+            except QueryError as exc:
+                error = str(exc)[:300]
+                break
+            runs.append(result_digest(result) + ("+" if result.truncated else ""))
+            rows = len(result.rows)
+        self.proposed = {
+            "kind": "sql",
+            "instruction": self.question,
+            "check": {"db_id": self.task["db_id"], "gold_sql": query, "runs": runs,
+                      "rows": rows, "error": error},
+        }  # fmt: skip
+        self.hand_back(self.proposed)
+        if error is not None:
+            return f"Your query failed: {error}"
+        return f"Proposed; the query returned {rows} row{'s' if rows != 1 else ''}."
+
+    def outcome(self) -> Outcome:
+        return Outcome(0.0, True) if self.proposed is not None else Outcome()
+
+    def scripted_action(self) -> str | None:
+        """Look at the answer's rows once, then propose the hidden generated question."""
+        if not self.task:
+            return None
+        gold = self.task["gold_sql"]
+        if not self.seen:
+            return self.parser.render([ToolCall("run_sql", {"query": gold})])
+        return self.parser.render([ToolCall("write_question", {"text": self.task["question"]}),
+                                   ToolCall("submit_query", {"query": gold})])  # fmt: skip
+
+
+def _examples(examples: Any) -> str:
+    """Pool tasks shown as examples, their questions alone (bounded: they are proposals)."""
+    if not isinstance(examples, list) or not examples:
+        return ""
+    lines = []
+    for item in examples[:MAX_EXAMPLES]:
+        text = item.get("instruction") if isinstance(item, dict) else None
+        if isinstance(text, str):
+            lines.append(f"- {json.dumps(text[:300])[1:-1]}")
+    return "\n\nExample questions (on other databases too):\n" + "\n".join(lines) if lines else ""

@@ -1,0 +1,78 @@
+"""Self-play's whole loop on each real domain, from the config a user writes (`selfplay:`):
+proposer episodes on ProposeSQL-v0 / ProposeCode-v0 (sandbox) / ProposeSearch-v0, their tasks
+read and validated in stages (search's grounding plays reader episodes), solver groups on the
+run's env, both roles in the same update, the builder's metrics logged; a run killed after a
+step resumes with its task pool and counters intact.
+
+The policy is the suite's tiny tool-calling model, so most proposals fail early stages (which
+is what a fresh policy does); the pool's references keep solver groups in every step. Each
+stage's verdicts on real proposals are checked in test_selfplay_{sql,code,search}.py, and
+learning is bench/selfplay.py's to measure."""
+
+from __future__ import annotations
+
+import pytest
+from test_async_training import Recording
+
+from toolgym.config import load_config
+from toolgym.errors import ConfigError
+from toolgym.training import checkpoint
+from toolgym.training.config import TrainConfig
+
+pytestmark = pytest.mark.timeout(600)
+
+DOMAINS = {
+    "sql": ["env.id=toolgym/SQL-v0", "env.kwargs={sample_rows: 0, max_turns: 2}"],
+    "code": ["env.id=toolgym/CodeReason-v0", "env.kwargs={max_turns: 1}"],
+    "search": ["env.id=toolgym/Search-v0", "env.kwargs={hops: 1, topk: 1, max_turns: 2}"],
+}
+
+
+def config(model, run_dir, domain, *extra):
+    return load_config(
+        TrainConfig, None,
+        [f"model={model}", f"run_dir={run_dir}", "tensorboard=false", "eval.every_steps=10",
+         "eval.episodes=2", "rollout.tasks_per_step=2", "rollout.rollouts_per_task=2",
+         "rollout.max_tokens=24", "optim.micro_batch_size=2", *DOMAINS[domain],
+         f"selfplay={{domain: {domain}, proposals: 3, references: 2, min_solver_groups: 2, "
+         "proposer: {max_turns: 1}}", *extra],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("domain", sorted(DOMAINS))
+def test_the_loop_runs_on_each_domain_and_trains_both_roles_in_one_step(
+    domain, tool_calling_model_dir, tmp_path
+):
+    trainer = Recording(config(tool_calling_model_dir, tmp_path, domain, "steps=2"))
+    metrics = trainer.run()
+    assert len(trainer.trained) == 2
+    for step in trainer.trained:
+        roles = {i.rsplit(":", 1)[1] for i in step["groups"]}
+        assert roles == {"proposer", "solver"}, step["groups"]
+    for m in metrics:
+        rejected = sum(v for k, v in m.items() if k.startswith("groups/rejected/"))
+        assert m["groups/valid"] + rejected == pytest.approx(1.0)
+        assert m["groups/pool"] >= 2
+
+
+def test_a_killed_run_resumes_with_its_pool_and_counters(tool_calling_model_dir, tmp_path):
+    first = Recording(config(tool_calling_model_dir, tmp_path, "sql", "steps=1"))
+    first.run()
+    saved = checkpoint.read(tmp_path / checkpoint.FILE)["extra"]["groups"]
+    assert saved["proposed"] == 3 and saved["solved"] >= 2
+    again = Recording(config(tool_calling_model_dir, tmp_path, "sql", "steps=2"))
+    again.run(resume=True)
+    assert again.groups.proposed == 6
+    assert (
+        again.groups.pool.state_dict()["proposed"][: len(saved["pool"]["proposed"])]
+        == (saved["pool"]["proposed"])
+    )
+    ids = {i for step in again.trained for i in step["groups"]}
+    assert not ids & set(first.trained[0]["groups"])  # no group of step 0 is played again
+
+
+def test_the_config_names_what_is_wrong(tool_calling_model_dir, tmp_path):
+    with pytest.raises(ConfigError, match="band"):
+        config(tool_calling_model_dir, tmp_path, "sql", "selfplay.reward=band(0.2)")
+    with pytest.raises(ConfigError, match="Did you mean: sql"):
+        config(tool_calling_model_dir, tmp_path, "sql", "selfplay.domain=sq")

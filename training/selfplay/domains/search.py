@@ -1,0 +1,85 @@
+"""Search self-play (Search Self-Play): the proposer is given an answer from the corpus and
+how many hops to take (toolgym/ProposeSearch-v0), searches, and writes the question; solvers
+are the ordinary search agent (Search-v0), graded by exact match against that answer.
+
+Stages: the shared rules (the question must not hold its answer, or tool-call markup, and
+the proposer must have searched before proposing), then grounding: a reader (the policy, on
+Search-v0 with searching off) is shown the proposer's own retrieved documents shuffled with
+`distractors` documents retrieved by other proposers (this step's, then earlier steps'), and
+must answer the question from them. SSP found four distractors did best; a question its own
+evidence cannot answer is refused.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from toolgym.agents.trajectory import TrajectoryGroup
+from toolgym.envs import make
+from toolgym.envs.proposed import ProposedTask
+from toolgym.envs.ref import EnvRef
+from toolgym.training.selfplay.validation import Rules, Stage
+
+REFERENCE_INDICES = 10**6
+"""Reference tasks are the solver's train tasks from here on (past what a step draws)."""
+REMEMBERED = 64
+"""Documents of earlier steps kept as distractors."""
+
+
+class SearchDomain:
+    name = "search"
+
+    def __init__(
+        self, solver: EnvRef, proposer_kwargs: dict[str, Any] | None = None, distractors: int = 4
+    ) -> None:
+        self.solver = solver
+        shared = {k: v for k, v in solver.kwargs.items() if k != "tasks"}
+        self.proposer = EnvRef("propose-search", "toolgym/ProposeSearch-v0",
+                               {**shared, **(proposer_kwargs or {})})  # fmt: skip
+        self.distractors = distractors
+        self.remembered: deque[str] = deque(maxlen=REMEMBERED)
+
+    def stages(self) -> list[tuple[str, Stage]]:
+        return [("rules", Rules(min_distinct_tool_calls=2, needs_answer=True))]
+
+    def solver_task(self, task: ProposedTask) -> dict[str, Any]:
+        return {"question": task.instruction, "answers": [task.answer or ""]}
+
+    def references(self, k: int) -> list[ProposedTask]:
+        """k of the solver env's own training questions."""
+        env = make(self.solver.env_id, **self.solver.kwargs)
+        try:
+            tasks = [env.unwrapped.task_source().task("train", REFERENCE_INDICES + i)
+                     for i in range(k)]  # fmt: skip
+        finally:
+            env.close()
+        hops = [len(t.get("hops") or []) or 1 for t in tasks]
+        return [ProposedTask(kind=f"search.{h}hop", instruction=t["question"],
+                             answer=t["answers"][0]) for t, h in zip(tasks, hops, strict=True)]  # fmt: skip
+
+    def grounding_tasks(self, tasks: Sequence[ProposedTask], step: int) -> list[dict[str, Any]]:
+        """Each task's evidence with distractors from the others' (and earlier steps')."""
+        rng = random.Random(f"grounding-{step}")
+        evidence = [[str(d) for d in t.check.get("documents") or []] for t in tasks]
+        out = []
+        for i, task in enumerate(tasks):
+            own = set(evidence[i])
+            others = [d for j, docs in enumerate(evidence) if j != i for d in docs]
+            pool = list(dict.fromkeys(d for d in [*others, *self.remembered] if d not in own))
+            shown = [*evidence[i], *rng.sample(pool, min(self.distractors, len(pool)))]
+            rng.shuffle(shown)
+            out.append({"question": task.instruction, "answers": [task.answer or ""],
+                        "documents": shown})  # fmt: skip
+        self.remembered.extend(d for docs in evidence for d in docs)
+        return out
+
+    def grounded(self, readers: TrajectoryGroup) -> str | None:
+        ran = [t for t in readers.trajectories if not t.masked]
+        if not ran:
+            return "its readers failed to run"
+        if not any(t.total_reward > 0 for t in ran):
+            return "a reader given its evidence and distractors could not answer it"
+        return None

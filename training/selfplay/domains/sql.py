@@ -1,0 +1,69 @@
+"""SQL self-play: the proposer explores a database with run_sql (toolgym/ProposeSQL-v0),
+writes a question and its gold query; the database computes the answer; solvers are SQL-v0's
+agent, graded by execution match against that query.
+
+Stages after the shared rules (which need the proposer to have run a query of its own before
+proposing): `execution` refuses a gold query that failed (a write is refused by the
+read-only database, and the error is the reason), one whose two runs differ (`random()`), one
+whose result is empty (any wrong query that finds nothing would match it) or too long for the
+grader, and a question that holds SQL (the solver would copy it, not answer it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from toolgym.envs.proposed import ProposedTask
+from toolgym.envs.ref import EnvRef
+from toolgym.envs.sql.questions import check_templates, generate_question
+from toolgym.training.selfplay.validation import Proposal, Rules, Stage
+
+SQL_IN_TEXT = re.compile(r"\bselect\b.+\bfrom\b", re.I | re.S)
+REFERENCE_SEEDS = 10**8
+"""Reference tasks are generated questions from here on (train seeds no proposer draws)."""
+
+
+def execution(task: ProposedTask, proposal: Proposal) -> str | None:
+    check = task.check
+    if check.get("error"):
+        return f"the gold query failed: {check['error']}"
+    runs = check.get("runs") or []
+    if len(runs) != 2 or runs[0] != runs[1]:
+        return "two runs of the gold query gave different results"
+    if str(runs[0]).endswith("+"):
+        return "the gold query returns more rows than the grader reads"
+    if not check.get("rows"):
+        return "the gold query returns no rows"
+    if SQL_IN_TEXT.search(task.instruction):
+        return "the question holds SQL"
+    return None
+
+
+class SQLDomain:
+    name = "sql"
+
+    def __init__(self, solver: EnvRef, proposer_kwargs: dict[str, Any] | None = None) -> None:
+        self.solver = solver
+        shared = {k: v for k, v in solver.kwargs.items() if k not in ("tasks", "solver_slips")}
+        self.proposer = EnvRef("propose-sql", "toolgym/ProposeSQL-v0",
+                               {**shared, **(proposer_kwargs or {})})  # fmt: skip
+
+    def stages(self) -> list[tuple[str, Stage]]:
+        return [("rules", Rules(min_distinct_tool_calls=3)), ("execution", execution)]
+
+    def solver_task(self, task: ProposedTask) -> dict[str, Any]:
+        return {"db_id": task.check["db_id"], "question": task.instruction,
+                "gold_sql": task.check["gold_sql"]}  # fmt: skip
+
+    def references(self, k: int) -> list[ProposedTask]:
+        """k generated questions of the solver's databases and templates."""
+        kwargs = self.solver.kwargs
+        templates = check_templates(kwargs.get("templates"))
+        made = [generate_question(REFERENCE_SEEDS + i, kwargs.get("db_ids"), templates)
+                for i in range(k)]  # fmt: skip
+        return [
+            ProposedTask(kind="sql", instruction=q.question,
+                         check={"db_id": q.db_id, "gold_sql": q.gold_sql})
+            for q in made
+        ]  # fmt: skip
