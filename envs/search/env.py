@@ -153,17 +153,19 @@ class _SearchEnvBase(ToolEnv):
 
     def scripted_action(self) -> str | None:
         """Follow the gold path of a world question: search each hop's name, then answer."""
+        answer = ToolCall("answer", {"text": self.task["answers"][0]}) if self.task else None
+        if self.reading and answer is not None:
+            return self.parser.render([answer])
+        return self.follow_gold_path(answer) if answer is not None else None
+
+    def follow_gold_path(self, last: ToolCall) -> str | None:
+        """The next search of the task's gold path (each hop's name in turn), then `last`;
+        None for a task without one."""
         hops = self.task.get("hops")
-        if self.reading:
-            return self.parser.render([ToolCall("answer", {"text": self.task["answers"][0]})])
         if not hops:
             return None
         missing = [h for h in hops if h["doc_id"] not in self.seen]
-        call = (
-            ToolCall("search", {"query": missing[0]["entity"]})
-            if missing
-            else ToolCall("answer", {"text": self.task["answers"][0]})
-        )
+        call = ToolCall("search", {"query": missing[0]["entity"]}) if missing else last
         return self.parser.render([call])
 
     async def _retrieve(self, query: str, topk: int) -> list[Hit]:

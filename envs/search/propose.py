@@ -75,16 +75,9 @@ class ProposeSearchEnv(SearchEnv):
 
     def scripted_action(self) -> str | None:
         """Follow the hidden question's gold path, then propose it."""
-        hops = self.task.get("hops")
-        if not hops:
+        if not self.task:
             return None
-        missing = [h for h in hops if h["doc_id"] not in self.seen]
-        call = (
-            ToolCall("search", {"query": missing[0]["entity"]})
-            if missing
-            else ToolCall("propose", {"question": self.task["question"]})
-        )
-        return self.parser.render([call])
+        return self.follow_gold_path(ToolCall("propose", {"question": self.task["question"]}))
 
 
 def _examples(examples: Any) -> str:
