@@ -76,3 +76,15 @@ def test_the_config_names_what_is_wrong(tool_calling_model_dir, tmp_path):
         config(tool_calling_model_dir, tmp_path, "sql", "selfplay.reward=band(0.2)")
     with pytest.raises(ConfigError, match="Did you mean: sql"):
         config(tool_calling_model_dir, tmp_path, "sql", "selfplay.domain=sq")
+
+
+def test_self_play_streams_in_async_mode(tool_calling_model_dir, tmp_path):
+    """A self-play step is one unit of the stream: proposed, solved and trained within eta."""
+    trainer = Recording(config(tool_calling_model_dir, tmp_path, "sql", "steps=3", "mode=async"))
+    metrics = trainer.run()
+    assert len(trainer.trained) == 3 and all(
+        m["async/staleness_0"] + m.get("async/staleness_1", 0) == 1.0 for m in metrics
+    )
+    for step in trainer.trained:
+        assert {i.rsplit(":", 1)[1] for i in step["groups"]} == {"proposer", "solver"}
+        assert max(step["lags"]) <= 1
