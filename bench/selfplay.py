@@ -12,7 +12,7 @@ and after the last step. The means, and whether self-play lifted held-out succes
 much, come last.
 
     python bench/selfplay.py --base models/pt_tiny [--domains sql code] [--seeds 3]
-        [--steps 20] [--sft-episodes 1000] [--search-base models/search-mini]
+        [--steps 20] [--sft-episodes 2000] [--sft-epochs 4] [--search-base models/search-mini]
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from toolgym.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 SFT = {
-    "sql": ("toolgym/SQL-v0", "toolgym/ProposeSQL-v0", ["style=tags", "sample_rows=0"], 3e-3),
+    "sql": ("toolgym/SQL-v0", "toolgym/ProposeSQL-v0",
+            ["style=tags", "sample_rows=0", "solver_slips=0.5",
+             "templates=[filter_count, filter_list, aggregate_state, ordering]"], 3e-3),
     "code": ("toolgym/CodeReason-v0", "toolgym/ProposeCode-v0", [], 3e-3),
     "search": ("toolgym/Search-v0", "toolgym/ProposeSearch-v0",
                ["hops=1", "topk=1", "doc_chars=150", "max_turns=3"], 1e-3),
@@ -49,15 +51,25 @@ def main() -> None:
     parser.add_argument("--domains", nargs="+", default=["sql", "code"], choices=list(SFT))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--sft-episodes", type=int, default=1000)
+    parser.add_argument("--sft-episodes", type=int, default=2000, help="per role")
+    parser.add_argument("--sft-epochs", type=int, default=4)
+    parser.add_argument(
+        "--sft",
+        nargs="*",
+        default=[],
+        metavar="DOMAIN=DIR",
+        help="an SFT'd model to start a domain from (no SFT run for it)",
+    )
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="toolgym-selfplay-"))
     for domain in args.domains:
         solver, proposer, env_args, lr = SFT[domain]
         base = Path(args.search_base if domain == "search" and args.search_base else args.base)
-        sft = out / f"{domain}-sft"
-        sft_command(solver, base, sft, args.sft_episodes, 3, lr, 16, 0, env_args, False,
-                    0.0, [proposer])  # fmt: skip
+        given = dict(item.split("=", 1) for item in args.sft)
+        sft = Path(given[domain]) if domain in given else out / f"{domain}-sft"
+        if domain not in given:
+            sft_command(solver, base, sft, args.sft_episodes, args.sft_epochs, lr, 16, 0,
+                        env_args, False, 0.0, [proposer])  # fmt: skip
         recipe = ROOT / "configs" / f"selfplay_{domain}.yaml"
         results: dict[str, list[tuple[float, float]]] = {"self-play": [], "curated": []}
         for seed in range(args.seeds):

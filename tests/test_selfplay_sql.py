@@ -12,7 +12,6 @@ import json
 import pytest
 
 import toolgym
-from conftest import run_ok
 from toolgym.envs.ref import EnvRef
 from toolgym.training.selfplay.domains.sql import SQLDomain
 from toolgym.training.selfplay.validation import read_task, validate
@@ -110,14 +109,3 @@ def test_the_domain_s_references_and_solver_tasks_are_sql_v0_tasks():
         return out[1]
 
     assert asyncio.run(solve()) == 1.0
-
-
-@pytest.fixture(scope="module")
-def selfplay_sft(recipe_base, tmp_path_factory):
-    """The recipe base SFT'd on both roles: SQL-v0's solver and ProposeSQL-v0's proposer."""
-    out = tmp_path_factory.mktemp("selfplay-sql") / "sft"
-    run_ok("sft", "toolgym/SQL-v0", "--with-env", "toolgym/ProposeSQL-v0", "--model",
-           str(recipe_base), "--out", str(out), "--episodes", "600", "--epochs", "3",
-           "--lr", "3e-3", "--no-tool-schemas", "--env-arg", "style=tags",
-           "--env-arg", "sample_rows=0")  # fmt: skip
-    return out

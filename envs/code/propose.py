@@ -1,8 +1,8 @@
 """toolgym/ProposeCode-v0: the proposer's side of code self-play (Absolute Zero's kinds).
 
 Observation: the task kind to propose (deduction, abduction or induction: by the reset's
-    seed, or the reset task's "kind"), example tasks from the self-play pool, and what to
-    write.
+    seed, or the reset task's "kind"), example tasks from the self-play pool (without them,
+    two curated ones), and what to write.
 Actions (tags): <program>def f(x): ...</program> and <input>literal</input> (one input for
     deduction and abduction, `pairs` for induction). The proposal is complete, and the episode
     ends, once the program and its inputs are written.
@@ -29,7 +29,7 @@ from toolgym.envs.code.programs import (
     generate_program,
     static_problem,
 )
-from toolgym.envs.code.reason import INDUCTION_PAIRS, prompt
+from toolgym.envs.code.reason import INDUCTION_PAIRS, generated_task, prompt
 from toolgym.envs.code.sandbox_access import SandboxConfig
 from toolgym.envs.tasks import SeedTasks, TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
@@ -40,6 +40,9 @@ from toolgym.tools.tool import ToolCallError, tool
 
 TAGS = {"program": ("program", "code"), "input": ("input", "value")}
 MAX_EXAMPLES = 4
+OWN_EXAMPLES = 2
+"""Examples shown when the reset task brings none (a pool's are the same shape), so a
+demonstration's prompt looks like a self-play step's."""
 ASK = {
     "deduction": "a program and one input; a solver will predict the output",
     "abduction": "a program and one input; a solver will be shown the output and find an input",
@@ -92,7 +95,11 @@ class ProposeCodeEnv(ToolEnv):
         self.hidden = {"program": made.program, "inputs": made.inputs}
         self.source, self.inputs, self.done_proposing = None, [], False
         ask = ASK[self.kind].format(n=self.pairs)
-        return [{"role": "user", "content": f"Kind: {self.kind}.{_examples(given.get('examples'))}\n\n"
+        examples = given.get("examples")
+        if examples is None:  # played alone (sft, eval): examples of its own, as a pool shows
+            examples = [{"instruction": prompt(task, 2)}
+                        for task in (generated_task(task_seed + k + 1) for k in range(OWN_EXAMPLES))]  # fmt: skip
+        return [{"role": "user", "content": f"Kind: {self.kind}.{_examples(examples)}\n\n"
                  f"Write {ask}."}]  # fmt: skip
 
     @property

@@ -1,8 +1,8 @@
 """toolgym/ProposeSearch-v0: the proposer's side of search self-play (Search Self-Play).
 
 Observation: an answer (an entity or value of the corpus) and how many hops the question
-    should take, the example questions the reset task carries ("examples"), and the request
-    to write a question whose answer it is.
+    should take, the example questions the reset task carries ("examples"; without them, two
+    of the env's own), and the request to write a question whose answer it is.
 Tools: search(query, top_k) and open(doc_id), as Search-v0's; propose(question) ends the
     episode.
 Result: a ProposedTask (kind "search.Nhop"): the question, the given answer, and in `check`
@@ -29,6 +29,7 @@ from toolgym.tools.records import ToolCall
 from toolgym.tools.tool import tool
 
 MAX_EXAMPLES = 4
+OWN_EXAMPLES = 2
 
 
 class ProposeSearchEnv(SearchEnv):
@@ -51,8 +52,17 @@ class ProposeSearchEnv(SearchEnv):
         hops = len(self.task.get("hops") or []) or 1
         answer = self.task["answers"][0]
         return [{"role": "user", "content": f"Answer: {answer}\nHops: {hops}"
-                 f"{_examples(given.get('examples'))}\n\nWrite a question whose answer is "
+                 f"{_examples(self._examples(given, seed))}\n\nWrite a question whose answer is "
                  f"{json.dumps(answer)}."}]  # fmt: skip
+
+    def _examples(self, given: dict[str, Any], seed: int | None) -> Any:
+        """The reset task's examples; played alone (sft, eval), two of the env's own
+        questions, as a pool shows them."""
+        if "examples" in given:
+            return given["examples"]
+        first = seed if seed is not None else 0
+        return [{"instruction": self.tasks.task("train", first + k + 1)["question"]}
+                for k in range(OWN_EXAMPLES)]  # fmt: skip
 
     @tool
     async def propose(self, question: str) -> str:

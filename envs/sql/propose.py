@@ -1,8 +1,8 @@
 """toolgym/ProposeSQL-v0: the proposer's side of SQL self-play.
 
 Observation: a database's schema (as SQL-v0 shows it), the example questions the reset task
-    carries ("examples": typed tasks from the self-play pool), and the request to write a new
-    question that one query answers.
+    carries ("examples": typed tasks from the self-play pool; without them, two generated
+    questions), and the request to write a new question that one query answers.
 Tools (style="tools"): run_sql(query) and describe_table(name) to explore (read-only, as in
     SQL-v0); write_question(text); submit_query(query), which ends the episode. With
     style="tags": <sql>, <question> and <solution>.
@@ -37,6 +37,9 @@ PROPOSE_TAGS = {
     "solution": ("submit_query", "query"),
 }
 MAX_EXAMPLES = 8
+OWN_EXAMPLES = 2
+"""Examples shown when the reset task brings none (a pool's are the same shape), so a
+demonstration's prompt looks like a self-play step's."""
 
 
 class ProposeSQLEnv(SQLEnv):
@@ -68,7 +71,11 @@ class ProposeSQLEnv(SQLEnv):
         opening = await super().start(seed, {"task": hidden})
         self.question, self.proposed = None, None
         schema = opening[0]["content"].rpartition("\n\nQuestion:")[0]
-        return [{"role": "user", "content": f"{schema}{_examples(given.get('examples'))}\n\n"
+        examples = given.get("examples")
+        if examples is None:  # played alone (sft, eval): examples of its own, as a pool shows
+            examples = [{"instruction": self._generate(task_seed + k + 1)["question"]}
+                        for k in range(OWN_EXAMPLES)]  # fmt: skip
+        return [{"role": "user", "content": f"{schema}{_examples(examples)}\n\n"
                  "Write a new question about this database and the query that answers it."}]  # fmt: skip
 
     @tool

@@ -126,6 +126,9 @@ class SelfPlay:
             group.group_id = f"s{ctx.step}.b{k}:solver"
         self.pool.add([p.task for p in valid if p.task is not None])
         self.last_metrics = self._metrics(proposals, solved)
+        reasons = Counter(p.rejected[:160] for p in proposals if p.rejected is not None)
+        for reason, count in reasons.most_common(3):  # why proposals fail, for whoever watches
+            log.info("self-play step %d: %d proposal(s) rejected: %s", ctx.step, count, reason)
         return [*self._proposer_groups(ctx.step, proposals), *solved, *extra]
 
     async def _propose(self, ctx: BuildContext) -> list[Proposal]:
