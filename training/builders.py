@@ -211,6 +211,7 @@ def build_groups(config: TrainConfig, tasks: dict[str, TaskSource]) -> GroupBuil
     settings = SelfPlaySettings(
         proposals=play.proposals, solvers=config.rollout.rollouts_per_task, shown=play.shown,
         reward=play.reward, invalid_penalty=play.invalid_penalty,
-        min_solver_groups=play.min_solver_groups, duplicate_threshold=play.duplicate_threshold,
+        min_solver_groups=play.min_solver_groups, readers=play.readers,
+        duplicate_threshold=play.duplicate_threshold,
     )  # fmt: skip
     return SelfPlay(domain, pool, settings)

@@ -227,6 +227,9 @@ class SelfPlaySection(ConfigModel):
     """The reward of a proposal some validation stage refused (azr has its own, -1)."""
     min_solver_groups: int = Field(1, ge=0)
     """Solver groups a step always has: the pool backfills when too few tasks are valid."""
+    readers: int = Field(1, ge=1)
+    """Reader episodes per task for a domain that grounds its tasks (search): a task stands
+    when one of them answers it from the evidence."""
     duplicate_threshold: float = Field(0.8, gt=0, le=1)
     """Word-trigram overlap with a task already seen that refuses a proposal."""
     pool_capacity: int = Field(256, ge=1)

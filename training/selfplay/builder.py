@@ -154,7 +154,7 @@ class SelfPlay:
     async def _validate(self, proposals: list[Proposal], ctx: BuildContext) -> None:
         """The domain's stages, its grounding (if it grounds tasks), then near-duplicates of
         the pool and of each other; a rejected proposal earns the penalty."""
-        validate(proposals, self.domain.stages())
+        validate(proposals, [*self.domain.stages(), ("solver task", self._solver_task_stage)])
         if isinstance(self.domain, GroundsTasks):
             await self._ground([p for p in proposals if p.rejected is None], ctx)
         duplicates = NearDuplicates(self.settings.duplicate_threshold)
@@ -181,6 +181,12 @@ class SelfPlay:
             reason = domain.grounded(readers)
             if reason is not None:
                 proposal.rejected, proposal.stage = f"grounding: {reason}", "grounding"
+
+    def _solver_task_stage(self, task: ProposedTask, proposal: Proposal) -> str | None:
+        """A task the domain cannot turn into a solver's reset task is refused here (a
+        stage that raises rejects with what it raised), not when its solvers start."""
+        self.domain.solver_task(task)
+        return None
 
     def _solve(self, task: ProposedTask) -> GroupRequest:
         """A solver group's request; its draw index is the run's count of them, so its
