@@ -39,3 +39,12 @@ class ProposedTask(BaseModel):
     check: dict[str, Any] = Field(default_factory=dict)
     """What the domain's checker needs beside the answer."""
     provenance: Provenance | None = None
+
+
+def example_instructions(examples: Any, k: int, chars: int) -> list[str]:
+    """The instructions of at most `k` example tasks a proposer is shown (a reset task's
+    "examples": pool tasks as JSON), each cut to `chars`; anything malformed is skipped."""
+    if not isinstance(examples, list):
+        return []
+    return [e["instruction"][:chars] for e in examples[:k]
+            if isinstance(e, dict) and isinstance(e.get("instruction"), str)]  # fmt: skip

@@ -150,8 +150,8 @@ def static_problem(program: str, inputs: list[str]) -> str | None:
         elif isinstance(node, ast.Attribute) and node.attr.startswith("__"):
             return f"the program reaches a dunder attribute: {node.attr}"
     for value in inputs:
-        if literal_problem(value) is not None:
-            return f"input {value[:40]!r}: {literal_problem(value)}"
+        if (problem := literal_problem(value)) is not None:
+            return f"input {value[:40]!r}: {problem}"
     return None
 
 

@@ -31,6 +31,7 @@ from toolgym.envs.code.programs import (
 )
 from toolgym.envs.code.reason import INDUCTION_PAIRS, generated_task, prompt
 from toolgym.envs.code.sandbox_access import SandboxConfig
+from toolgym.envs.proposed import example_instructions
 from toolgym.envs.tasks import SeedTasks, TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
@@ -172,8 +173,5 @@ class ProposeCodeEnv(ToolEnv):
 
 
 def _examples(examples: Any) -> str:
-    if not isinstance(examples, list) or not examples:
-        return ""
-    texts = [e["instruction"][:400] for e in examples[:MAX_EXAMPLES]
-             if isinstance(e, dict) and isinstance(e.get("instruction"), str)]  # fmt: skip
+    texts = example_instructions(examples, MAX_EXAMPLES, 400)
     return "\n\nExample tasks:\n" + "\n---\n".join(texts) if texts else ""

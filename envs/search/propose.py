@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolgym.envs.proposed import MAX_INSTRUCTION_CHARS
+from toolgym.envs.proposed import MAX_INSTRUCTION_CHARS, example_instructions
 from toolgym.envs.search.env import SearchEnv
 from toolgym.envs.tool_env import Outcome
 from toolgym.tools.records import ToolCall
@@ -52,10 +52,10 @@ class ProposeSearchEnv(SearchEnv):
         hops = len(self.task.get("hops") or []) or 1
         answer = self.task["answers"][0]
         return [{"role": "user", "content": f"Answer: {answer}\nHops: {hops}"
-                 f"{_examples(self._examples(given, seed))}\n\nWrite a question whose answer is "
+                 f"{_examples(self.shown_examples(given, seed))}\n\nWrite a question whose answer is "
                  f"{json.dumps(answer)}."}]  # fmt: skip
 
-    def _examples(self, given: dict[str, Any], seed: int | None) -> Any:
+    def shown_examples(self, given: dict[str, Any], seed: int | None) -> Any:
         """The reset task's examples; played alone (sft, eval), two of the env's own
         questions, as a pool shows them."""
         if "examples" in given:
@@ -91,8 +91,5 @@ class ProposeSearchEnv(SearchEnv):
 
 
 def _examples(examples: Any) -> str:
-    if not isinstance(examples, list) or not examples:
-        return ""
-    texts = [e["instruction"][:300] for e in examples[:MAX_EXAMPLES]
-             if isinstance(e, dict) and isinstance(e.get("instruction"), str)]  # fmt: skip
+    texts = example_instructions(examples, MAX_EXAMPLES, 300)
     return "\n\nExample questions:\n" + "\n".join(f"- {t}" for t in texts) if texts else ""

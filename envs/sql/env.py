@@ -132,19 +132,24 @@ class SQLEnv(ToolEnv):
         self.slip = chooser if chooser.random() < self.solver_slips else None
         if self.config.generated:
             ensure_generated([task["db_id"]])
+        evidence = f"\nEvidence: {task['evidence']}" if task.get("evidence") else ""
+        schema = await self.schema(task["db_id"])  # the question last, next to the answer
+        return [{"role": "user", "content": f"Database schema:\n\n{schema}\n\n"
+                 f"Question: {task['question']}{evidence}"}]  # fmt: skip
+
+    async def schema(self, db_id: str) -> str:
+        """Each table's CREATE statement (and sample rows), made once per database and
+        reused by every episode on it."""
         databases = await self.databases()
-        key = ("schema", task["db_id"], self.sample_rows, self.max_chars)
-        if key not in databases.texts:  # the same for every episode on this database
+        key = ("schema", db_id, self.sample_rows, self.max_chars)
+        if key not in databases.texts:
             tables = []
-            for table in await databases.tables(task["db_id"]):
+            for table in await databases.tables(db_id):
                 rows = await self._sample(databases, table.name)
                 example = f"\n/* {self.sample_rows} example rows:\n{rows} */" if rows else ""
                 tables.append(f"{table.create};{example}")
             databases.texts[key] = "\n\n".join(tables)
-        evidence = f"\nEvidence: {task['evidence']}" if task.get("evidence") else ""
-        schema = databases.texts[key]  # the question last, next to where the answer starts
-        return [{"role": "user", "content": f"Database schema:\n\n{schema}\n\n"
-                 f"Question: {task['question']}{evidence}"}]  # fmt: skip
+        return databases.texts[key]
 
     async def databases(self) -> Databases:
         return await self.config.open(self)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolgym.envs.proposed import MAX_ANSWER_CHARS, MAX_INSTRUCTION_CHARS
+from toolgym.envs.proposed import MAX_ANSWER_CHARS, MAX_INSTRUCTION_CHARS, example_instructions
 from toolgym.envs.sql.env import SQLEnv, result_digest
 from toolgym.envs.sql.results import QueryError
 from toolgym.envs.tool_env import Outcome
@@ -68,9 +68,9 @@ class ProposeSQLEnv(SQLEnv):
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         given = dict((options or {}).get("task") or {})
         hidden = self._generate(task_seed)  # the database, and the scripted proposer's task
-        opening = await super().start(seed, {"task": hidden})
+        await super().start(seed, {"task": hidden})
         self.question, self.proposed = None, None
-        schema = opening[0]["content"].rpartition("\n\nQuestion:")[0]
+        schema = f"Database schema:\n\n{await self.schema(self.task['db_id'])}"
         examples = given.get("examples")
         if examples is None:  # played alone (sft, eval): examples of its own, as a pool shows
             examples = [{"instruction": self._generate(task_seed + k + 1)["question"]}
@@ -136,11 +136,5 @@ class ProposeSQLEnv(SQLEnv):
 
 def _examples(examples: Any) -> str:
     """Pool tasks shown as examples, their questions alone (bounded: they are proposals)."""
-    if not isinstance(examples, list) or not examples:
-        return ""
-    lines = []
-    for item in examples[:MAX_EXAMPLES]:
-        text = item.get("instruction") if isinstance(item, dict) else None
-        if isinstance(text, str):
-            lines.append(f"- {json.dumps(text[:300])[1:-1]}")
+    lines = [f"- {json.dumps(t)[1:-1]}" for t in example_instructions(examples, MAX_EXAMPLES, 300)]
     return "\n\nExample questions (on other databases too):\n" + "\n".join(lines) if lines else ""
