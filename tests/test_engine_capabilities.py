@@ -49,10 +49,10 @@ class Declared:
 
 
 class Saved:
-    def state_dict(self):
+    def full_state_dict(self):
         return {"w": 1}
 
-    def save_pretrained(self, path):
+    def save_adapter(self, path):
         Path(path).mkdir(parents=True)
 
 

@@ -30,7 +30,7 @@ class TokenBatch:
     """Each row's images (vision-language models; empty for text-only batches)."""
     proximal_logprobs: torch.Tensor | None = None
     """(B, T-1): the trained weights' log-probabilities before the update (the loss modes
-    that correct for older behaviour policies read them; see `with_proximal`)."""
+    that correct for older behaviour policies read them; see `Learner.with_proximal`)."""
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -51,27 +51,20 @@ class TokenBatch:
     def split(self, size: int) -> Iterator[TokenBatch]:
         """Micro-batches of `size` sequences (trimmed of padding they no longer need)."""
         for start in range(0, len(self), size):
-            rows = slice(start, start + size)
-            width = int(self.attention_mask[rows].sum(-1).max())
-            proximal = self.proximal_logprobs
-            yield TokenBatch(
-                self.input_ids[rows, :width], self.attention_mask[rows, :width],
-                self.loss_mask[rows, : width - 1], self.old_logprobs[rows, : width - 1],
-                self.advantages[rows, : width - 1], self.images[rows],
-                None if proximal is None else proximal[rows, : width - 1],
-            )  # fmt: skip
+            yield self.take(range(start, min(start + size, len(self))))
 
-    @torch.no_grad()
-    def with_proximal(self, model: Any, micro_batch_size: int) -> TokenBatch:
-        """This batch with `model`'s log-probabilities of its targets as the proximal ones,
-        scored `micro_batch_size` rows at a time (call it before the update moves `model`)."""
-        scored = torch.zeros_like(self.old_logprobs)
-        for start, micro in zip(
-            range(0, len(self), micro_batch_size), self.split(micro_batch_size), strict=True
-        ):
-            logprobs = token_logprobs(model, micro)[0]
-            scored[start : start + len(micro), : logprobs.shape[1]] = logprobs
-        return replace(self, proximal_logprobs=scored)
+    def take(self, rows: Sequence[int]) -> TokenBatch:
+        """The given rows, trimmed of padding they do not need."""
+        index = torch.as_tensor(list(rows), dtype=torch.long)
+        width = int(self.attention_mask[index].sum(-1).max())
+        proximal = self.proximal_logprobs
+        return TokenBatch(
+            self.input_ids[index, :width], self.attention_mask[index, :width],
+            self.loss_mask[index, : width - 1], self.old_logprobs[index, : width - 1],
+            self.advantages[index, : width - 1],
+            [self.images[i] for i in rows] if self.images else [],
+            None if proximal is None else proximal[index, : width - 1],
+        )  # fmt: skip
 
 
 def build_batch(

@@ -20,7 +20,9 @@ from toolgym.agents.vision import ImageEncoder
 from toolgym.envs.tasks import TaskSource
 from toolgym.errors import ConfigError, one_line
 from toolgym.training.config import TrainConfig
+from toolgym.training.distributed import Ranks, rank_device, shard
 from toolgym.training.groups import GroupBuilder, TaskGroups
+from toolgym.training.learner import Learner
 from toolgym.training.rewards import (
     SOURCES,
     RewardStage,
@@ -60,28 +62,52 @@ class PolicyParts:
         return int(pad if pad is not None else self.tokenizer.eos_token_id)
 
 
-def build_parts(config: TrainConfig) -> PolicyParts:
+def build_parts(config: TrainConfig, ranks: Ranks | None = None) -> PolicyParts:
     """The policy's parts as the config says (the seed set first, so a run's initial
-    adapter and sampling are reproducible)."""
+    adapter and sampling are reproducible). In a distributed run (`ranks`: the leader's), the
+    engine keeps a whole copy of the weights and the trained ones are sharded."""
     check_engine(config)
     check_model_dir(config.model)
     torch.manual_seed(config.seed)
-    precision = resolve_precision(config.device, config.dtype)
+    precision = resolve_precision(
+        rank_device(config.device) if ranks else config.device, config.dtype
+    )
     tokenizer = load_tokenizer(config.model)
     model = build_model(config, precision)
     images = ImageEncoder.for_model(config.model, model.config)
+    reference = build_reference(config, model, precision)
+    engine = build_engine(config, model, tokenizer, precision, images, ranks is not None)
+    if ranks is not None:
+        shard_trained(model, reference)
     return PolicyParts(
         precision=precision,
         tokenizer=tokenizer,
         model=model,
-        reference=build_reference(config, model, precision),
+        reference=reference,
         images=images,
-        engine=build_engine(config, model, tokenizer, precision, images),
+        engine=engine,
         renderer=make_renderer(
             tokenizer, images, tool_schemas=config.rollout.tool_schemas_in_prompt
         ),
         optimizer=build_optimizer(config, model),
     )
+
+
+def build_follower(config: TrainConfig, ranks: Ranks) -> Learner:
+    """A distributed run's rank other than the leader: its shard of the trained weights (and
+    of the reference), their optimizer, nothing else."""
+    torch.manual_seed(config.seed)
+    precision = resolve_precision(rank_device(config.device), config.dtype)
+    model = build_model(config, precision)
+    reference = build_reference(config, model, precision)
+    shard_trained(model, reference)
+    return Learner(model, reference, build_optimizer(config, model), precision, config, ranks)
+
+
+def shard_trained(model: Any, reference: Any | None) -> None:
+    shard(model)
+    if reference is not None:
+        shard(reference)
 
 
 def build_model(config: TrainConfig, precision: Precision) -> Any:
@@ -145,16 +171,34 @@ def check_engine(config: TrainConfig) -> None:
         )
 
 
+def check_distributed(config: TrainConfig) -> None:
+    """Refuse what a distributed run cannot do, before any rank loads a model."""
+    if config.lora.enabled:
+        raise ConfigError(
+            "lora.enabled: a distributed run trains full weights (its ranks shard them); "
+            "train a LoRA adapter in one process"
+        )
+    declared = engine_class(config.engine.kind).capabilities
+    if declared.weight_sync == "shared" and not declared.full_weights:
+        raise ConfigError(
+            f"engine.kind={config.engine.kind} can only share the trained model, and a "
+            "distributed run shards it: use an engine that takes weights (hf, vllm, openai)"
+        )
+
+
 def build_engine(
-    config: TrainConfig, model: Any, tokenizer: Any, precision: Precision, images: Any = None
-) -> PolicyEngine:
+    config: TrainConfig, model: Any, tokenizer: Any, precision: Precision, images: Any = None,
+    distributed: bool = False,
+) -> PolicyEngine:  # fmt: skip
     """The generation engine named by engine.kind, built from the registry for a trainer
-    (`images`: the policy's image encoder, for an engine that reads images)."""
+    (`images`: the policy's image encoder, for an engine that reads images). It keeps weights
+    of its own when it generates while the trainer updates (async) or the trained ones are
+    sharded (`distributed`)."""
     kind = config.engine.kind
     return policy_engine(
         kind, model=model, tokenizer=tokenizer, model_path=config.model, seed=config.seed,
         base_url=config.engine.base_url, served_model=config.engine.served_model,
-        precision=precision, images=images, own_weights=config.mode == "async",
+        precision=precision, images=images, own_weights=config.mode == "async" or distributed,
     )  # fmt: skip
 
 

@@ -198,6 +198,12 @@ class LoraSection(ConfigModel):
     """The linear layers that get adapters."""
 
 
+class DistributedSection(ConfigModel):
+    timeout_s: float = Field(1800.0, gt=0)
+    """How long a rank waits on the others (a collective, or the leader's next command, which
+    comes after the step's episodes are played) before the run fails instead of hanging."""
+
+
 class EvalSection(ConfigModel):
     every_steps: int = Field(5, ge=1)
     """Evaluate after every this many training steps, and after the last."""
@@ -280,6 +286,9 @@ class TrainConfig(ConfigModel):
     """What generates the rollouts."""
     lora: LoraSection = Field(default_factory=LoraSection)
     """Low-rank adapters instead of full fine-tuning."""
+    distributed: DistributedSection = Field(default_factory=DistributedSection)
+    """A run launched as several processes (`torchrun --nproc-per-node N -m toolgym train`):
+    the weights are sharded across them (FSDP2), rank 0 plays the episodes."""
     tensorboard: bool = True
     """Also write the metrics as TensorBoard scalars under RUN_DIR/tensorboard."""
     mode: Literal["sync", "async"] = "sync"

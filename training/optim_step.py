@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
+from torch.distributed.tensor import DTensor
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,10 @@ def optimizer_step(
             group["lr"] = lr
     optimizer.zero_grad()
     loss = accumulate()
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(list(parameters), grad_clip))
+    norm = torch.nn.utils.clip_grad_norm_(list(parameters), grad_clip)
+    if isinstance(norm, DTensor):  # the norm over sharded weights: the ranks' whole
+        norm = norm.full_tensor()
+    grad_norm = float(norm)
     if not (math.isfinite(loss) and math.isfinite(grad_norm)):
         optimizer.zero_grad()
         return StepResult(loss, grad_norm, False)

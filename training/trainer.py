@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from toolgym.agents.collector import (
     BranchRequest,
@@ -60,7 +59,7 @@ from toolgym.errors import ConfigError, EnvBuildError, RunFailedError, ToolgymEr
 from toolgym.log import get_logger
 from toolgym.training import checkpoint
 from toolgym.training.advantages import GroupRewards, compute_advantages
-from toolgym.training.batch import TokenBatch, build_batch, token_logprobs
+from toolgym.training.batch import build_batch
 from toolgym.training.builders import (
     PolicyParts,
     build_groups,
@@ -69,23 +68,22 @@ from toolgym.training.builders import (
     check_engine,
 )
 from toolgym.training.config import EnvSection, TrainConfig
+from toolgym.training.distributed import Ranks
 from toolgym.training.groups import (
     BuildContext,
     Collect,
     GroupBuilder,
     ReportsMetrics,
 )
-from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
+from toolgym.training.learner import Leader, Learner, Learns
 from toolgym.training.metrics_log import METRICS, MetricsLog, read_metrics
-from toolgym.training.optim_step import optimizer_step
 from toolgym.training.rewards.base import Continuation
-from toolgym.training.schedule import lr_factor
 from toolgym.training.stream import GroupStream, read_stream_state, staleness_metrics
 from toolgym.training.weight_sync import SYNCS, sync_way
 
 log = get_logger(__name__)
 
-RUN_FILES = (checkpoint.FILE, METRICS, "tensorboard", "policy", "config.json")
+RUN_FILES = (checkpoint.FILE, checkpoint.SHARDS, METRICS, "tensorboard", "policy", "config.json")
 """What a run writes into its directory."""
 
 
@@ -96,10 +94,13 @@ class Trainer:
         runtime: Runtime | None = None,
         parts: PolicyParts | None = None,
         groups: GroupBuilder | None = None,
+        ranks: Ranks | None = None,
     ) -> None:
         """`parts`: the policy's parts, when the caller builds them (builders.py
         `build_parts` does what the config says and is used when none are handed in).
-        `groups`: what makes each step's groups (default: tasks from the mixture's envs)."""
+        `groups`: what makes each step's groups (default: tasks from the mixture's envs).
+        `ranks`: the leader's place in a distributed run, whose other ranks `follow`
+        (learner.py); the parts' model is then this rank's shard."""
         if parts is None:
             check_engine(config)
             check_model_dir(config.model)
@@ -116,12 +117,18 @@ class Trainer:
             raise
         self.run_dir = Path(config.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        parts = parts or build_parts(config)
+        parts = parts or build_parts(config, ranks)
         self.precision, self.tokenizer = parts.precision, parts.tokenizer
         self.model, self.reference, self.images = parts.model, parts.reference, parts.images
         self.engine, self.renderer, self.optimizer = parts.engine, parts.renderer, parts.optimizer
         self.pad_id = parts.pad_id
-        self.sync_way = sync_way(self.engine, config.lora.enabled, config.mode == "async")
+        self.ranks = ranks
+        learner = Learner(
+            parts.model, parts.reference, parts.optimizer, parts.precision, config, ranks
+        )
+        self.learner: Learns = Leader(learner, ranks) if ranks else learner
+        own_weights = config.mode == "async" or ranks is not None
+        self.sync_way = sync_way(self.engine, config.lora.enabled, own_weights)
         self.sync_weights = SYNCS[self.sync_way]
         self.gate = PolicyGate(self.engine.policy_version)
         """The generating weights' version; a sync waits for whoever holds it (stream.py)."""
@@ -131,7 +138,6 @@ class Trainer:
         self.adapter: str | None = None
         """The adapter name the engine generates with (LoRA sync); None otherwise."""
         self.rewards = build_reward_stage(config, self.precision, self.continue_from)
-        self.ppo = PPOConfig(**config.loss.model_dump())
         self.groups: GroupBuilder = groups or build_groups(config, self.tasks)
         self.step = 0
 
@@ -154,6 +160,7 @@ class Trainer:
                 while self.step < self.config.steps:
                     self.finish_step(self.train_step())
             self.save_policy()
+            self.learner.stop()
         finally:
             self.metrics.close()
             self.close()
@@ -166,8 +173,9 @@ class Trainer:
             record |= self.evaluate()
         self.metrics.write(record)
         self.step += 1
+        weights = self.learner.weights_state(self.run_dir, self.step)
         checkpoint.save(
-            self.run_dir, step=self.step, model=self.model, optimizer=self.optimizer,
+            self.run_dir, step=self.step, weights=weights,
             extra={"rewards": self.rewards.state_dict(), "groups": self.groups.state_dict(),
                    "stream": self.stream_state},
         )  # fmt: skip
@@ -386,83 +394,15 @@ class Trainer:
         masked = self.config.partial_rollouts and self.config.stale_turns == "mask"
         oldest = self.step - self.config.max_staleness if masked else None
         batch = build_batch(trajectories, advantages, self.pad_id, self.images, oldest)
-        batch = batch.to(self.precision.device)
-        optim = self.config.optim
-        lr = optim.lr * lr_factor(
-            self.step, self.config.steps, optim.schedule, optim.warmup_steps, optim.min_lr_ratio
-        )
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        minibatch_size = -(-len(batch) // optim.minibatches)
-        if self.ppo.needs_proximal:
-            with self.precision.autocast():
-                batch = batch.with_proximal(self.model, optim.micro_batch_size)
-        self.model.train()
-        steps = [
-            self.optimizer_step(minibatch)
-            for _ in range(optim.ppo_epochs)
-            for minibatch in batch.split(minibatch_size)
-        ]
-        self.model.eval()
-        out = {k: float(np.mean([s[k] for s in steps])) for k in steps[0]}
-        out["tokens"] = float(batch.loss_mask.sum())
-        out["lr"] = lr
-        return out
-
-    def optimizer_step(self, minibatch: TokenBatch) -> dict[str, float]:
-        """One optimizer step on `minibatch`, its gradient accumulated over micro-batches.
-        Returns its loss, gradient norm and the micro-batches' mean loss metrics."""
-        normalizer = normalizer_for(minibatch.loss_mask, max_tokens=self.config.rollout.max_tokens)
-        sums: dict[str, float] = {}
-        count = 0
-
-        def accumulate() -> float:
-            nonlocal count
-            total = 0.0
-            for micro in minibatch.split(self.config.optim.micro_batch_size):
-                with self.precision.autocast():
-                    logprobs, entropy = token_logprobs(self.model, micro, with_entropy=True)
-                    reference = self.reference_logprobs(micro)
-                loss, metrics = ppo_clip_loss(
-                    logprobs,
-                    micro.old_logprobs,
-                    micro.advantages,
-                    micro.loss_mask,
-                    normalizer,
-                    self.ppo,
-                    ref_logprobs=reference,
-                    entropy=entropy,
-                    proximal_logprobs=micro.proximal_logprobs,
-                )
-                loss.backward()
-                total += loss.item()
-                for k, v in metrics.items():
-                    sums[k] = sums.get(k, 0.0) + v
-                count += 1
-            return total
-
-        done = optimizer_step(
-            self.optimizer, self.model.parameters(), accumulate, self.config.optim.grad_clip
-        )
-        out = {k: v / count for k, v in sums.items()}
-        out |= {"loss": done.loss, "grad_norm": done.grad_norm, "skipped": float(not done.stepped)}
-        if not done.stepped and self.config.optim.on_nonfinite == "stop":
+        out = self.learner.update(batch, self.step)
+        if out.pop("stopped"):
             raise RunFailedError(
-                f"training step {self.step}: the loss ({done.loss}) or gradient norm "
-                f"({done.grad_norm}) is not finite; nothing was saved from this step, so "
+                f"training step {self.step}: the loss ({out['loss']}) or gradient norm "
+                f"({out['grad_norm']}) is not finite; nothing was saved from this step, so "
                 f"{self.run_dir} holds the last good state (optim.on_nonfinite=skip skips "
                 "such updates instead)"
             )
         return out
-
-    @torch.no_grad()
-    def reference_logprobs(self, micro: Any) -> torch.Tensor | None:
-        if self.config.loss.kl_coef == 0:
-            return None
-        if self.reference is not None:
-            return token_logprobs(self.reference, micro)[0]
-        with self.model.disable_adapter():
-            return token_logprobs(self.model, micro)[0]
 
     def sync(self) -> None:
         """Hand the updated weights to the engine (see weight_sync.py)."""
@@ -470,7 +410,7 @@ class Trainer:
 
     async def send_weights(self) -> str | None:
         return await self.sync_weights(
-            self.engine, self.model, self.run_dir / "adapters", self.adapter
+            self.engine, self.learner, self.run_dir / "adapters", self.adapter
         )
 
     def evaluate(self, temperature: float | None = None) -> dict[str, Any]:
@@ -510,7 +450,10 @@ class Trainer:
         """The trained policy as a model directory (`toolgym eval --model RUN_DIR/policy`);
         under LoRA, the adapter, which peft loads onto the base model."""
         path = self.run_dir / "policy"
-        self.model.save_pretrained(path)
+        if self.ranks is None:
+            self.model.save_pretrained(path)
+        else:  # the weights whole, gathered from the ranks
+            self.model.save_pretrained(path, state_dict=self.learner.full_state_dict())
         self.tokenizer.save_pretrained(path)
         if self.images is not None:  # a vision-language model reads images through it
             self.images.processor.save_pretrained(path)
@@ -532,7 +475,9 @@ class Trainer:
     def _resume(self) -> None:
         if not checkpoint.exists(self.run_dir):
             raise ConfigError(f"no checkpoint in {self.run_dir} to resume from")
-        state = checkpoint.load(self.run_dir, self.model, self.optimizer, self.config.steps)
+        state = checkpoint.load(self.run_dir, self.config.steps)
+        self.learner.restore(self.run_dir, state)
+        checkpoint.restore_rng(state)
         self.step = int(state["step"])
         try:
             self.rewards.load_state_dict(state["extra"].get("rewards", {}))

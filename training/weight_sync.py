@@ -5,17 +5,32 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Protocol
+
+import torch
 
 from toolgym.agents.engines import PolicyEngine, ServesAdapters, TakesFullWeights
 from toolgym.errors import ConfigError
 
-Sync = Callable[[PolicyEngine, Any, Path, "str | None"], Awaitable["str | None"]]
-"""(engine, trained model, adapters directory, the adapter in use) -> the adapter to use."""
+
+class TrainedWeights(Protocol):
+    """The trained weights as a sync reads them (learner.py's Learner)."""
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """Every weight, whole (gathered from the shards of a distributed run)."""
+        ...
+
+    def save_adapter(self, path: Path) -> None:
+        """Write the LoRA adapter as peft saves it."""
+        ...
+
+
+Sync = Callable[[PolicyEngine, TrainedWeights, Path, "str | None"], Awaitable["str | None"]]
+"""(engine, trained weights, adapters directory, the adapter in use) -> the adapter to use."""
 
 
 async def shared(
-    engine: PolicyEngine, model: Any, adapters: Path, previous: str | None
+    engine: PolicyEngine, weights: TrainedWeights, adapters: Path, previous: str | None
 ) -> str | None:
     """The engine holds the trained model itself: only the version moves."""
     engine.policy_version += 1
@@ -23,17 +38,17 @@ async def shared(
 
 
 async def full(
-    engine: PolicyEngine, model: Any, adapters: Path, previous: str | None
+    engine: PolicyEngine, weights: TrainedWeights, adapters: Path, previous: str | None
 ) -> str | None:
     """Send every weight (the engine bumps its version)."""
     if not isinstance(engine, TakesFullWeights):
         raise ConfigError(f"{type(engine).__name__} declares full weights but cannot take them")
-    await engine.update_weights(model.state_dict())
+    await engine.update_weights(weights.full_state_dict())
     return None
 
 
 async def lora(
-    engine: PolicyEngine, model: Any, adapters: Path, previous: str | None
+    engine: PolicyEngine, weights: TrainedWeights, adapters: Path, previous: str | None
 ) -> str | None:
     """Save the adapter under a fresh name, load it, drop the previous one; requests name it."""
     if not isinstance(engine, ServesAdapters):
@@ -41,7 +56,7 @@ async def lora(
     engine.policy_version += 1
     name = f"policy-{engine.policy_version}"
     path = adapters / name
-    model.save_pretrained(path)
+    weights.save_adapter(path)
     await engine.load_adapter(name, str(path.resolve()))
     if previous is not None:
         await engine.unload_adapter(previous)

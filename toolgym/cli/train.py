@@ -117,6 +117,25 @@ def scripted_tasks(env_id: str, kwargs: dict[str, Any]) -> Any:
     return tasks
 
 
+def train_distributed(config: Any, resume: bool, overwrite: bool) -> list[dict[str, Any]] | None:
+    """This process's part of a run a launcher started as several (torchrun): rank 0 trains
+    and returns the metrics, the others follow it and return None."""
+    from toolgym.training.builders import build_follower, check_distributed
+    from toolgym.training.distributed import join, leave
+    from toolgym.training.learner import follow
+    from toolgym.training.trainer import Trainer
+
+    check_distributed(config)
+    ranks = join(config.device, config.distributed.timeout_s)
+    try:
+        if not ranks.leader:
+            follow(build_follower(config, ranks), ranks)
+            return None
+        return Trainer(config, ranks=ranks).run(resume=resume, overwrite=overwrite)
+    finally:
+        leave()
+
+
 def train_command(
     config_path: Path | None, overrides: list[str], resume: Path | None, overwrite: bool = False
 ) -> int:
@@ -127,6 +146,7 @@ def train_command(
     from toolgym.config import load_config
     from toolgym.errors import ConfigError, one_line
     from toolgym.training.config import TrainConfig
+    from toolgym.training.distributed import launched
     from toolgym.training.trainer import Trainer
 
     if resume is not None:
@@ -141,10 +161,15 @@ def train_command(
             raise ConfigError(f"{saved}: not a valid run config ({one_line(exc, 200)})") from None
     else:
         config = with_model_env_settings(load_config(TrainConfig, config_path, overrides))
-    trainer = Trainer(config)
-    metrics = trainer.run(
-        resume=resume is not None, overwrite=overwrite
-    )  # closes the trainer's runtime
+    if launched():
+        metrics = train_distributed(config, resume is not None, overwrite)
+        if metrics is None:  # a follower rank: the leader reports
+            return 0
+    else:
+        trainer = Trainer(config)
+        metrics = trainer.run(
+            resume=resume is not None, overwrite=overwrite
+        )  # closes the trainer's runtime
     policy = Path(config.run_dir) / "policy"
     if not config.envs and policy.is_dir():  # `toolgym eval --model RUN/policy` prompts alike
         from toolgym.cli.env_settings import write_env_settings
