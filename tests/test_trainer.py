@@ -60,6 +60,7 @@ def test_a_short_run_logs_every_phase(tool_calling_model_dir, tmp_path):
         "train/entropy",
         "time/rollout_s",
         "time/update_s",
+        "time/sync_s",
     ):
         assert key in metrics[0], key
     assert "eval/success" in metrics[1] and "eval/success" not in metrics[0]

@@ -242,8 +242,9 @@ class Trainer:
         )
         groups = self.runtime.run(self.groups.build(context))
         record = self.runtime.run(self.learn(groups, time.perf_counter() - t0))
+        t1 = time.perf_counter()
         self.sync()
-        return record
+        return record | {"time/sync_s": time.perf_counter() - t1}
 
     async def learn(self, groups: list[TrajectoryGroup], rollout_s: float) -> dict[str, Any]:
         """Score the groups (on the loop), compute advantages and update the policy (in a
