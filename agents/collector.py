@@ -26,20 +26,20 @@ from toolgym.agents.engines.base import Engine
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import Prefix, RolloutConfig, run_pooled
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
-from toolgym.envs.pool import EnvPool
+from toolgym.envs.pool import Pool
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.tasks import TaskDraw
 from toolgym.errors import RunFailedError, one_line
 
-PoolSource = Callable[[EnvRef], EnvPool]
+PoolSource = Callable[[EnvRef], Pool]
 """The pool that runs a referenced env's episodes (the runtime's `pool_for`)."""
 
 
-def pools_of(*pools: EnvPool) -> PoolSource:
+def pools_of(*pools: Pool) -> PoolSource:
     """A pool source over pools already made, found by their env's name."""
     by_name = {p.name: p for p in pools}
 
-    def pool_for(env: EnvRef) -> EnvPool:
+    def pool_for(env: EnvRef) -> Pool:
         if env.name not in by_name:
             raise KeyError(f"no pool for env '{env.name}' (pools: {', '.join(by_name)})")
         return by_name[env.name]
@@ -218,7 +218,7 @@ class RolloutCollector:
             at += r.size
         return out
 
-    async def _run(self, episodes: list[tuple[EnvPool, dict[str, Any]]]) -> list[Trajectory]:
+    async def _run(self, episodes: list[tuple[Pool, dict[str, Any]]]) -> list[Trajectory]:
         """Every episode (a pool and run_pooled's arguments), at most `concurrency` at once."""
         limit = asyncio.Semaphore(self.concurrency)
         done: list[Trajectory] = []
@@ -231,7 +231,7 @@ class RolloutCollector:
                 else None
             )
 
-            async def one(pool: EnvPool, episode: dict[str, Any]) -> Trajectory:
+            async def one(pool: Pool, episode: dict[str, Any]) -> Trajectory:
                 async with limit:
                     traj = await run_pooled(
                         pool, self.engine, self.renderer, self.config, **episode

@@ -31,7 +31,7 @@ from toolgym.agents.engines.base import Engine, KeepsEpisodeContext, SamplingPar
 from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.trajectory import EpisodeEnd, Step, Trajectory
-from toolgym.envs.pool import EnvPool
+from toolgym.envs.pool import Pool
 from toolgym.tools.text import clean_messages
 
 
@@ -116,7 +116,7 @@ class _EpisodeKey:
     __slots__ = ()
 
 
-async def run_pooled(pool: EnvPool, engine: Engine, renderer: ChatRenderer, config: RolloutConfig,
+async def run_pooled(pool: Pool, engine: Engine, renderer: ChatRenderer, config: RolloutConfig,
                      **episode: Any) -> Trajectory:  # fmt: skip
     """`run_episode` on an instance from `pool`: given back after the episode, or retired
     (closed, not reused) when it failed or the episode timed out."""

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from toolgym.agents.writer import EngineWriter
-from toolgym.envs.pool import EnvPool
+from toolgym.envs.pool import EnvPool, Pool
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.registration import make
 from toolgym.envs.resources import Resources
@@ -38,7 +38,7 @@ class Runtime:
         self.providers.update(providers or {})
         self._loop: asyncio.AbstractEventLoop | None = None
         self.resources = Resources(self.providers)
-        self.pools: dict[str, EnvPool] = {}
+        self.pools: dict[str, Pool] = {}
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -62,21 +62,25 @@ class Runtime:
             raise RuntimeError("Runtime.run called by a coroutine on the run's loop: await it")
         return asyncio.run_coroutine_threadsafe(_awaited(coro), loop).result()
 
-    def pool_for(self, env: EnvRef) -> EnvPool:
+    def pool_for(self, env: EnvRef) -> Pool:
         """The pool of the env `env` names (built by `make(env.env_id, **env.kwargs)`), made
         on first use; a name already taken by another env is refused."""
         pool = self.pools.get(env.name)
         if pool is None:
-            arguments = dict(env.kwargs)
-            pool = EnvPool(
-                lambda: make(env.env_id, **arguments), self.resources, name=env.name,
-                env_id=env.env_id, kwargs=arguments,
-            )  # fmt: skip
+            pool = self.make_pool(env)
             pool.prime()  # an env that cannot be built stops the run here, saying why
             self.pools[env.name] = pool
         elif pool.ref != env:
             raise ValueError(f"env name '{env.name}' is taken by {pool.ref}; asked for {env}")
         return pool
+
+    def make_pool(self, env: EnvRef) -> Pool:
+        """A pool of the env in this process, its instances sharing the runtime's resources."""
+        arguments = dict(env.kwargs)
+        return EnvPool(
+            lambda: make(env.env_id, **arguments), self.resources, name=env.name,
+            env_id=env.env_id, kwargs=arguments,
+        )  # fmt: skip
 
     def close(self) -> None:
         """Close the pools, the shared resources and the loop (safe to call twice)."""

@@ -9,12 +9,31 @@ built when needed. Every instance the pool builds shares the pool's `Resources`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from toolgym.envs.core import Env
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.resources import Resources, close_quietly
 from toolgym.errors import EnvBuildError, ToolgymError
+
+
+class Pool(Protocol):
+    """What an episode runs on: live instances of one env, lent and given back. `EnvPool`
+    keeps them in this process; a runtime may keep them elsewhere (agents/ray_envs.py)."""
+
+    name: str
+    env_id: str
+    ref: EnvRef
+
+    def prime(self) -> None: ...
+
+    async def acquire(self) -> Any: ...
+
+    def release(self, env: Any) -> None: ...
+
+    async def retire(self, env: Any) -> None: ...
+
+    async def aclose(self) -> None: ...
 
 
 class EnvPool:

@@ -16,6 +16,7 @@ from toolgym.agents.engines import Capabilities, PolicyEngine, engine_class, pol
 from toolgym.agents.loading import check_model_dir, is_vision_model, load_model, load_tokenizer
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.render_vision import make_renderer
+from toolgym.agents.runtime import Runtime
 from toolgym.agents.vision import ImageEncoder
 from toolgym.envs.tasks import TaskSource
 from toolgym.errors import ConfigError, one_line
@@ -108,6 +109,15 @@ def shard_trained(model: Any, reference: Any | None) -> None:
     shard(model)
     if reference is not None:
         shard(reference)
+
+
+def build_runtime(config: TrainConfig) -> Runtime:
+    """The run's runtime: env pools in this process, or Ray actors when ray.address is set."""
+    if config.ray.address is None:
+        return Runtime()
+    from toolgym.agents.ray_envs import RayRuntime
+
+    return RayRuntime(config.ray.address, config.ray.env_actors, config.ray.env_cpus)
 
 
 def build_model(config: TrainConfig, precision: Precision) -> Any:

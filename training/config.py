@@ -204,6 +204,17 @@ class DistributedSection(ConfigModel):
     comes after the step's episodes are played) before the run fails instead of hanging."""
 
 
+class RaySection(ConfigModel):
+    address: str | None = None
+    """The Ray cluster the env actors run on: auto (the one `ray start` runs on this
+    machine), ADDR (host:port of its head), or local (start one in this process); none: envs
+    run in this process. Needs `pip install 'toolgym[dist]'`."""
+    env_actors: int = Field(2, ge=1)
+    """Ray actors per env, each keeping instances of it and their shared resources."""
+    env_cpus: float = Field(0.5, gt=0)
+    """CPUs Ray reserves for each env actor (a fraction shares a core)."""
+
+
 class EvalSection(ConfigModel):
     every_steps: int = Field(5, ge=1)
     """Evaluate after every this many training steps, and after the last."""
@@ -286,6 +297,8 @@ class TrainConfig(ConfigModel):
     """What generates the rollouts."""
     lora: LoraSection = Field(default_factory=LoraSection)
     """Low-rank adapters instead of full fine-tuning."""
+    ray: RaySection = Field(default_factory=RaySection)
+    """Env pools as Ray actors across a cluster's nodes (agents/ray_envs.py)."""
     distributed: DistributedSection = Field(default_factory=DistributedSection)
     """A run launched as several processes (`torchrun --nproc-per-node N -m toolgym train`):
     the weights are sharded across them (FSDP2), rank 0 plays the episodes."""

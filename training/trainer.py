@@ -65,6 +65,7 @@ from toolgym.training.builders import (
     build_groups,
     build_parts,
     build_reward_stage,
+    build_runtime,
     check_engine,
 )
 from toolgym.training.config import EnvSection, TrainConfig
@@ -107,7 +108,7 @@ class Trainer:
         if Path(config.run_dir).exists() and not Path(config.run_dir).is_dir():
             raise ConfigError(f"run_dir {config.run_dir} is a file; give a directory for the run")
         self.config = config
-        self.runtime = runtime or Runtime()
+        self.runtime = runtime or build_runtime(config)
         # every env is built once before any model loads: a bad id, argument or value stops
         # the run here with its reason (and the instance serves the first episode)
         try:

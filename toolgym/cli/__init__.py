@@ -325,11 +325,19 @@ def train(
     overwrite: Annotated[
         bool, typer.Option(help="Start over in a run directory that holds a run (deletes it).")
     ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the env pools as Ray actors on this cluster: auto, HOST:PORT or local "
+            "(sets ray.address; needs pip install 'toolgym[dist]')."
+        ),
+    ] = None,
 ) -> None:
     """Train a policy with GRPO / RLOO / GiGPO on an env (see training/config.py)."""
     from toolgym.cli.train import train_command
 
-    raise typer.Exit(train_command(config, overrides or [], resume, overwrite))
+    given = [*(overrides or []), *([f"ray.address={ray_address}"] if ray_address else [])]
+    raise typer.Exit(train_command(config, given, resume, overwrite, ray_address))
 
 
 @app.command("plot")

@@ -137,8 +137,13 @@ def train_distributed(config: Any, resume: bool, overwrite: bool) -> list[dict[s
 
 
 def train_command(
-    config_path: Path | None, overrides: list[str], resume: Path | None, overwrite: bool = False
+    config_path: Path | None,
+    overrides: list[str],
+    resume: Path | None,
+    overwrite: bool = False,
+    ray_address: str | None = None,
 ) -> int:
+    """`ray_address`: also for a resumed run, whose other settings are its saved ones."""
     import json
 
     from pydantic import ValidationError
@@ -157,6 +162,10 @@ def train_command(
             config = TrainConfig.model_validate(
                 {**json.loads(saved.read_text()), "run_dir": str(resume)}
             )
+            if ray_address is not None:
+                config = config.model_copy(
+                    update={"ray": config.ray.model_copy(update={"address": ray_address})}
+                )
         except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValidationError) as exc:
             raise ConfigError(f"{saved}: not a valid run config ({one_line(exc, 200)})") from None
     else:

@@ -1,0 +1,89 @@
+"""Env pools as Ray actors, on a local Ray cluster of 2 CPUs started by the test: the
+quickstart trains through them, and an actor killed mid-run costs only its episodes in flight."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from tests.conftest import FIXTURES, ROOT
+from toolgym.config import load_config
+from toolgym.training.config import TrainConfig
+from toolgym.training.trainer import Trainer
+
+ray = pytest.importorskip("ray", reason="Ray is the dist extra; `make install` installs it")
+from toolgym.agents.ray_envs import RayEnvPool, RayRuntime  # noqa: E402
+
+RECIPE = ROOT / "configs" / "maze_gigpo.yaml"
+MAZE = {"size": 2, "n_doors": 0, "max_turns": 6, "invalid_action_reward": -0.2}
+SETTINGS = ["rollout.tasks_per_step=8", "optim.minibatches=2", "optim.micro_batch_size=8",
+            "eval.episodes=8", "tensorboard=false"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray instance whose workers import the fixture envs."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(FIXTURES), os.environ.get("PYTHONPATH")) if p
+    )
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def steps_of(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_the_quickstart_trains_through_ray_env_actors(cluster, quickstart_run, tmp_path):
+    config = load_config(
+        TrainConfig, RECIPE,
+        [f"model={quickstart_run[0] / 'sft'}", f"run_dir={tmp_path}", "steps=2",
+         "ray.address=local", "ray.env_actors=2", *SETTINGS],
+    )  # fmt: skip
+    runtime = RayRuntime("local", env_actors=2, env_cpus=0.5)
+    pool = runtime.pool_for(config.env.ref)
+    assert isinstance(pool, RayEnvPool) and len(pool.hosts) == 2
+    metrics = Trainer(config, runtime=runtime).run()
+    assert [m["step"] for m in metrics] == [0, 1]
+    assert all(m["rollout/masked"] == 0 for m in metrics) and metrics[-1]["eval/success"] > 0
+    assert pool.lent >= 2 * 32 + 8  # every training and eval episode ran on an actor
+    assert pool.load == [0, 0]  # each instance came back
+
+
+@pytest.mark.timeout(600)
+def test_an_env_actor_killed_mid_run_costs_its_episodes_in_flight_and_the_run_goes_on(
+    cluster, quickstart_run, tmp_path
+):
+    slow = {**MAZE, "tool_s": 0.3}
+    config = load_config(
+        TrainConfig, RECIPE,
+        [f"model={quickstart_run[0] / 'sft'}", f"run_dir={tmp_path}", "steps=3",
+         "env.id=fixture_envs:fixture/SlowMaze-v0", f"env.kwargs={slow}", *SETTINGS],
+    )  # fmt: skip
+    runtime = RayRuntime("local", env_actors=2, env_cpus=0.5)
+    pool = runtime.pool_for(config.env.ref)
+    trainer = Trainer(config, runtime=runtime)
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(trainer.run()))
+    thread.start()
+    deadline = time.monotonic() + 300
+    metrics = tmp_path / "metrics.jsonl"
+    # once step 0 is logged, wait for step 1's episodes to be in flight on actor 0
+    while not (metrics.exists() and metrics.read_text().strip() and pool.load[0] > 2):
+        assert time.monotonic() < deadline and thread.is_alive()
+        time.sleep(0.05)
+    in_flight = pool.load[0]
+    ray.kill(pool.hosts[0], no_restart=False)  # Ray restarts it
+    thread.join(timeout=300)
+    assert not thread.is_alive() and done, "the run did not finish"
+    rows = steps_of(tmp_path)
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    masked = [r["rollout/masked"] for r in rows]
+    assert masked[0] == 0 and 1 <= masked[1] <= in_flight  # only the killed actor's episodes
+    assert all("train/loss" in r for r in rows)  # the step with masked episodes still trained
+    assert masked[2] == 0 and rows[2]["rollout/success"] > 0  # the restarted actor serves
