@@ -127,3 +127,11 @@ def test_what_a_distributed_run_cannot_do_is_refused_before_anything_loads(tmp_p
     one_process = {"step": 1, "model": {}, "optimizer": {}, "rng": {}}
     with pytest.raises(checkpoint.CheckpointError, match="resume it in one process"):
         Leader(None, Ranks(0, 2, None)).restore(tmp_path, one_process)  # type: ignore[arg-type]
+
+
+def test_without_ray_the_ray_setting_says_how_to_install_it(monkeypatch):
+    from toolgym.agents.ray_envs import import_ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if it were not installed
+    with pytest.raises(ConfigError, match=r"install it with: pip install 'toolgym\[dist\]'"):
+        import_ray()
