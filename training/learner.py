@@ -10,6 +10,7 @@ nothing but `follow`.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -78,17 +79,16 @@ class Learner:
         if self.ppo.needs_proximal:
             batch = self.with_proximal(batch)
         self.model.train()
+        stop = optim.on_nonfinite == "stop"
         steps = []
-        for _ in range(optim.ppo_epochs):
-            for minibatch in batch.split(minibatch_size):
-                steps.append(self.optimizer_step(minibatch))
-                if steps[-1]["skipped"] and optim.on_nonfinite == "stop":
-                    break
-            if steps[-1]["skipped"] and optim.on_nonfinite == "stop":
+        passes = (batch.split(minibatch_size) for _ in range(optim.ppo_epochs))
+        for minibatch in itertools.chain.from_iterable(passes):
+            steps.append(self.optimizer_step(minibatch))
+            if stop and steps[-1]["skipped"]:
                 break
         self.model.eval()
         out = {k: float(np.mean([s[k] for s in steps])) for k in steps[0]}
-        out["stopped"] = float(bool(steps[-1]["skipped"]) and optim.on_nonfinite == "stop")
+        out["stopped"] = float(stop and bool(steps[-1]["skipped"]))
         out["tokens"] = float(batch.loss_mask.sum())
         out["lr"] = lr
         return out
