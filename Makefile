@@ -44,3 +44,4 @@ bench: install system-deps
 	$(PYTHON) bench/sandbox_pool.py
 	$(PYTHON) bench/gui_step.py
 	$(PYTHON) bench/vision_rollout.py
+	$(PYTHON) bench/scaleout.py
