@@ -77,13 +77,14 @@ def test_an_env_actor_killed_mid_run_costs_its_episodes_in_flight_and_the_run_go
     while not (metrics.exists() and metrics.read_text().strip() and pool.load[0] > 2):
         assert time.monotonic() < deadline and thread.is_alive()
         time.sleep(0.05)
-    in_flight = pool.load[0]
     ray.kill(pool.hosts[0], no_restart=False)  # Ray restarts it
     thread.join(timeout=300)
     assert not thread.is_alive() and done, "the run did not finish"
     rows = steps_of(tmp_path)
     assert [r["step"] for r in rows] == [0, 1, 2]
     masked = [r["rollout/masked"] for r in rows]
-    assert masked[0] == 0 and 1 <= masked[1] <= in_flight  # only the killed actor's episodes
+    # a step's 32 episodes start together and are dealt to the least-loaded actor, 16 each:
+    # only the killed actor's can fail
+    assert masked[0] == 0 and 1 <= masked[1] <= 16
     assert all("train/loss" in r for r in rows)  # the step with masked episodes still trained
     assert masked[2] == 0 and rows[2]["rollout/success"] > 0  # the restarted actor serves
