@@ -160,10 +160,6 @@ class RayEnvPool:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.hosts[env.host].retire.remote(env.lease), self.timeout_s)
 
-    async def built(self) -> list[int]:
-        """How many instances each actor has built (a restarted actor counts afresh)."""
-        return list(await asyncio.gather(*(h.built.remote() for h in self.hosts)))
-
     async def aclose(self) -> None:
         ray = import_ray()
         for host in self.hosts:

@@ -135,3 +135,18 @@ def test_without_ray_the_ray_setting_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if it were not installed
     with pytest.raises(ConfigError, match=r"install it with: pip install 'toolgym\[dist\]'"):
         import_ray()
+
+
+def test_damaged_shards_stop_a_resume_with_one_line_naming_their_folder(tmp_path):
+    model = torch.nn.Linear(4, 4)
+    optimizer = torch.optim.AdamW(model.parameters())
+    name = checkpoint.save_shards(tmp_path, 3, model, optimizer)
+    folder = tmp_path / name
+    shard = next(folder.glob("*.distcp"))
+    shard.write_bytes(shard.read_bytes()[:100])  # truncated on a bad disk
+    state = {"step": 3, "shards": name, "rng": {}}
+    with pytest.raises(checkpoint.CheckpointError, match="step-3: its shards cannot be read"):
+        checkpoint.restore_weights(tmp_path, state, model, optimizer)
+    (folder / ".metadata").unlink()
+    with pytest.raises(checkpoint.CheckpointError, match=r"no complete shards there"):
+        checkpoint.restore_weights(tmp_path, state, model, optimizer)

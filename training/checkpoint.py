@@ -98,11 +98,13 @@ def restore_weights(
     the file, or from the shards it names (written by any number of ranks, read by any)."""
     path = run_dir / FILE
     try:
-        if "shards" in state:
+        if "shards" in state:  # a CheckpointError from here names the shards' folder
             load_shards(run_dir / state["shards"], model, optimizer)
         else:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
+    except CheckpointError:
+        raise
     except (RuntimeError, ValueError, KeyError, OSError) as exc:
         raise CheckpointError(
             f"{path}: its states do not fit this model: {one_line(exc)}"
@@ -139,8 +141,17 @@ def load_shards(folder: Path, model: Any, optimizer: torch.optim.Optimizer) -> N
 
     if not (folder / ".metadata").is_file():
         raise CheckpointError(f"{folder}: no complete shards there (no .metadata)")
+    from torch.distributed.checkpoint.api import CheckpointException
+
     model_state, optimizer_state = get_state_dict(model, optimizer)
-    load_distributed({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=folder)
+    try:
+        load_distributed({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=folder)
+    except CheckpointException as exc:  # a BaseException: the ranks' reading failures
+        errors = [f[0] if isinstance(f, tuple) else f for f in exc.failures.values()]
+        causes = [one_line(f"{type(e).__name__}: {e}", 200) for e in errors]
+        raise CheckpointError(
+            f"{folder}: its shards cannot be read ({'; '.join(causes)})"
+        ) from None
     set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state)
 
 

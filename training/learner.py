@@ -29,16 +29,14 @@ from toolgym.training.distributed import Ranks, all_sum, micro_batches
 from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
 from toolgym.training.optim_step import optimizer_step
 from toolgym.training.schedule import lr_factor
+from toolgym.training.weight_sync import TrainedWeights
 
 
-class Learns(Protocol):
-    """What the trainer asks of its learner, in one process or as a distributed run's leader."""
+class Learns(TrainedWeights, Protocol):
+    """What the trainer asks of its learner, in one process or as a distributed run's leader
+    (a weight sync reads its weights as `TrainedWeights`)."""
 
     def update(self, batch: TokenBatch, step: int) -> dict[str, float]: ...
-
-    def full_state_dict(self) -> dict[str, torch.Tensor]: ...
-
-    def save_adapter(self, path: Path) -> None: ...
 
     def weights_state(self, run_dir: Path, step: int) -> dict[str, Any]: ...
 
