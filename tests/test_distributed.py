@@ -31,7 +31,14 @@ SETTINGS = [
     "loss.kl_coef=0.01", "loss.mode=decoupled", "eval.episodes=8", "tensorboard=false",
 ]  # fmt: skip
 TOLERANCE = 1e-4
-"""Relative: the ranks sum their shares of a loss in another order than one process does."""
+"""Relative, for the first step: the ranks sum their shares of a gradient in another order
+than one process does."""
+DRIFT = 2e-2
+"""Relative, for later steps: AdamW scales every gradient to a step of about lr, so a
+gradient that sums to nearly zero, whose sign the summation order can flip, moves its weight
+as far as any other; the weights drift apart a little with each update (0.2% in a gradient
+norm after one step on one CI machine, under 0.01% on another). That the optimizer states
+survive a resume exactly is checked on its own, below."""
 
 
 def run_ranks(n: int, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -54,8 +61,9 @@ def losses(run_dir: Path) -> dict[int, tuple[float, float, float]]:
     }
 
 
-def close(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    return all(x == pytest.approx(y, rel=TOLERANCE, abs=1e-6) for x, y in zip(a, b, strict=True))
+def close(a: tuple[float, ...], b: tuple[float, ...], step: int) -> bool:
+    rel = TOLERANCE if step == 0 else DRIFT
+    return all(x == pytest.approx(y, rel=rel, abs=1e-6) for x, y in zip(a, b, strict=True))
 
 
 @pytest.mark.timeout(1200)  # with the quickstart it starts from, when it runs first
@@ -85,7 +93,7 @@ def test_two_ranks_train_as_one_process_and_one_process_resumes_their_shards(
     trained = losses(two)
     assert sorted(trained) == [0, 1]
     for step in (0, 1):  # same episodes, same losses and gradient norms
-        assert close(trained[step], expected[step]), (step, trained[step], expected[step])
+        assert close(trained[step], expected[step], step), (step, trained[step], expected[step])
     state = checkpoint.read(two / checkpoint.FILE)
     assert state["step"] == 2 and state["shards"] == "checkpoint_shards/step-2"
     assert "model" not in state and (two / state["shards"] / ".metadata").is_file()
@@ -99,7 +107,7 @@ def test_two_ranks_train_as_one_process_and_one_process_resumes_their_shards(
     )
     Trainer(config).run(resume=True)
     resumed = losses(two)
-    assert sorted(resumed) == [0, 1, 2] and close(resumed[2], expected[2])
+    assert sorted(resumed) == [0, 1, 2] and close(resumed[2], expected[2], 2)
 
 
 def test_each_rank_gets_its_share_of_every_micro_batch_and_as_many_passes():
@@ -135,6 +143,29 @@ def test_without_ray_the_ray_setting_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if it were not installed
     with pytest.raises(ConfigError, match=r"install it with: pip install 'toolgym\[dist\]'"):
         import_ray()
+
+
+def test_shards_give_back_the_weights_and_optimizer_states_they_were_written_from(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    for _ in range(2):  # moments and a step count that a fresh optimizer lacks
+        model(torch.randn(3, 4)).square().sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    name = checkpoint.save_shards(tmp_path, 2, model, optimizer)
+
+    fresh = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+    fresh_optimizer = torch.optim.AdamW(fresh.parameters(), lr=0.1)
+    state = {"step": 2, "shards": name, "rng": {}}
+    checkpoint.restore_weights(tmp_path, state, fresh, fresh_optimizer)
+    for a, b in zip(model.parameters(), fresh.parameters(), strict=True):
+        assert torch.equal(a, b)
+    saved, restored = optimizer.state_dict()["state"], fresh_optimizer.state_dict()["state"]
+    assert sorted(saved) == sorted(restored) == [0, 1, 2, 3]
+    for key in saved:
+        for field in ("step", "exp_avg", "exp_avg_sq"):
+            assert torch.equal(saved[key][field], restored[key][field]), (key, field)
 
 
 def test_damaged_shards_stop_a_resume_with_one_line_naming_their_folder(tmp_path):
