@@ -22,23 +22,14 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from toolgym.agents.actor_load import ActorLoad
+from toolgym.agents.ray_cluster import connect, import_ray
 from toolgym.agents.runtime import Runtime
 from toolgym.envs.pool import EnvPool
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.registration import make
 from toolgym.envs.tasks import TaskSource
-from toolgym.errors import ConfigError, EnvBuildError, one_line
-
-INSTALL = "pip install 'toolgym[dist]'"
-
-
-def import_ray() -> Any:
-    """Ray, or a ConfigError that says how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(f"Ray is not installed; install it with: {INSTALL}") from None
-    return ray
+from toolgym.errors import EnvBuildError, one_line
 
 
 class EnvHost:
@@ -101,7 +92,9 @@ class RemoteEnv:
         return await self.pool.hosts[self.host].reset.remote(self.lease, seed, options)
 
     async def astep(self, action: str) -> Any:
-        return await self.pool.hosts[self.host].step.remote(self.lease, action)
+        result = await self.pool.hosts[self.host].step.remote(self.lease, action)
+        self.pool.usage.count(self.host)
+        return result
 
     def task_source(self) -> TaskSource:
         """The env's task source, from its actor (blocking: asked once, when a run starts)."""
@@ -121,8 +114,8 @@ class RayEnvPool:
             num_cpus=cpus, max_restarts=-1, max_task_retries=0, max_concurrency=1000
         )
         self.hosts = [host.remote(ref.env_id, dict(ref.kwargs), ref.name) for _ in range(actors)]
-        self.load = [0] * actors
-        """Instances each actor has lent and not had back."""
+        self.usage = ActorLoad(actors, f"env_{ref.name}", "steps")
+        """Instances each actor has lent and not had back (`in_flight`), and its steps."""
         self.lent = 0
         """Instances lent so far, over all actors."""
 
@@ -137,28 +130,32 @@ class RayEnvPool:
             raise EnvBuildError(f"env '{self.env_id}' on Ray actors: {cause}") from None
 
     async def acquire(self) -> RemoteEnv:
-        host = min(range(len(self.hosts)), key=self.load.__getitem__)
-        self.load[host] += 1
+        host = self.usage.least_loaded()
+        self.usage.start(host)
         try:
             lease = await asyncio.wait_for(
                 self.hosts[host].acquire.remote(), self.timeout_s
             )  # fmt: skip
         except BaseException:
-            self.load[host] -= 1
+            self.usage.end(host)
             raise
         self.lent += 1
         return RemoteEnv(self, host, lease)
 
     def release(self, env: Any) -> None:
-        self.load[env.host] -= 1
+        self.usage.end(env.host)
         self.hosts[env.host].release.remote(env.lease)
 
     async def retire(self, env: Any) -> None:
         """Drop a failed instance; its actor may be dead or restarted, so a failure to reach
         it only means there is nothing left to close."""
-        self.load[env.host] -= 1
+        self.usage.end(env.host)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.hosts[env.host].retire.remote(env.lease), self.timeout_s)
+
+    def actor_metrics(self) -> dict[str, float]:
+        """Each actor's steps/s, most instances lent at once, and idle share (none lent)."""
+        return self.usage.window()
 
     async def aclose(self) -> None:
         ray = import_ray()
@@ -182,13 +179,7 @@ class RayRuntime(Runtime):
         providers: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         super().__init__(providers)
-        ray = import_ray()
-        if not ray.is_initialized():
-            ray.init(
-                address=None if address == "local" else address,
-                include_dashboard=False,
-                log_to_driver=False,
-            )
+        connect(address)
         self.env_actors, self.env_cpus = env_actors, env_cpus
 
     def make_pool(self, env: EnvRef) -> Any:

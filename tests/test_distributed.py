@@ -138,7 +138,7 @@ def test_what_a_distributed_run_cannot_do_is_refused_before_anything_loads(tmp_p
 
 
 def test_without_ray_the_ray_setting_says_how_to_install_it(monkeypatch):
-    from toolgym.agents.ray_envs import import_ray
+    from toolgym.agents.ray_cluster import import_ray
 
     monkeypatch.setitem(sys.modules, "ray", None)  # as if it were not installed
     with pytest.raises(ConfigError, match=r"install it with: pip install 'toolgym\[dist\]'"):

@@ -52,7 +52,7 @@ def test_the_quickstart_trains_through_ray_env_actors(cluster, quickstart_run, t
     assert [m["step"] for m in metrics] == [0, 1]
     assert all(m["rollout/masked"] == 0 for m in metrics) and metrics[-1]["eval/success"] > 0
     assert pool.lent >= 2 * 32 + 8  # every training and eval episode ran on an actor
-    assert pool.load == [0, 0]  # each instance came back
+    assert pool.usage.in_flight == [0, 0]  # each instance came back
 
 
 @pytest.mark.timeout(600)
@@ -74,7 +74,7 @@ def test_an_env_actor_killed_mid_run_costs_its_episodes_in_flight_and_the_run_go
     deadline = time.monotonic() + 300
     metrics = tmp_path / "metrics.jsonl"
     # once step 0 is logged, wait for step 1's episodes to be in flight on actor 0
-    while not (metrics.exists() and metrics.read_text().strip() and pool.load[0] > 2):
+    while not (metrics.exists() and metrics.read_text().strip() and pool.usage.in_flight[0] > 2):
         assert time.monotonic() < deadline and thread.is_alive()
         time.sleep(0.05)
     ray.kill(pool.hosts[0], no_restart=False)  # Ray restarts it
