@@ -171,6 +171,8 @@ def check_engine(config: TrainConfig) -> None:
             f"mode=async generates while the trainer updates, and engine.kind={kind} can only "
             "share the trained model: use an engine that takes weights (hf, vllm, openai)"
         )
+    if config.ray.engine_actors:
+        check_engine_actors(config, declared)
     for setting in declared.requires:
         if not config.engine.model_dump().get(setting):
             raise ConfigError(f"engine.kind={kind} needs engine.{setting}")
@@ -178,6 +180,23 @@ def check_engine(config: TrainConfig) -> None:
         raise ConfigError(
             f"{config.model} is a vision-language model and engine.kind={kind} generates from "
             "text alone: use engine.kind=hf"
+        )
+
+
+def check_engine_actors(config: TrainConfig, declared: Capabilities) -> None:
+    """Engine actors run an engine that loads the model itself and takes full weights."""
+    kind = config.engine.kind
+    if config.ray.address is None:
+        raise ConfigError("ray.engine_actors needs a Ray cluster: set ray.address")
+    if not declared.full_weights:
+        raise ConfigError(
+            f"ray.engine_actors run engines that load the model and take its weights; "
+            f"engine.kind={kind} cannot: use hf or vllm (a server is given by engine.base_url)"
+        )
+    if is_vision_model(config.model):
+        raise ConfigError(
+            f"{config.model} is a vision-language model: engine actors generate from text "
+            "alone; set ray.engine_actors=0"
         )
 
 
@@ -205,6 +224,15 @@ def build_engine(
     of its own when it generates while the trainer updates (async) or the trained ones are
     sharded (`distributed`)."""
     kind = config.engine.kind
+    if config.ray.engine_actors:
+        from toolgym.agents.ray_engines import RayEngines
+
+        ray = config.ray
+        return RayEngines(
+            config.model, kind=kind, actors=ray.engine_actors, cpus=ray.engine_cpus,
+            gpus=ray.engine_gpus, seed=config.seed, address=ray.address or "local",
+            timeout_s=ray.timeout_s,
+        )  # fmt: skip
     return policy_engine(
         kind, model=model, tokenizer=tokenizer, model_path=config.model, seed=config.seed,
         base_url=config.engine.base_url, served_model=config.engine.served_model,

@@ -206,13 +206,25 @@ class DistributedSection(ConfigModel):
 
 class RaySection(ConfigModel):
     address: str | None = None
-    """The Ray cluster the env actors run on: auto (the one `ray start` runs on this
+    """The Ray cluster the env and engine actors run on: auto (the one `ray start` runs on this
     machine), ADDR (host:port of its head), or local (start one in this process); none: envs
     run in this process. Needs `pip install 'toolgym[dist]'`."""
     env_actors: int = Field(2, ge=1)
     """Ray actors per env, each keeping instances of it and their shared resources."""
     env_cpus: float = Field(0.5, gt=0)
     """CPUs Ray reserves for each env actor (a fraction shares a core)."""
+    engine_actors: int = Field(0, ge=0)
+    """Ray actors that generate, each running an engine.kind engine (hf, or vllm on a GPU)
+    on its own copy of the weights, which every sync sends them; 0: the engine runs in the
+    trainer's process."""
+    engine_cpus: float = Field(1.0, gt=0)
+    """CPUs Ray reserves for each engine actor."""
+    engine_gpus: float = Field(0.0, ge=0)
+    """GPUs Ray reserves for each engine actor (a fraction shares one)."""
+    timeout_s: float = Field(600.0, gt=0)
+    """The longest an engine actor may take to start, answer a request or load weights
+    before it counts as lost: the request goes to another actor, and a run whose actors are
+    all lost fails saying so instead of hanging."""
 
 
 class EvalSection(ConfigModel):

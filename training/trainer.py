@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from toolgym.agents.actor_load import ReportsActors
 from toolgym.agents.collector import (
     BranchRequest,
     GroupRequest,
@@ -278,12 +279,23 @@ class Trainer:
             "adv/nonzero": float((np.abs(flat) > 1e-8).mean()),
             "groups/filtered": float(sum(not self.trains_on(g) for g in groups)),
             **self.builder_metrics(),
+            **self.actor_metrics(),
             **{f"train/{k}": v for k, v in train_metrics.items()},
             "perf/update_tokens_per_s": train_metrics.get("tokens", 0.0) / max(t3 - t2, 1e-9),
             "perf/peak_memory_gb": peak_memory_gb(self.precision.device),
             "time/rollout_s": rollout_s,
             "time/advantage_s": t2 - t1,
             "time/update_s": t3 - t2,
+        }
+
+    def actor_metrics(self) -> dict[str, float]:
+        """What the engine and env actors did since the previous step (Ray runs)."""
+        parts = [self.engine, *self.runtime.pools.values()]
+        return {
+            k: v
+            for p in parts
+            if isinstance(p, ReportsActors)
+            for k, v in p.actor_metrics().items()
         }
 
     def builder_metrics(self) -> dict[str, float]:

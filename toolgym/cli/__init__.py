@@ -328,7 +328,8 @@ def train(
     ray_address: Annotated[
         str | None,
         typer.Option(
-            help="Run the env pools as Ray actors on this cluster: auto, HOST:PORT or local "
+            help="Run the env pools (and ray.engine_actors) as Ray actors on this cluster: auto, "
+            "HOST:PORT or local "
             "(sets ray.address; needs pip install 'toolgym[dist]')."
         ),
     ] = None,
