@@ -89,6 +89,9 @@ class EngineHost:
     def ready(self) -> bool:
         return True
 
+    def holds(self) -> int:
+        return self.weights
+
     async def close(self) -> None:
         await self.engine.aclose()
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -123,6 +126,7 @@ class RayEngines:
         self._state: Any = None
         """The object-store copy of the last weights sent (None: the model's own)."""
         self._adapters: dict[str, Files] = {}
+        self._restoring = [asyncio.Lock() for _ in self.hosts]
         self.restored = 0
         """Times an actor was sent the current weights after missing them (a restart)."""
         try:
@@ -140,18 +144,20 @@ class RayEngines:
         lost: dict[int, str] = {}
         for _ in range(2 * len(self.hosts) + 1):
             host = self.usage.least_loaded(avoid=lost)
+            asked = self.weights
             self.usage.start(host)
             try:
                 done = await self._call(
-                    self.hosts[host].generate, self.weights, prompt_ids, sampling, adapter
+                    self.hosts[host].generate, asked, prompt_ids, sampling, adapter
                 )
             except _Lost as exc:
                 lost[host] = f"engine actor {host}: {exc}"
                 continue
             finally:
                 self.usage.end(host)
-            if done is None:
-                await self._restore(host)
+            if done is None:  # it holds other weights: newer ones (a sync came between), or
+                if asked == self.weights:  # older (restarted): send it the current ones
+                    await self._restore(host)
                 continue
             self.usage.count(host, len(done.token_ids))
             return done
@@ -196,10 +202,14 @@ class RayEngines:
                 raise outcome  # the weights or an adapter do not load: the run must hear it
 
     async def _restore(self, host: int) -> None:
-        """Send actor `host` the current weights and adapters."""
-        self.restored += 1
+        """Send actor `host` the current weights and adapters, once however many requests
+        found it behind."""
         with contextlib.suppress(_Lost):  # lost again: the next request there finds it behind
-            await self._call(self.hosts[host].take, self.weights, self._state, self._adapters)
+            async with self._restoring[host]:
+                if await self._call(self.hosts[host].holds) == self.weights:
+                    return  # a request before this one restored it
+                self.restored += 1
+                await self._call(self.hosts[host].take, self.weights, self._state, self._adapters)
 
     async def _call(self, method: Any, *args: Any) -> Any:
         """`method.remote(*args)`, with a lost actor or a timeout raised as `_Lost`."""
