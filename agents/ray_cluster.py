@@ -3,6 +3,9 @@ missing, and joining the cluster a run names."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from toolgym.errors import ConfigError, one_line
@@ -36,3 +39,22 @@ def connect(address: str) -> Any:
                 f"cannot join the Ray cluster at {address}: {one_line(exc)}"
             ) from None
     return ray
+
+
+def restartable(cls: type, cpus: float, gpus: float = 0.0) -> Any:
+    """`cls` as a Ray actor class that Ray restarts whenever its process dies (calls in
+    flight then fail, never re-run), serving many calls at once."""
+    ray = import_ray()
+    return ray.remote(cls).options(
+        num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0, max_concurrency=1000
+    )
+
+
+async def close_actors(actors: Sequence[Any], timeout_s: float) -> None:
+    """Ask each actor to close what it holds, then end it for good (one already dead has
+    nothing left to close)."""
+    ray = import_ray()
+    for actor in actors:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(actor.close.remote(), timeout_s)
+        ray.kill(actor, no_restart=True)

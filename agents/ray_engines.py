@@ -27,7 +27,7 @@ import torch
 from toolgym.agents.actor_load import ActorLoad
 from toolgym.agents.engines import make_engine
 from toolgym.agents.engines.base import Capabilities, Completion, EngineError, SamplingParams
-from toolgym.agents.ray_cluster import connect, import_ray
+from toolgym.agents.ray_cluster import close_actors, connect, import_ray, restartable
 from toolgym.errors import ConfigError, one_line
 
 Files = dict[str, bytes]
@@ -114,10 +114,7 @@ class RayEngines:
         self.timeout_s = timeout_s
         self._files = ray.put(read_folder(Path(model)))
         """Kept while the actors live: Ray restarts one from these."""
-        host = ray.remote(EngineHost).options(
-            num_cpus=cpus, num_gpus=gpus, max_restarts=-1, max_task_retries=0,
-            max_concurrency=1000,
-        )  # fmt: skip
+        host = restartable(EngineHost, cpus, gpus)
         self.hosts = [host.remote(kind, self._files, seed + i) for i in range(actors)]
         self.usage = ActorLoad(actors, "engine", "tokens")
         self.policy_version = 0
@@ -185,11 +182,7 @@ class RayEngines:
         return self.usage.window() | {"ray/engine/restored": float(self.restored)}
 
     async def aclose(self) -> None:
-        ray = import_ray()
-        for host in self.hosts:
-            with contextlib.suppress(Exception):  # dead already: nothing left to close
-                await asyncio.wait_for(host.close.remote(), self.timeout_s)
-            ray.kill(host, no_restart=True)
+        await close_actors(self.hosts, self.timeout_s)
 
     # ----- the actors ------------------------------------------------------------------------
     async def _send(self, state: Any) -> None:

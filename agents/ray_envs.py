@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolgym.agents.actor_load import ActorLoad
-from toolgym.agents.ray_cluster import connect, import_ray
+from toolgym.agents.ray_cluster import close_actors, connect, import_ray, restartable
 from toolgym.agents.runtime import Runtime
 from toolgym.envs.pool import EnvPool
 from toolgym.envs.ref import EnvRef
@@ -107,12 +107,9 @@ class RayEnvPool:
     CPUs each (a fraction shares a core)."""
 
     def __init__(self, ref: EnvRef, actors: int, cpus: float, timeout_s: float = 60.0) -> None:
-        ray = import_ray()
         self.ref, self.name, self.env_id = ref, ref.name, ref.env_id
         self.timeout_s = timeout_s
-        host = ray.remote(EnvHost).options(
-            num_cpus=cpus, max_restarts=-1, max_task_retries=0, max_concurrency=1000
-        )
+        host = restartable(EnvHost, cpus)
         self.hosts = [host.remote(ref.env_id, dict(ref.kwargs), ref.name) for _ in range(actors)]
         self.usage = ActorLoad(actors, f"env_{ref.name}", "steps")
         """Instances each actor has lent and not had back (`in_flight`), and its steps."""
@@ -158,11 +155,7 @@ class RayEnvPool:
         return self.usage.window()
 
     async def aclose(self) -> None:
-        ray = import_ray()
-        for host in self.hosts:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(host.close.remote(), self.timeout_s)
-            ray.kill(host, no_restart=True)
+        await close_actors(self.hosts, self.timeout_s)
 
 
 class RayRuntime(Runtime):
