@@ -13,14 +13,10 @@ through its `pools` (the runtime's, in a run).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
-
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from toolgym.agents.engines.base import Engine
 from toolgym.agents.render import ChatRenderer
@@ -154,7 +150,7 @@ class RolloutCollector:
 
     Args:
         pools: the pool each request's env runs on (`Runtime.pool_for`, or `pools_of`).
-        progress: show a live bar (episodes, tokens/s, mean reward).
+        on_episode: sees each episode as it ends (the CLI's progress).
     """
 
     def __init__(
@@ -165,10 +161,10 @@ class RolloutCollector:
         pools: PoolSource,
         *,
         concurrency: int = 64,
-        progress: bool = False,
+        on_episode: Callable[[Trajectory], None] | None = None,
     ) -> None:
         self.engine, self.renderer, self.config, self.pools = engine, renderer, config, pools
-        self.concurrency, self.progress = concurrency, progress
+        self.concurrency, self.on_episode = concurrency, on_episode
         self.masked_total = 0
 
     async def collect(
@@ -221,35 +217,14 @@ class RolloutCollector:
     async def _run(self, episodes: list[tuple[Pool, dict[str, Any]]]) -> list[Trajectory]:
         """Every episode (a pool and run_pooled's arguments), at most `concurrency` at once."""
         limit = asyncio.Semaphore(self.concurrency)
-        done: list[Trajectory] = []
-        start = time.perf_counter()
-        bar = self._progress_bar() if self.progress else None
-        with bar or contextlib.nullcontext():
-            task = (
-                bar.add_task("rollouts", total=len(episodes), tokens_s=0.0, reward=0.0)
-                if bar
-                else None
-            )
 
-            async def one(pool: Pool, episode: dict[str, Any]) -> Trajectory:
-                async with limit:
-                    traj = await run_pooled(
-                        pool, self.engine, self.renderer, self.config, **episode
-                    )
-                done.append(traj)
-                if bar is not None and task is not None:
-                    s = summarize(done, time.perf_counter() - start)
-                    bar.update(task, advance=1, tokens_s=s.tokens_per_s, reward=s.mean_reward)
-                return traj
+        async def one(pool: Pool, episode: dict[str, Any]) -> Trajectory:
+            async with limit:
+                traj = await run_pooled(pool, self.engine, self.renderer, self.config, **episode)
+            if self.on_episode is not None:
+                self.on_episode(traj)
+            return traj
 
-            results = await asyncio.gather(*(one(pool, e) for pool, e in episodes))
+        results = await asyncio.gather(*(one(pool, e) for pool, e in episodes))
         self.masked_total += sum(t.masked for t in results)
         return list(results)
-
-    @staticmethod
-    def _progress_bar() -> Progress:
-        return Progress(
-            TextColumn("[bold]rollouts"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[tokens_s]:,.0f} tok/s"), TextColumn("reward {task.fields[reward]:.2f}"),
-            TimeElapsedColumn(), transient=True,
-        )  # fmt: skip

@@ -48,6 +48,7 @@ from toolgym.agents.server_protocol import (
 )
 from toolgym.agents.server_stream import ChoiceText, Job, stream
 from toolgym.agents.vision import ImageError, text_only
+from toolgym.http import serve
 from toolgym.log import get_logger
 from toolgym.tools.parsers import HermesParser
 from toolgym.tools.parsers.base import parse_safely
@@ -529,7 +530,4 @@ def serve_model(
     """Load the model and serve it until interrupted."""
     engine = HFEngine(model_dir, max_batch_size=max_batch_size)
     server = ModelServer(engine, served_model_name or str(model_dir), limits)
-    web.run_app(
-        server.app(), host=host, port=port, print=lambda msg: print(msg, flush=True),
-        handler_cancellation=True,  # a client that disconnects cancels its generation
-    )  # fmt: skip
+    serve(server.app(), host, port, announce=lambda msg: print(msg, flush=True))

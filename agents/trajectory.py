@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from toolgym.errors import ToolgymError, one_line
+from toolgym.errors import ConfigError, ToolgymError, one_line
 
 Message = dict[str, Any]
 R = TypeVar("R")
@@ -178,11 +178,22 @@ def write_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> Path:
 
 
 def read_jsonl(path: str | Path) -> list[Trajectory]:
-    return [
-        Trajectory.from_dict(json.loads(line))
-        for line in Path(path).read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    """The trajectories of a JSONL file (`write_jsonl`'s); a line that is not one is a
+    ConfigError naming the file and line (metrics.jsonl, say, given by mistake)."""
+    out = []
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(Trajectory.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError,
+                ValidationError) as exc:  # fmt: skip
+            raise ConfigError(
+                f"{path}:{number}: not a trajectory as toolgym writes them "
+                f"({one_line(f'{type(exc).__name__}: {exc}', 120)})"
+            ) from None
+    return out
 
 
 def _hashable(value: Any) -> Any:

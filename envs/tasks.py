@@ -98,7 +98,14 @@ class ListTasks(TaskSource):
         splits: split name -> its tasks.
     """
 
-    def __init__(self, splits: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+    def __init__(
+        self,
+        splits: Mapping[str, Sequence[Mapping[str, Any]]],
+        check: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        """`check`: the env's own check of one task (raises ConfigError with the reason),
+        run on every task here, so a wrong row stops the env when it is made, naming the
+        row, rather than the episode that draws it."""
         self.splits: dict[str, list[Task]] = {}
         owner: dict[str, str] = {}
         for split, tasks in splits.items():
@@ -109,6 +116,11 @@ class ListTasks(TaskSource):
                     raise ConfigError(
                         f"{split} task {i} is a {type(t).__name__}, not a JSON object"
                     )
+                if check is not None:
+                    try:
+                        check(t)
+                    except ConfigError as exc:
+                        raise ConfigError(f"{split} task {i} ({_short(t)}): {exc}") from None
                 key = content_key(t)
                 if owner.setdefault(key, split) != split:
                     raise ConfigError(
@@ -121,13 +133,25 @@ class ListTasks(TaskSource):
 
     @classmethod
     def load(
-        cls, source: TaskInput | Mapping[str, TaskInput], eval_fraction: float = 0.1
+        cls,
+        source: TaskInput | Mapping[str, TaskInput],
+        eval_fraction: float = 0.1,
+        check: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> ListTasks:
         """From a JSONL path or an iterable of dicts (split by their "split" field, else by
         holding out `eval_fraction` of the distinct tasks), or from {split: source}."""
         if isinstance(source, Mapping) and all(k in SPLITS for k in source):
-            return cls({split: _read(s) for split, s in source.items()})
+            return cls({split: _read(s) for split, s in source.items()}, check)
         tasks = _read(source)  # type: ignore[arg-type]
+        for row, t in enumerate(tasks, 1):
+            if check is not None:
+                try:
+                    check(t)
+                except ConfigError as exc:
+                    where = (
+                        f"{source} row {row}" if isinstance(source, str | Path) else f"task {row}"
+                    )
+                    raise ConfigError(f"{where} ({_short(t)}): {exc}") from None
         if any("split" in t for t in tasks):
             by_split: dict[str, list[Task]] = {}
             for t in tasks:

@@ -107,6 +107,16 @@ def test_a_separately_installed_package_registers_its_env_through_the_entry_poin
         cwd=tmp_path,
     )
     assert played.strip() == "1.0"
+    # `import toolgym` alone registers the package's envs with Gymnasium (it used to take a
+    # first toolgym.make: NamespaceNotFound before)
+    through_gymnasium = sh(
+        sys.executable,
+        "-c",
+        "import toolgym, gymnasium; e = gymnasium.make('demo/Echo-v0'); print(type(e.unwrapped).__name__)",
+        env=env,
+        cwd=tmp_path,
+    )
+    assert through_gymnasium.strip().endswith("Env")
     # Without the package on the path, the id is unknown again.
     missing = subprocess.run(
         [sys.executable, "-m", "toolgym", "check", "demo/Echo-v0"],

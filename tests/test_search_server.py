@@ -47,7 +47,7 @@ def test_a_search_r1_request_gets_a_response_its_parser_reads(search_server):
     )
     assert status == 200 and list(body) == ["result"] and len(body["result"]) == 4
     for name, results in zip(names, body["result"], strict=True):
-        assert len(results) == 3
+        assert 1 <= len(results) <= 3  # only documents sharing a term with the query
         assert set(results[0]) == {"document", "score"} and set(results[0]["document"]) == {
             "id",
             "contents",
@@ -57,11 +57,11 @@ def test_a_search_r1_request_gets_a_response_its_parser_reads(search_server):
 
 
 def test_without_scores_each_result_is_the_document_and_topk_defaults_to_3(search_server):
-    status, body = post(f"{search_server}/retrieve", {"queries": ["Trelix", "Zoumar"]})
+    status, body = post(f"{search_server}/retrieve", {"queries": ["born", "works for"]})
     assert status == 200
     assert all(len(row) == 3 and set(row[0]) == {"id", "contents"} for row in body["result"])
     status, body = post(
-        f"{search_server}/retrieve", {"queries": ["x"], "topk": None, "return_scores": False}
+        f"{search_server}/retrieve", {"queries": ["born"], "topk": None, "return_scores": False}
     )
     assert status == 200 and len(body["result"][0]) == 3
 
@@ -116,7 +116,7 @@ def test_search_r1_batches_an_empty_turn_and_a_whole_training_batch(search_serve
     )
     assert status == 200 and len(body["result"]) == 2560
     for query, results in zip(queries, body["result"], strict=True):
-        assert len(results) == 3
+        assert 1 <= len(results) <= 3
         assert passages_to_string(results).startswith(f"Doc 1(Title: {query}) {query} ")
 
 

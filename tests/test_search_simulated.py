@@ -21,6 +21,7 @@ from toolgym.envs import EnvRef, ListTasks, Resources
 from toolgym.envs.search.engine import WRITER
 from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
+from toolgym.tools.search.engines.base import Controls
 from toolgym.tools.search.engines.simulated import (
     NOISY,
     SELF,
@@ -89,15 +90,24 @@ def test_noise_follows_the_schedule_over_many_calls(writer):
         )
 
 
-def test_self_search_has_no_noise_and_ids_are_stable(writer):
+def test_self_search_has_no_noise_and_an_id_names_one_text(writer):
+    """The same request with a seed writes the same documents under the same ids; without
+    one the texts are new draws, and an id never carries two texts (it used to hang on the
+    query and rank alone)."""
     recording = writer
     engine = SimulatedEngine.self_search(recording, max_tokens=8)
     recording.instructions.clear()
-    first = asyncio.run(engine.search(["capital of Zoumar"], 3))[0]
-    second = asyncio.run(engine.search(["capital of Zoumar"], 3))[0]
-    assert recording.instructions == ["self"] * 6 and engine.written["self"] == 6
-    assert [h.document.id for h in first] == [h.document.id for h in second]
+    seeded = [Controls(seed=7)]
+    first = asyncio.run(engine.search_with(["capital of Zoumar"], 3, seeded))[0]
+    again = asyncio.run(engine.search_with(["capital of Zoumar"], 3, seeded))[0]
+    assert [h.document for h in first] == [h.document for h in again]
     assert len({h.document.id for h in first}) == 3
+    texts: dict[str, set[str]] = {}
+    for _ in range(3):
+        for hit in asyncio.run(engine.search(["capital of Zoumar"], 3))[0]:
+            texts.setdefault(hit.document.id, set()).add(hit.document.contents)
+    assert all(len(t) == 1 for t in texts.values()) and len(texts) > 3
+    assert set(recording.instructions) == {"self"} and engine.written["self"] == 15
     asyncio.run(recording.aclose())
 
 

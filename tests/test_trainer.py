@@ -614,7 +614,7 @@ def test_evaluation_before_the_first_update_is_logged_as_step_minus_1(
     assert metrics[0]["env_steps"] == 0 and "train/loss" in metrics[1]
 
 
-def test_a_fine_tuned_models_env_settings_fill_what_the_config_leaves_unset(tmp_path):
+def test_a_fine_tuned_models_env_settings_fill_what_the_config_leaves_unset(tmp_path, capsys):
     from toolgym.cli.env_settings import write_env_settings
     from toolgym.cli.train import with_model_env_settings
 
@@ -624,7 +624,10 @@ def test_a_fine_tuned_models_env_settings_fill_what_the_config_leaves_unset(tmp_
     assert filled.rollout.tool_schemas_in_prompt is False
     overrides = [f"model={tmp_path}", "env.kwargs={size: 5}", "rollout.tool_schemas_in_prompt=true"]
     explicit = with_model_env_settings(load_config(TrainConfig, None, overrides))
-    assert explicit.env.kwargs == {"size": 5} and explicit.rollout.tool_schemas_in_prompt is True
+    # one setting given keeps the others saved (it used to drop them all), and says so
+    assert explicit.env.kwargs == {"size": 5, "hints": False}
+    assert explicit.rollout.tool_schemas_in_prompt is True
+    assert "overrides size (3 -> 5)" in capsys.readouterr().out
     other_env = with_model_env_settings(
         load_config(TrainConfig, None, [f"model={tmp_path}", "env.id=toolgym/Arithmetic-v0"])
     )

@@ -124,7 +124,9 @@ class OptimSection(ConfigModel):
     grad_clip: float = Field(1.0, gt=0)
     """Largest global gradient norm; larger gradients are scaled down to it."""
     micro_batch_size: int = Field(8, ge=1)
-    """Sequences per forward/backward pass (gradients accumulate over the step)."""
+    """Sequences per forward/backward pass (gradients accumulate over the step). Left unset,
+    a run smaller than the default takes one mini-batch's trajectories, so shrinking
+    rollout.tasks_per_step alone is enough."""
     ppo_epochs: int = Field(1, ge=1)
     """Passes over each step's trajectories."""
     minibatches: int = Field(1, ge=1)
@@ -316,6 +318,9 @@ class TrainConfig(ConfigModel):
     the weights are sharded across them (FSDP2), rank 0 plays the episodes."""
     tensorboard: bool = True
     """Also write the metrics as TensorBoard scalars under RUN_DIR/tensorboard."""
+    rollouts_kept: int = Field(4, ge=0)
+    """Trajectories of each step kept in RUN_DIR/rollouts/step_N.jsonl, spread over the
+    step's groups, to read with `toolgym rollouts show RUN_DIR` (0: none)."""
     mode: Literal["sync", "async"] = "sync"
     """sync: each step collects, then trains, then syncs the weights. async: episodes are
     played on the run's loop while the trainer trains (training/stream.py), the engine on
@@ -342,6 +347,13 @@ class TrainConfig(ConfigModel):
     def _geometry(self) -> TrainConfig:
         trajectories = self.rollout.tasks_per_step * self.rollout.rollouts_per_task
         per_minibatch = trajectories // self.optim.minibatches
+        if per_minibatch < 1:
+            raise ConfigError(
+                f"optim.minibatches ({self.optim.minibatches}) is more than the step's "
+                f"{trajectories} trajectories (rollout.tasks_per_step x rollout.rollouts_per_task)"
+            )
+        if "micro_batch_size" not in self.optim.model_fields_set:
+            self.optim.micro_batch_size = min(self.optim.micro_batch_size, per_minibatch)
         if self.optim.micro_batch_size > per_minibatch:
             raise ConfigError(
                 f"optim.micro_batch_size ({self.optim.micro_batch_size}) is larger than one "

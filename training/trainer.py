@@ -32,7 +32,7 @@ import asyncio
 import functools
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ from toolgym.agents.loading import check_model_dir
 from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.rollout import Prefix, RolloutConfig
 from toolgym.agents.runtime import Runtime
-from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
+from toolgym.agents.trajectory import Trajectory, TrajectoryGroup, write_jsonl
 from toolgym.envs.tasks import TaskSource
 from toolgym.errors import ConfigError, EnvBuildError, RunFailedError, ToolgymError, one_line
 from toolgym.log import get_logger
@@ -85,7 +85,11 @@ from toolgym.training.weight_sync import SYNCS, sync_way
 
 log = get_logger(__name__)
 
-RUN_FILES = (checkpoint.FILE, checkpoint.SHARDS, METRICS, "tensorboard", "policy", "config.json")
+ROLLOUTS = "rollouts"
+"""RUN_DIR/rollouts/step_N.jsonl: a sample of each step's trajectories."""
+RUN_FILES = (
+    checkpoint.FILE, checkpoint.SHARDS, METRICS, "tensorboard", "policy", "config.json", ROLLOUTS
+)  # fmt: skip
 """What a run writes into its directory."""
 
 
@@ -142,11 +146,19 @@ class Trainer:
         self.rewards = build_reward_stage(config, self.precision, self.continue_from)
         self.groups: GroupBuilder = groups or build_groups(config, self.tasks)
         self.step = 0
+        self.on_step: Callable[[dict[str, Any]], None] | None = None
 
     # ----- the loop -----------------------------------------------------------------------
-    def run(self, resume: bool = False, overwrite: bool = False) -> list[dict[str, Any]]:
+    def run(
+        self,
+        resume: bool = False,
+        overwrite: bool = False,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
         """Train to `steps`. A new run refuses a directory that holds one already, unless
-        `overwrite` (its checkpoint, metrics and policy are removed first)."""
+        `overwrite` (its checkpoint, metrics and policy are removed first). `on_step` sees
+        each step's record once it is logged (the CLI prints a line from it)."""
+        self.on_step = on_step
         if resume:
             self._resume()
         else:
@@ -174,6 +186,8 @@ class Trainer:
         if (self.step + 1) % self.config.eval.every_steps == 0 or last:
             record |= self.evaluate()
         self.metrics.write(record)
+        if self.on_step is not None:
+            self.on_step(record)
         self.step += 1
         weights = self.learner.weights_state(self.run_dir, self.step)
         checkpoint.save(
@@ -263,6 +277,7 @@ class Trainer:
             )  # fmt: skip
         trajectories, advantages = await self.advantages(groups)
         require_unmasked(everything, f"training step {self.step}'s reward stage")
+        self.keep_rollouts(everything)
         t2 = time.perf_counter()
         train_metrics = (
             await asyncio.to_thread(self.update, trajectories, advantages) if trajectories else {}
@@ -287,6 +302,16 @@ class Trainer:
             "time/advantage_s": t2 - t1,
             "time/update_s": t3 - t2,
         }
+
+    def keep_rollouts(self, trajectories: list[Trajectory]) -> None:
+        """A sample of the step's trajectories, spread evenly over them (and so over its
+        groups), with their rewards scored, for `toolgym rollouts show RUN_DIR`."""
+        kept = self.config.rollouts_kept
+        if not kept or not trajectories:
+            return
+        stride = max(len(trajectories) / kept, 1.0)
+        sample = [trajectories[int(i * stride)] for i in range(min(kept, len(trajectories)))]
+        write_jsonl(sample, self.run_dir / ROLLOUTS / f"step_{self.step:06d}.jsonl")
 
     def actor_metrics(self) -> dict[str, float]:
         """What the engine and env actors did since the previous step (Ray runs)."""
@@ -430,10 +455,12 @@ class Trainer:
     def evaluate(self, temperature: float | None = None) -> dict[str, Any]:
         """The policy on each env's eval tasks, at eval.temperature unless told otherwise."""
         temperature = self.config.eval.temperature if temperature is None else temperature
+        start = time.perf_counter()
         groups = self.collect(self.eval_requests(), temperature=temperature, sampling_seed=0)
         everything = [t for g in groups for t in g.trajectories]
         require_unmasked(everything, f"evaluation after step {self.step}")
-        return rollout_metrics("eval", everything, 0.0, self.per_env, full=False)
+        metrics = rollout_metrics("eval", everything, 0.0, self.per_env, full=False)
+        return metrics | {"time/eval_s": time.perf_counter() - start}
 
     # ----- bookkeeping ------------------------------------------------------------------------
     @property
@@ -474,15 +501,8 @@ class Trainer:
         return path
 
     def _claim_run_dir(self, overwrite: bool) -> None:
-        held = [n for n in RUN_FILES if (self.run_dir / n).exists()]
-        if not held:
-            return
-        if not overwrite:
-            raise ConfigError(
-                f"{self.run_dir} already holds a run ({', '.join(held)}); continue it with "
-                "--resume, or start over with --overwrite"
-            )
-        for name in held:
+        check_run_dir(self.run_dir, overwrite)
+        for name in held_run_files(self.run_dir):
             target = self.run_dir / name
             shutil.rmtree(target) if target.is_dir() else target.unlink()
 
@@ -508,6 +528,21 @@ class Trainer:
             # the server may have restarted, an own copy holds the start weights: send them
             self.engine.policy_version = self.gate.version = self.step - 1
             self.sync()
+
+
+def held_run_files(run_dir: Path) -> list[str]:
+    return [n for n in RUN_FILES if (run_dir / n).exists()]
+
+
+def check_run_dir(run_dir: str | Path, overwrite: bool) -> None:
+    """Refuse a new run in a directory that holds one, unless told to start over; the CLI
+    asks before anything loads, the trainer again before it writes."""
+    held = held_run_files(Path(run_dir))
+    if held and not overwrite:
+        raise ConfigError(
+            f"{run_dir} already holds a run ({', '.join(held)}); continue it with "
+            "--resume, or start over with --overwrite"
+        )
 
 
 def rollout_metrics(

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.envs.code.grading import grade
-from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig
+from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig, UsesSandbox
 from toolgym.envs.code.tasks import HUMANEVAL, CodeTask, humaneval_rows
 from toolgym.envs.tasks import ListTasks, TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
@@ -36,7 +36,7 @@ from toolgym.tools.tool import tool
 OBSERVATION_CHARS = 4000
 
 
-class CodeEnv(ToolEnv):
+class CodeEnv(UsesSandbox, ToolEnv):
     instructions = (
         "Write the Python function the task asks for. Try code with run_python (variables and "
         "definitions persist between calls); when it works, submit the complete function with "

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.envs.code.math_problems import generate_problem
-from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig
+from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig, UsesSandbox
 from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
@@ -41,7 +41,7 @@ TAGS = {"python": ("python", "code"), "answer": ("answer", "text")}
 OUTPUT_CHARS = 1000
 
 
-class MathCodeEnv(ToolEnv):
+class MathCodeEnv(UsesSandbox, ToolEnv):
     instructions = (
         "Solve the problem. To compute, write Python inside <python> and </python>; its output "
         "comes back inside <output> and </output>. Give the final number alone inside <answer> "

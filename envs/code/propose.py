@@ -30,7 +30,7 @@ from toolgym.envs.code.programs import (
     static_problem,
 )
 from toolgym.envs.code.reason import INDUCTION_PAIRS, generated_task, prompt
-from toolgym.envs.code.sandbox_access import SandboxConfig
+from toolgym.envs.code.sandbox_access import SandboxConfig, UsesSandbox
 from toolgym.envs.proposed import example_instructions
 from toolgym.envs.tasks import SeedTasks, TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
@@ -51,7 +51,7 @@ ASK = {
 }
 
 
-class ProposeCodeEnv(ToolEnv):
+class ProposeCodeEnv(UsesSandbox, ToolEnv):
     instructions = (
         "Propose a Python reasoning task. Write a function f of one argument inside <program> "
         "and </program>, then each input (a Python literal) inside <input> and </input>. The "

@@ -35,7 +35,7 @@ from toolgym.envs.code.programs import (
     same_value,
     static_problem,
 )
-from toolgym.envs.code.sandbox_access import SandboxConfig
+from toolgym.envs.code.sandbox_access import SandboxConfig, UsesSandbox
 from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
@@ -47,7 +47,7 @@ TAGS = {"answer": ("answer", "text")}
 INDUCTION_PAIRS = 4
 
 
-class CodeReasonEnv(ToolEnv):
+class CodeReasonEnv(UsesSandbox, ToolEnv):
     instructions = (
         "Reason about the Python function f. Give your answer alone inside <answer> and "
         "</answer>: a Python value when asked for an output or an input, the whole program "

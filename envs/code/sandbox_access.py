@@ -4,11 +4,12 @@ sandbox failures turned into infrastructure errors that training masks."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from toolgym.envs.core import Env
+from toolgym.envs.needs import Need
 from toolgym.sandbox import Limits, RunResult, SandboxError, SandboxPool, Session
 from toolgym.tools.tool import InfraError
 
@@ -45,6 +46,17 @@ class SandboxConfig:
             return await env.shared(self.key, open_pool)
         except SandboxError as exc:
             raise InfraError(f"no sandbox: {exc}") from exc
+
+
+class UsesSandbox:
+    """A code env: its `backend` argument names the sandbox its episodes need."""
+
+    @classmethod
+    def system_needs(cls, kwargs: Mapping[str, Any]) -> set[Need]:
+        backend = kwargs.get("backend", SandboxConfig.backend)
+        if backend == "docker":
+            return {"docker"}
+        return {"bubblewrap"} if backend == "bubblewrap" else set()
 
 
 async def run_in_pool(pool: SandboxPool, code: str, **options: Any) -> RunResult:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from toolgym.envs.core import Message
 from toolgym.envs.gui.browser import BrowserPool, Lease, playwright_error
 from toolgym.envs.gui.marks import draw_marks, remove_marks
 from toolgym.envs.gui.page_tree import PageTree, read_tree
+from toolgym.envs.needs import Need
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.text import clip
@@ -94,6 +95,10 @@ class BrowserEnv(ToolEnv):
     )
     ignore: tuple[str, ...] = ()
     """CSS selectors of parts of the page the agent is not shown (a harness's display)."""
+
+    @classmethod
+    def system_needs(cls, kwargs: Mapping[str, Any]) -> set[Need]:
+        return {"chromium"}
 
     def __init__(
         self,

@@ -90,7 +90,8 @@ class _SearchEnvBase(ToolEnv):
         self.engine: SearchEngine | None = engine
         """The engine in use: made (or taken from the shared resources) on the first reset."""
         self.tasks = ListTasks.load(
-            tasks if tasks is not None else _world_tasks(world_seed, world_size, n_questions, hops)
+            tasks if tasks is not None else _world_tasks(world_seed, world_size, n_questions, hops),
+            check=check_task,
         )
         self.topk, self.doc_chars = topk, doc_chars
         self.score = exact_match if reward == "em" else f1
@@ -114,11 +115,8 @@ class _SearchEnvBase(ToolEnv):
         # Without a task (play, a bare reset), the seed picks one of the training tasks.
         given = options.get("task")
         task = dict(given) if given is not None else self.tasks.task("train", task_seed)
-        answers = task.get("answers", task.get("golden_answers"))
-        if "question" not in task or not answers:
-            raise ConfigError(
-                f"a search task needs 'question' and 'answers', got keys {sorted(task)}"
-            )
+        check_task(task)
+        answers: Any = task.get("answers", task.get("golden_answers"))
         self.task = {**task, "answers": [answers] if isinstance(answers, str) else list(answers)}
         self.seen, self.answered = {}, None
         documents = task.get("documents")
@@ -238,6 +236,23 @@ class SearchR1Env(_SearchEnvBase):
         """
         hits = await self._retrieve(query, self.topk)
         return f"<information>{self._results(hits)}</information>"
+
+
+def check_task(task: Mapping[str, Any]) -> None:
+    """A search task: {"question": str, "answers": str or [str, ...]} (Search-R1's
+    "golden_answers" is read as "answers"), optionally "documents" to answer from."""
+    answers = task.get("answers", task.get("golden_answers"))
+    if not isinstance(task.get("question"), str) or not task["question"].strip():
+        raise ConfigError(
+            f"a search task needs a 'question' string and 'answers'; got keys {sorted(task)}"
+        )
+    if isinstance(answers, str):
+        answers = [answers]
+    if not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
+        raise ConfigError(
+            "a search task needs 'answers' (or 'golden_answers'): a string or a list of "
+            f"strings, got {type(answers).__name__ if answers is not None else 'none'}"
+        )
 
 
 def _world_tasks(seed: int, size: str, n: int, hops: int) -> list[dict[str, Any]]:

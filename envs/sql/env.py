@@ -37,6 +37,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs.needs import Need
 from toolgym.envs.sql.access import Databases, SQLConfig, ensure_generated
 from toolgym.envs.sql.grading import MODES, compare, gold_mode, normalize
 from toolgym.envs.sql.questions import check_templates, generate_question
@@ -64,6 +65,11 @@ class SQLEnv(ToolEnv):
         "Answer the question with one SQL query. Run queries inside <sql> and </sql>; results "
         "come back inside <observation>. Give your final query inside <solution> and </solution>."
     )
+
+    @classmethod
+    def system_needs(cls, kwargs: Mapping[str, Any]) -> set[Need]:
+        """SQLite needs nothing; the postgres backend a server (`toolgym sql serve-postgres`)."""
+        return {"postgres"} if kwargs.get("backend") == "postgres" else set()
 
     def __init__(
         self,

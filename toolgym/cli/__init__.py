@@ -45,16 +45,33 @@ def _root(
             "--version", callback=_version, is_eager=True, help="Show the version and exit."
         ),
     ] = False,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            envvar="TOOLGYM_LOG",
+            help="Which of toolgym's log records to show: DEBUG, INFO, WARNING or ERROR.",
+        ),
+    ] = "INFO",
 ) -> None:
     """Tool environments and step-level RL for tool-using LLM agents."""
+    from toolgym.log import setup_logging
+
+    setup_logging(log_level)
 
 
 @app.command("list")
-def list_envs() -> None:
-    """List the registered environments."""
+def list_envs(
+    filter: Annotated[
+        str | None,
+        typer.Option(
+            "--filter", "-f", help="Only ids or descriptions holding this text (any case)."
+        ),
+    ] = None,
+) -> None:
+    """List the registered environments (a table on a terminal, one per line off one)."""
     from toolgym.cli.envs import list_command
 
-    list_command()
+    raise typer.Exit(list_command(filter))
 
 
 @app.command("check")
@@ -70,6 +87,35 @@ def check(
     raise typer.Exit(check_command(env_id, seed))
 
 
+@app.command("doctor")
+def doctor(
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="section.field=value overrides of --config.")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="A training config: exit 1 only if it needs what is missing here."),
+    ] = None,
+) -> None:
+    """What this machine can run: sandboxes, Chromium, PostgreSQL, Ray, a GPU, vLLM, disk."""
+    from toolgym.cli.doctor import doctor_command
+
+    raise typer.Exit(doctor_command(config, overrides or []))
+
+
+@app.command("init-env")
+def init_env(
+    name: Annotated[str, typer.Argument(help="The package name, e.g. word_games.")],
+    out: Annotated[
+        Path | None, typer.Option(help="Folder to write (default: ./NAME); must be new or empty.")
+    ] = None,
+) -> None:
+    """Write a new environment package (env, tasks, entry point, test) that installs as is."""
+    from toolgym.cli.init_env import init_env_command
+
+    raise typer.Exit(init_env_command(name, out))
+
+
 @app.command("play")
 def play(
     env_id: Annotated[str, typer.Argument(help="Env id, e.g. toolgym/Maze-v0")],
@@ -80,11 +126,13 @@ def play(
         Path | None,
         typer.Option(help="Browser envs: keep a PNG of the page here, redrawn after every turn."),
     ] = None,
+    env_arg: EnvArgs = None,
 ) -> None:
     """Play an episode in the terminal by typing tool calls."""
     from toolgym.cli.play import play_command
+    from toolgym.cli.train import env_kwargs
 
-    raise typer.Exit(play_command(env_id, seed, screenshot))
+    raise typer.Exit(play_command(env_id, seed, screenshot, env_kwargs(env_arg or [])))
 
 
 @app.command("quickstart")
@@ -237,7 +285,14 @@ def evaluate(
         str, typer.Option(help="Task split to play: eval (held out from training), train, test.")
     ] = "eval",
     max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model turn.")] = 256,
-    temperature: Annotated[float, typer.Option(min=0.0, help="Sampling temperature.")] = 1.0,
+    temperature: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Sampling temperature: 0 is greedy, as the evaluation inside a training run "
+            "(eval.temperature); 1 samples as training rollouts do.",
+        ),
+    ] = 0.0,
     max_turns: Annotated[
         int | None, typer.Option(min=1, help="Turn limit (default: the env's).")
     ] = None,
@@ -360,15 +415,21 @@ def plot(
 
 @rollouts_app.command("show")
 def rollouts_show(
-    path: Annotated[Path, typer.Argument(help="A trajectories JSONL file.")],
+    path: Annotated[
+        Path, typer.Argument(help="A trajectories JSONL file, or a training run's directory.")
+    ],
     index: Annotated[
         int, typer.Option(help="Which trajectory (0-based; negative counts from the end).")
     ] = 0,
+    step: Annotated[
+        int | None,
+        typer.Option(help="A run directory's step to show (default: its last kept step)."),
+    ] = None,
 ) -> None:
     """Pretty-print one trajectory with coloured roles."""
     from toolgym.cli.rollouts import show_command
 
-    raise typer.Exit(show_command(path, index))
+    raise typer.Exit(show_command(path, index, step))
 
 
 @index_app.command("build")

@@ -10,19 +10,31 @@ from toolgym.cli.show import console
 MARKS = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "warn": "[yellow]![/]", "skip": "[dim]-[/]"}
 
 
-def list_command() -> None:
+def list_command(text: str | None = None) -> int:
+    """Ids in full either way: a table on a terminal, tab-separated lines off one (for grep
+    and cut). 1 when a filter matched nothing."""
     from toolgym.envs import registration
 
-    table = Table(title="Registered environments")
-    table.add_column("id", style="bold")
-    table.add_column("entry point")
-    table.add_column("description")
-    for env_id in registration.registered_ids():
-        s = registration.spec(env_id)
-        table.add_row(env_id, s.entry_point, escape(s.description))
-    console.print(table)
+    specs = [registration.spec(i) for i in registration.registered_ids()]
+    if text:
+        needle = text.lower()
+        specs = [s for s in specs if needle in s.id.lower() or needle in s.description.lower()]
+    if console.is_terminal:
+        table = Table(title=f"Registered environments ({len(specs)})")
+        table.add_column("id", style="bold", no_wrap=True)
+        table.add_column("description")
+        for s in specs:
+            table.add_row(s.id, escape(s.description))
+        console.print(table)
+    else:
+        for s in specs:
+            print(f"{s.id}\t{s.description}")  # rich would expand the tab
     for name, error in registration.plugin_errors.items():
         console.print(f"[red]plugin {escape(name)} failed to load:[/] {escape(error)}")
+    if text and not specs:
+        console.print(f"no registered env's id or description holds {text!r}", markup=False)
+        return 1
+    return 0
 
 
 def check_command(env_id: str, seed: int) -> int:

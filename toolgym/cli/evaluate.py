@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
+from toolgym.cli.progress import Ticker
 from toolgym.cli.show import console
 
 
@@ -41,7 +42,7 @@ def eval_command(
     from toolgym.agents.rollout import RolloutConfig
     from toolgym.agents.runtime import Runtime
     from toolgym.agents.trajectory import write_jsonl
-    from toolgym.cli.env_settings import read_env_settings
+    from toolgym.cli.env_settings import merge_env_kwargs, read_env_settings
     from toolgym.cli.train import env_kwargs
     from toolgym.envs import EnvRef, spec
     from toolgym.errors import ConfigError
@@ -52,7 +53,7 @@ def eval_command(
     kwargs = env_kwargs(env_args)
     saved = read_env_settings(tokenizer or model, env_id)
     if saved is not None:  # as the model was fine-tuned, unless told otherwise
-        kwargs = kwargs or dict(saved.get("env_kwargs") or {})
+        kwargs = merge_env_kwargs(dict(saved.get("env_kwargs") or {}), kwargs, tokenizer or model)
         tool_schemas = saved["tool_schemas"] if tool_schemas is None else tool_schemas
     tool_schemas = True if tool_schemas is None else tool_schemas
     with Runtime() as runtime:
@@ -89,7 +90,6 @@ def eval_command(
             config,
             runtime.pool_for,
             concurrency=concurrency,
-            progress=True,
         )
         requests = requests_for(pool.ref, draws)
 
@@ -100,7 +100,20 @@ def eval_command(
                 await engine.aclose()
 
         start = time.perf_counter()
-        trajectories = [t for g in runtime.run(run()) for t in g.trajectories]
+        with Ticker(f"evaluating {env_id}", len(draws)) as ticker:
+            ended: list[Any] = []
+
+            def on_episode(trajectory: Any) -> None:
+                ended.append(trajectory)
+                s = summarize(ended, time.perf_counter() - start)
+                ticker.advance(
+                    len(ended),
+                    f"success {s.success_rate:.1%}  valid calls {s.valid_action_rate:.1%}  "
+                    f"{s.tokens_per_s:,.0f} tok/s",
+                )
+
+            collector.on_episode = on_episode
+            trajectories = [t for g in runtime.run(run()) for t in g.trajectories]
     stats = summarize(trajectories, time.perf_counter() - start)
     path = write_jsonl(trajectories, out)
     table = Table(title=f"{env_id} · {engine_name} · {model}")

@@ -35,10 +35,12 @@ def help_line(schemas: list[dict[str, Any]], parser: Any) -> str:
     return f"Type a tool call: {shorthand}{raw}. {COMMANDS}"
 
 
-def play_command(env_id: str, seed: int, screenshot: Path | None = None) -> int:
+def play_command(
+    env_id: str, seed: int, screenshot: Path | None = None, kwargs: dict[str, Any] | None = None
+) -> int:
     from toolgym.envs.registration import make
 
-    env = make(env_id)
+    env = make(env_id, **(kwargs or {}))
     try:
         if screenshot is not None and not hasattr(env.unwrapped, "save_screenshot"):
             console.print(

@@ -43,8 +43,7 @@ def serve_command(
     backend: str, host: str, port: int, pool_size: int, concurrency: int | None,
     max_timeout: float, memory_mb: int, max_body_mb: int,
 ) -> int:  # fmt: skip
-    from aiohttp import web
-
+    from toolgym.http import serve
     from toolgym.sandbox import Limits, SandboxPool
     from toolgym.sandbox.server import SandboxServer, ServerLimits
 
@@ -56,5 +55,5 @@ def serve_command(
     console.print(
         f"serving a {backend} sandbox pool ({pool_size} warm) on http://{host}:{port}/run_code"
     )
-    web.run_app(server.app(), host=host, port=port, print=None, handler_cancellation=True)
+    serve(server.app(), host, port, announce=None)
     return 0

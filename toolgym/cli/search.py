@@ -80,8 +80,7 @@ def serve_command(
     index: Path | None, simulator: Simulator, host: str, port: int, topk: int, max_topk: int,
     max_queries: int, max_body_mb: int,
 ) -> int:  # fmt: skip
-    from aiohttp import web
-
+    from toolgym.http import serve
     from toolgym.tools.search.server import Limits, SearchServer
 
     if (index is None) == (not simulator.chosen):
@@ -106,6 +105,5 @@ def serve_command(
     if index is None:
         app.on_cleanup.append(lambda _: writer.aclose())
     console.print(f"serving {what} on http://{host}:{port}/retrieve")
-    # a client that disconnects drops its queued queries
-    web.run_app(app, host=host, port=port, print=None, handler_cancellation=True)
+    serve(app, host, port, announce=None)  # a client that disconnects drops its queries
     return 0

@@ -10,7 +10,9 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True, emoji=False)
+"""Plain lines are never cut or wrapped (a log file or a pipe keeps them whole), and
+`:name:` in an id is text, not an emoji."""
 
 ROLE_STYLES = {"system": "magenta", "user": "green", "assistant": "cyan", "tool": "yellow"}
 

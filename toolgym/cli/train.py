@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,9 @@ def scripted_tasks(env_id: str, kwargs: dict[str, Any]) -> Any:
     return tasks
 
 
-def train_distributed(config: Any, resume: bool, overwrite: bool) -> list[dict[str, Any]] | None:
+def train_distributed(
+    config: Any, resume: bool, overwrite: bool, on_step: Callable[[dict[str, Any]], None]
+) -> list[dict[str, Any]] | None:
     """This process's part of a run a launcher started as several (torchrun): rank 0 trains
     and returns the metrics, the others follow it and return None."""
     from toolgym.training.builders import build_follower, check_distributed
@@ -131,7 +134,7 @@ def train_distributed(config: Any, resume: bool, overwrite: bool) -> list[dict[s
         if not ranks.leader:
             follow(build_follower(config, ranks), ranks)
             return None
-        return Trainer(config, ranks=ranks).run(resume=resume, overwrite=overwrite)
+        return Trainer(config, ranks=ranks).run(resume, overwrite, on_step)
     finally:
         leave()
 
@@ -148,11 +151,12 @@ def train_command(
 
     from pydantic import ValidationError
 
+    from toolgym.cli.progress import TrainSteps
     from toolgym.config import load_config
     from toolgym.errors import ConfigError, one_line
     from toolgym.training.config import TrainConfig
     from toolgym.training.distributed import launched
-    from toolgym.training.trainer import Trainer
+    from toolgym.training.trainer import Trainer, check_run_dir
 
     if resume is not None:
         saved = resume / "config.json"
@@ -170,15 +174,23 @@ def train_command(
             raise ConfigError(f"{saved}: not a valid run config ({one_line(exc, 200)})") from None
     else:
         config = with_model_env_settings(load_config(TrainConfig, config_path, overrides))
-    if launched():
-        metrics = train_distributed(config, resume is not None, overwrite)
-        if metrics is None:  # a follower rank: the leader reports
-            return 0
-    else:
-        trainer = Trainer(config)
-        metrics = trainer.run(
-            resume=resume is not None, overwrite=overwrite
-        )  # closes the trainer's runtime
+    if resume is None:
+        check_run_dir(config.run_dir, overwrite)  # before any env or model is built
+    console.print(
+        f"run [bold]{config.run_dir}[/]: {'resuming' if resume else 'training'} {config.model} "
+        f"on {', '.join(e.id for e in config.mixture)} for {config.steps} steps "
+        f"(metrics.jsonl, rollouts/ and the policy go there)"
+    )
+    with TrainSteps(config.steps) as steps:
+        if launched():
+            metrics = train_distributed(config, resume is not None, overwrite, steps)
+            if metrics is None:  # a follower rank: the leader reports
+                return 0
+        else:
+            trainer = Trainer(config)
+            metrics = trainer.run(  # closes the trainer's runtime
+                resume=resume is not None, overwrite=overwrite, on_step=steps
+            )
     policy = Path(config.run_dir) / "policy"
     if not config.envs and policy.is_dir():  # `toolgym eval --model RUN/policy` prompts alike
         from toolgym.cli.env_settings import write_env_settings
@@ -187,19 +199,26 @@ def train_command(
             policy, config.env.id, dict(config.env.kwargs), config.rollout.tool_schemas_in_prompt
         )
     last = metrics[-1] if metrics else {}
-    shown = {
-        k: round(v, 3) if isinstance(v, float) else v
-        for k, v in last.items()
-        if k.split("/")[0] in ("step", "rollout", "eval")
-    }
-    console.print(f"finished {config.run_dir}: {shown}")
+    summary = (
+        ("success", "rollout/success"),
+        ("eval success", "eval/success"),
+        ("eval valid calls", "eval/valid_actions"),
+    )
+    shown = "  ".join(
+        f"{name} {last[key]:.3f}" for name, key in summary if isinstance(last.get(key), int | float)
+    )
+    console.print(
+        f"finished {config.run_dir} at step {config.steps}: {shown or 'no steps recorded'}; "
+        f"policy: {policy}, curves: toolgym plot {config.run_dir}"
+    )
     return 0
 
 
 def with_model_env_settings(config: Any) -> Any:
-    """The config, completed from the env settings saved with its model (by `toolgym sft`)
-    where it sets nothing of its own: the env's kwargs and whether prompts carry schemas."""
-    from toolgym.cli.env_settings import read_env_settings
+    """The config, completed from the env settings saved with its model (by `toolgym sft`):
+    the env's kwargs (the config's own on top) and, unless set, whether prompts carry
+    schemas."""
+    from toolgym.cli.env_settings import merge_env_kwargs, read_env_settings
 
     if config.envs:
         return config
@@ -207,8 +226,9 @@ def with_model_env_settings(config: Any) -> Any:
     if settings is None:
         return config
     update: dict[str, Any] = {}
-    if not config.env.kwargs and settings.get("env_kwargs"):
-        update["env"] = config.env.model_copy(update={"kwargs": settings["env_kwargs"]})
+    if settings.get("env_kwargs"):
+        merged = merge_env_kwargs(settings["env_kwargs"], dict(config.env.kwargs), config.model)
+        update["env"] = config.env.model_copy(update={"kwargs": merged})
     if "tool_schemas_in_prompt" not in config.rollout.model_fields_set:
         update["rollout"] = config.rollout.model_copy(
             update={"tool_schemas_in_prompt": settings["tool_schemas"]}

@@ -43,7 +43,9 @@ class BM25Engine(IndexEngine):
             queries, update_vocab=False, return_as="ids", show_progress=False
         )
         rows, scores = self.retriever.retrieve(ids, k=k, show_progress=False)
+        # a document sharing no term with the query scores 0: it is no match, and is not
+        # returned to fill topk (a query of stopwords alone finds nothing)
         return [
-            [Hit(self.docs[int(r)], float(s)) for r, s in zip(row, score, strict=True)]
+            [Hit(self.docs[int(r)], float(s)) for r, s in zip(row, score, strict=True) if s > 0]
             for row, score in zip(rows, scores, strict=True)
         ]

@@ -13,8 +13,9 @@ its own curriculum sends its p_i) or the step to read the schedule at (`Controls
 SSRL-style self-search (`SimulatedEngine.self_search(writer)`): the policy being trained
 writes its own results from what it already knows, with no noise.
 
-The documents' ids are stable per (query, rank, kind), so repeated searches land in the same
-state for GiGPO; the writing model's sampling decides their text. One engine is meant to be
+A document's id is a digest of its query, rank, kind and text: one id never carries two
+texts, and the same document written again (a seeded request, below) gets the same id, so
+repeated searches land in the same state for GiGPO. One engine is meant to be
 shared by every episode of a process (the search env asks for it as a shared resource): its
 generator runs on, so each episode draws its own useful/noisy pattern. A request with a seed
 (`Controls.seed`) is instead a function of (query, seed, noise): each rank's kind and its
@@ -239,7 +240,8 @@ class SimulatedEngine(SearchEngine):
         text = (await self.writer.write(messages, self.max_tokens, self.temperature, seed)).strip()
         text = text or query
         title, _, body = text.partition("\n")
-        # The kind is part of the id's hash, never readable in it: the agent must not be told.
-        digest = hashlib.sha1(f"{kind}\0{rank}\0{query}".encode()).hexdigest()[:12]
         body = body.strip()[:MAX_BODY_CHARS]
-        return Document(f"sim-{digest}", f"{title.strip()[:120]}\n{body}")
+        contents = f"{title.strip()[:120]}\n{body}"
+        # The kind is part of the id's hash, never readable in it: the agent must not be told.
+        key = f"{kind}\0{rank}\0{query}\0{contents}"
+        return Document(f"sim-{hashlib.sha1(key.encode()).hexdigest()[:12]}", contents)

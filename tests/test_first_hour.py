@@ -1,0 +1,179 @@
+"""A newcomer's first hour, as they meet it: what the long commands print while they work,
+and the defects a new user ran into, each fixed (every test here failed before its fix)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import FIXTURES, ROOT, run_cli
+from toolgym.config import load_config
+from toolgym.errors import ConfigError
+from toolgym.training.config import EvalSection, TrainConfig
+
+STEP_LINE = re.compile(
+    r"^step (\d)/2  success [\d.]+  reward [-\d.]+  valid [\d.]+  loss [-\d.e]+  "
+    r"kl [-\d.e+]+ .*[\d.]+s  eta \d+:\d\d$",
+    re.M,
+)
+
+
+def tiny_run(model, run_dir) -> list[str]:
+    return [
+        "train", f"model={model}", f"run_dir={run_dir}", "steps=2", "env.id=toolgym/Maze-v0",
+        "rollout.tasks_per_step=2", "rollout.rollouts_per_task=2", "rollout.max_tokens=8",
+        "rollout.max_turns=3", "eval.episodes=2", "tensorboard=false",
+    ]  # fmt: skip
+
+
+def test_train_to_a_file_prints_a_line_per_step_and_keeps_rollouts(tiny_model_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli(*tiny_run(tiny_model_dir, run_dir), timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    out = result.stdout
+    assert out.splitlines()[0].startswith(f"run {run_dir}: training {tiny_model_dir}")
+    assert [m.group(1) for m in STEP_LINE.finditer(out)] == ["1", "2"], out
+    assert "eval " in out.splitlines()[2]  # the last step's evaluation is on its line
+    assert f"finished {run_dir} at step 2" in out
+    # a sample of each step's trajectories is kept, and `rollouts show` reads the run dir
+    kept = sorted(p.name for p in (run_dir / "rollouts").iterdir())
+    assert kept == ["step_000000.jsonl", "step_000001.jsonl"]
+    assert len((run_dir / "rollouts" / kept[-1]).read_text().splitlines()) == 4
+    shown = run_cli("rollouts", "show", str(run_dir), "--index", "1")
+    assert shown.returncode == 0 and "step_000001.jsonl: trajectory 1 of 4" in shown.stdout
+    assert "toolgym/Maze-v0 · seed" in shown.stdout and "step 0: reward" in shown.stdout
+    first = run_cli("rollouts", "show", str(run_dir), "--step", "0")
+    assert first.returncode == 0 and "step_000000.jsonl" in first.stdout
+    # metrics.jsonl given by mistake is one line naming it, not a TypeError traceback
+    wrong = run_cli("rollouts", "show", str(run_dir / "metrics.jsonl"))
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
+    assert "metrics.jsonl:1: not a trajectory as toolgym writes them" in wrong.stderr
+    # a second run in the same directory is refused before any env or model is built
+    again = run_cli(*tiny_run("/nonexistent/model", run_dir))
+    assert again.returncode == 2 and "already holds a run" in again.stderr
+    assert "nonexistent" not in again.stderr
+
+
+def test_train_on_a_terminal_draws_a_bar_as_well(tiny_model_dir, tmp_path):
+    main, follower = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES), "TERM": "xterm-256color", "COLUMNS": "160"}
+    env.pop("NO_COLOR", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "toolgym", *tiny_run(tiny_model_dir, tmp_path / "run")],
+        stdin=follower, stdout=follower, stderr=follower, cwd=ROOT, env=env, close_fds=True,
+    )  # fmt: skip
+    os.close(follower)
+    chunks, deadline = [], time.monotonic() + 300
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([main], [], [], 1.0)
+        if ready:
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # the process closed its end
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif process.poll() is not None:
+            break
+    os.close(main)
+    assert process.wait(timeout=30) == 0
+    out = b"".join(chunks).decode(errors="replace")
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out)
+    assert "training" in plain and "━" in plain  # the bar
+    assert len(re.findall(r"step [12]/2  success", plain)) == 2  # and the lines
+
+
+def test_a_smaller_run_needs_only_its_task_count(tmp_path):
+    """micro_batch_size left unset follows the run down; set, it is still checked."""
+
+    def config(*overrides: str) -> TrainConfig:
+        return load_config(TrainConfig, None, [f"model={tmp_path}", *overrides])
+
+    small = config("rollout.tasks_per_step=1", "rollout.rollouts_per_task=2")
+    assert small.optim.micro_batch_size == 2
+    assert config().optim.micro_batch_size == 8
+    with pytest.raises(ConfigError, match=r"micro_batch_size \(8\) is larger"):
+        config("rollout.tasks_per_step=1", "optim.micro_batch_size=8")
+    with pytest.raises(ConfigError, match=r"minibatches \(9\) is more than the step's 8"):
+        config("rollout.tasks_per_step=2", "optim.minibatches=9")
+
+
+def test_one_env_arg_to_eval_keeps_the_other_saved_settings(tiny_model_dir, tmp_path):
+    """A policy fine-tuned with env settings, evaluated with one more given: the saved
+    ones stay (one --env-arg used to drop them all, silently) and the override is named."""
+    import shutil
+
+    from toolgym.cli.env_settings import write_env_settings
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    write_env_settings(model, "toolgym/Maze-v0", {"size": 6, "max_turns": 2}, False)
+    out = tmp_path / "eval.jsonl"
+    result = run_cli(
+        "eval", "toolgym/Maze-v0", "--model", str(model), "-n", "1", "--max-tokens", "4",
+        "--env-arg", "max_turns=1", "--out", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "env settings saved with" in result.stdout and "size=6" in result.stdout
+    assert "given --env-arg overrides max_turns (2 -> 1)" in result.stdout
+    assert re.search(r"evaluating toolgym/Maze-v0 1/1  success", result.stdout)
+    episode = json.loads(out.read_text().splitlines()[0])
+    assert len(episode["steps"]) == 1  # max_turns given
+    assert re.search(r"(?<!#)#{13}(?!#)", json.dumps(episode["messages"]))  # 6x6, as saved
+
+
+def test_eval_is_greedy_by_default_as_the_in_run_evaluation():
+    from typer.testing import CliRunner
+
+    from toolgym.cli import app
+
+    shown = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "200"})
+    assert re.search(r"0 is greedy, as the evaluation inside a training run.*\[default: 0\.0\]",
+                     " ".join(shown.output.split()))  # fmt: skip
+    assert EvalSection().temperature == 0.0
+
+
+def test_list_filters_and_keeps_ids_whole_off_a_terminal():
+    listed = run_cli("list", env={"COLUMNS": "40"})
+    lines = listed.stdout.splitlines()
+    assert "toolgym/miniwob.click-checkboxes-soft-v0" in [line.split("\t")[0] for line in lines]
+    sql = run_cli("list", "--filter", "SQL")
+    assert sql.returncode == 0
+    assert {line.split("\t")[0] for line in sql.stdout.splitlines()} == {
+        "toolgym/SQL-v0", "toolgym/ProposeSQL-v0",
+    }  # fmt: skip
+    nothing = run_cli("list", "-f", "no-such-env")
+    assert nothing.returncode == 1 and "no registered env's id or description" in nothing.stdout
+
+
+def test_play_takes_env_args():
+    result = run_cli("play", "toolgym/Maze-v0", "--env-arg", "size=6", stdin=":quit\n")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"(?<!#)#{13}(?!#)", result.stdout)  # a 6x6 maze's wall (default 4x4)
+    bad = run_cli("play", "toolgym/Maze-v0", "--env-arg", "sise=4", stdin=":quit\n")
+    assert bad.returncode == 2 and "size" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_log_level_is_set_once_for_every_command():
+    bad = run_cli("--log-level", "LOUD", "list")
+    assert bad.returncode == 2 and "log level 'LOUD' is not one of DEBUG" in bad.stderr
+    quiet = run_cli("list", env={"TOOLGYM_LOG": "ERROR"})
+    assert quiet.returncode == 0
+
+
+def test_the_names_a_user_needs_come_from_toolgym():
+    import toolgym
+    from toolgym.tools.tool import ToolCallError
+
+    assert toolgym.ToolCallError is ToolCallError
+    for name in ("ToolEnv", "Outcome", "tool", "ToolSet", "TaskSource", "ListTasks", "InfraError"):
+        assert getattr(toolgym, name) is not None

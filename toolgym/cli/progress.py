@@ -1,0 +1,134 @@
+"""Progress of the long commands (train, eval, sft, pretrain, index build, simulator-sft,
+sandbox build-image): a bar on a terminal, and plain lines off one, so a log file shows the
+work is alive and how far it got."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any, Self
+
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from toolgym.cli.show import console
+
+
+class Ticker:
+    """`advance(done, **fields)` moves a bar on a terminal; off one it prints a line at most
+    every `every_s` seconds and at the last unit. `say(text)` prints a line either way."""
+
+    def __init__(self, label: str, total: int, every_s: float = 10.0) -> None:
+        self.label, self.total, self.every_s = label, max(int(total), 1), every_s
+        self.started = time.perf_counter()
+        self.last_line = -float("inf")
+        self.bar: Progress | None = None
+        self.task: Any = None
+
+    def __enter__(self) -> Self:
+        if console.is_terminal:
+            columns = (TextColumn(escape(self.label)), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("{task.fields[shown]}"), TimeElapsedColumn(),
+                       TextColumn("eta"), TimeRemainingColumn())  # fmt: skip
+            self.bar = Progress(*columns, console=console, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=self.total, shown="")
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def advance(self, done: int, shown: str = "") -> None:
+        """`shown`: the running figures, e.g. `loss 0.123`."""
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, shown=shown)
+            return
+        now = time.perf_counter()
+        if now - self.last_line >= self.every_s or done >= self.total:
+            self.last_line = now
+            tail = f"  {shown}" if shown else ""
+            console.print(
+                f"{escape(self.label)} {done}/{self.total}{tail}  {self.elapsed()}"
+                f"  eta {clock(self.eta_s(done))}",
+                markup=False,
+                soft_wrap=True,
+            )
+
+    def say(self, text: str) -> None:
+        console.print(text, markup=False, soft_wrap=True)
+
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self.started
+
+    def elapsed(self) -> str:
+        return clock(self.elapsed_s())
+
+    def eta_s(self, done: int) -> float | None:
+        if done <= 0:
+            return None
+        return self.elapsed_s() / done * max(self.total - done, 0)
+
+
+def clock(seconds: float | None) -> str:
+    """`73.2` -> `1:13`; `None` (not yet known) -> `?`."""
+    if seconds is None:
+        return "?"
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+STEP_FIELDS = (
+    ("success", ("rollout/success",)),
+    ("reward", ("rollout/reward",)),
+    ("valid", ("rollout/valid_actions",)),
+    ("loss", ("train/loss",)),
+    ("kl", ("train/kl_ref", "train/approx_kl")),
+    ("eval", ("eval/success",)),
+)
+"""What a training step's line shows, and the record keys it reads (the first present)."""
+
+
+class TrainSteps(Ticker):
+    """A training run's progress: one line per step (step, success, reward, valid calls,
+    loss, KL, seconds, ETA) on a terminal or off it, and a bar as well on a terminal."""
+
+    def __init__(self, total: int) -> None:
+        super().__init__("training", total)
+        self.first: int | None = None
+        """The first step this process plays (a resumed run starts past 0)."""
+        self.previous = self.started
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        step = int(record["step"])
+        if self.first is None:
+            self.first = step
+        done = step + 1 - self.first
+        eta = (now - self.started) / max(done, 1) * max(self.total - step - 1, 0)
+        self.say(step_line(record, self.total, now - self.previous, eta))
+        self.previous = now
+        if self.bar is not None:
+            self.bar.update(self.task, completed=step + 1)
+
+
+def step_line(record: dict[str, Any], total: int, seconds: float, eta_s: float) -> str:
+    width = len(str(total))
+    parts = [f"step {int(record['step']) + 1:>{width}}/{total}"]
+    for name, keys in STEP_FIELDS:
+        value = next((record[k] for k in keys if isinstance(record.get(k), int | float)), None)
+        if value is not None:
+            parts.append(f"{name} {value:.3f}" if name != "kl" else f"{name} {value:.2e}")
+    parts += [f"{seconds:.1f}s", f"eta {clock(eta_s)}"]
+    return "  ".join(parts)
