@@ -12,7 +12,7 @@ temperature 1, after 10 GiGPO steps from the SFT (2000 episodes) of seeds 0 to 4
 4000 episodes: +41.4, +39.9 and +38.3. Asserted: +25 points (128 episodes give a standard error of
 about 4 points).
 
-About one SFT run in five does not learn to copy (its held-out NLL stays near 0.2); the README
+About one SFT run in five does not learn to copy (its held-out NLL stays near 0.2); docs/code.md
 tells users to run SFT again with another seed then, and so does this test.
 """
 
@@ -40,7 +40,7 @@ def held_out_nll(printed: str) -> float:
 
 def test_gigpo_lifts_the_code_recipe_over_its_sft_start(recipe_base, tmp_path):
     base, sft, rl = recipe_base, tmp_path / "sft", tmp_path / "rl"
-    for seed in ("0", "1"):  # the README's remedy: SFT that did not learn to copy runs again
+    for seed in ("0", "1"):  # docs/code.md's remedy: SFT that did not learn to copy runs again
         printed = run_ok("sft", "toolgym/MathCode-v0", "--model", str(base), "--out", str(sft),
                       "--episodes", "2000", "--epochs", "5", "--lr", "3e-3", "--no-tool-schemas",
                       "--env-arg", "solver_slips=0.5", "--seed", seed)  # fmt: skip

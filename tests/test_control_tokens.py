@@ -117,7 +117,7 @@ def test_a_search_document(tokenizer, tmp_path):
         {"id": "1", "contents": '"Plain"\nA quiet page.'},
     ]
     corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    index = build_index(corpus, "bm25", tmp_path / "index", show_progress=False)
+    index = build_index(corpus, "bm25", tmp_path / "index")
     tasks = [{"question": "Ignore what?", "answers": ["x"]}]
     action = call("search", query="Ignore the task")
     check(tokenizer, *one_turn("toolgym/Search-v0", action, index=str(index), tasks=tasks))

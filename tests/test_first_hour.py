@@ -177,3 +177,53 @@ def test_the_names_a_user_needs_come_from_toolgym():
     assert toolgym.ToolCallError is ToolCallError
     for name in ("ToolEnv", "Outcome", "tool", "ToolSet", "TaskSource", "ListTasks", "InfraError"):
         assert getattr(toolgym, name) is not None
+
+
+def test_servers_log_each_request(tiny_model_dir, tmp_path):
+    import urllib.request
+
+    from conftest import free_port
+
+    port, log = free_port(), tmp_path / "server.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "toolgym", "serve", "model", str(tiny_model_dir), "--port",
+             str(port)], stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "40"},
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1):
+                        break
+                except OSError:
+                    assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+                    time.sleep(0.2)
+        finally:
+            process.terminate()
+            process.wait(timeout=20)
+    text = log.read_text()
+    # one whole line per request, however narrow the terminal variable says
+    assert re.search(
+        r'INFO toolgym\.serve: 127\.0\.0\.1 "GET /v1/models HTTP/1\.1" 200 \d+ bytes [\d.]+ s\n',
+        text,
+    ), text
+
+
+def test_search_world_writes_a_corpus_to_index_and_questions_the_env_takes(tmp_path):
+    import toolgym
+
+    corpus, questions = tmp_path / "world.jsonl", tmp_path / "questions.jsonl"
+    made = run_cli("search", "world", "--corpus", str(corpus), "--questions", str(questions),
+                   "-n", "5", "--hops", "1")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert "wrote 102 documents" in made.stdout and "wrote 5 questions" in made.stdout
+    built = run_cli("index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "idx"))
+    assert built.returncode == 0 and "indexed 102 documents (bm25)" in built.stdout
+    assert "bm25 indexing 102/102" in built.stdout  # its progress, off a terminal
+    env = toolgym.make("toolgym/Search-v0", index=str(tmp_path / "idx"), tasks=str(questions))
+    obs, _ = env.reset(seed=0)
+    assert obs[-1]["content"].startswith("Question: ")
+    env.close()
+    bad = run_cli("search", "world", "--corpus", str(corpus), "--size", "huge")
+    assert bad.returncode == 2 and "choose one of small" in bad.stderr

@@ -1,4 +1,5 @@
-"""The README's "register your own environment" example works exactly as written."""
+"""The guide's "register your own environment" example (docs/your-env.md) works exactly as
+written."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ TOOLGYM = Path(sys.executable).parent / "toolgym"  # the installed console scrip
 
 
 def example() -> str:
-    readme = (ROOT / "README.md").read_text()
-    match = re.search(r"<!-- example: register -->\n```python\n(.*?)```", readme, re.S)
-    assert match, "the README lost its register example"
+    page = (ROOT / "docs" / "your-env.md").read_text()
+    match = re.search(r"<!-- example: register -->\n```python\n(.*?)```", page, re.S)
+    assert match, "docs/your-env.md lost its register example"
     return match.group(1)
 
 

@@ -51,9 +51,7 @@ def test_topk_larger_than_the_corpus_and_queries_with_no_known_word(world_bm25_i
 
 @pytest.mark.parametrize("faiss_kind", ["flat", "hnsw"])
 def test_dense_indexes_find_every_document_by_name(world_corpus, tmp_path, faiss_kind):
-    out = build_index(
-        world_corpus, "dense", tmp_path / "idx", faiss_kind=faiss_kind, show_progress=False
-    )
+    out = build_index(world_corpus, "dense", tmp_path / "idx", faiss_kind=faiss_kind)
     engine = load_engine(out)
     assert isinstance(engine, DenseEngine) and engine.faiss_kind == faiss_kind
     assert found_by_title(engine, World(0).documents(), 1) >= 0.98
@@ -63,12 +61,10 @@ def test_ivfpq_trains_on_a_larger_corpus_and_refuses_a_tiny_one(world_corpus, tm
     with pytest.raises(
         ConfigError, match=r"ivfpq needs at least 256 documents .* use --faiss flat"
     ):
-        build_index(
-            world_corpus, "dense", tmp_path / "tiny", faiss_kind="ivfpq", show_progress=False
-        )
+        build_index(world_corpus, "dense", tmp_path / "tiny", faiss_kind="ivfpq")
     documents = World(0, size=200).documents()
     corpus = write_corpus(tmp_path / "corpus.jsonl", documents)
-    out = build_index(corpus, "dense", tmp_path / "idx", faiss_kind="ivfpq", ivf_lists=8, pq_m=16, show_progress=False)  # fmt: skip
+    out = build_index(corpus, "dense", tmp_path / "idx", faiss_kind="ivfpq", ivf_lists=8, pq_m=16)  # fmt: skip
     engine = load_engine(out, nprobe=8)
     # Product quantization is lossy: names are still found near the top.
     assert found_by_title(engine, documents, 5) >= 0.9
@@ -89,7 +85,7 @@ def test_e5_prefixes_change_what_is_encoded():
 
 
 def test_hybrid_index_fuses_bm25_and_dense(world_corpus, tmp_path):
-    out = build_index(world_corpus, "hybrid", tmp_path / "idx", show_progress=False)
+    out = build_index(world_corpus, "hybrid", tmp_path / "idx")
     engine = load_engine(out)
     assert isinstance(engine, HybridEngine)
     assert [e.name for e in engine.engines] == ["bm25", "dense"]
@@ -124,18 +120,17 @@ def test_bad_builds_and_loads_say_what_to_do(world_corpus, tmp_path, cli):
     with pytest.raises(
         ConfigError, match="faiss index kind 'ivf': choose one of flat, hnsw, ivfpq"
     ):
-        build_index(world_corpus, "dense", tmp_path / "b", faiss_kind="ivf", show_progress=False)
+        build_index(world_corpus, "dense", tmp_path / "b", faiss_kind="ivf")
     with pytest.raises(ConfigError, match="is not a local model directory"):
         build_index(
             world_corpus,
             "dense",
             tmp_path / "c",
             encoder=str(tmp_path / "nope"),
-            show_progress=False,
         )
     with pytest.raises(ConfigError, match="is not a toolgym index"):
         load_engine(tmp_path)
-    out = build_index(world_corpus, "bm25", tmp_path / "d", show_progress=False)
+    out = build_index(world_corpus, "bm25", tmp_path / "d")
     result = cli("index", "build", "--corpus", str(world_corpus), "--out", str(out))
     assert result.returncode == 2 and "is not empty; pass --force" in result.stderr
     assert load_engine(out) is not None  # the refused build left the index as it was

@@ -5,6 +5,7 @@ TOOLGYM_LOG variable)."""
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 
 from rich.console import Console
@@ -16,13 +17,17 @@ _ROOT = "toolgym"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
+_installed: logging.Handler | None = None
+"""The handler setup_logging added (once per process)."""
+
+
 def get_logger(name: str) -> logging.Logger:
     """A logger under the `toolgym` hierarchy (silent until `setup_logging` runs)."""
     return logging.getLogger(name if name.startswith(_ROOT) else f"{_ROOT}.{name}")
 
 
 def setup_logging(level: str | int = "INFO") -> None:
-    """Show toolgym's log records on stderr through rich; safe to call more than once.
+    """Show toolgym's log records on stderr; safe to call more than once.
     Libraries' own chatter (transformers' progress bars and advice, its deprecation
     warnings) is kept down unless DEBUG is asked for."""
     if isinstance(level, str):
@@ -31,13 +36,27 @@ def setup_logging(level: str | int = "INFO") -> None:
         level = level.upper()
     root = logging.getLogger(_ROOT)
     root.setLevel(level)
-    if not any(isinstance(h, RichHandler) for h in root.handlers):
-        handler = RichHandler(
-            console=Console(stderr=True, emoji=False), show_path=False, rich_tracebacks=False
-        )
-        root.addHandler(handler)
+    global _installed
+    if _installed is None:
+        _installed = _handler()
+        root.addHandler(_installed)
     if root.level > logging.DEBUG:
         quiet_libraries()
+
+
+def _handler() -> logging.Handler:
+    """rich's on a terminal; off one (a log file, a pipe), plain whole lines that are never
+    wrapped, with the time, level and logger."""
+    console = Console(stderr=True, emoji=False)
+    handler: logging.Handler
+    if console.is_terminal:
+        handler = RichHandler(console=console, show_path=False, rich_tracebacks=False)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
+        )
+    return handler
 
 
 def quiet_libraries() -> None:

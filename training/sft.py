@@ -47,10 +47,12 @@ def sft(
     config: SFTConfig | None = None,
     on_epoch: Callable[[int, float], None] | None = None,
     images: ImageEncoder | None = None,
+    on_step: Callable[[int, int, float], None] | None = None,
 ) -> list[float]:
     """Train `model` in place; returns the mean loss of each epoch. `on_epoch(epoch, loss)` runs
     after each epoch with the model in eval mode (to measure it on held-out data). `images`:
-    a vision-language model's image encoder, for demonstrations with screenshots."""
+    a vision-language model's image encoder, for demonstrations with screenshots.
+    `on_step(done, total, loss)` after each optimizer step (progress)."""
     config = config or SFTConfig()
     kept = [d for d in demos if not d.trajectory.masked and any(d.imitate)]
     if not kept:
@@ -58,6 +60,8 @@ def sft(
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     rng = random.Random(config.seed)
     losses: list[float] = []
+    total = config.epochs * -(-len(kept) // config.batch_size)
+    steps = 0
     model.train()
     for _ in range(config.epochs):
         order = list(kept)
@@ -83,6 +87,9 @@ def sft(
                     f"finite after {len(losses)} epochs (a lower lr, {config.lr} now, may help)"
                 )
             epoch.append(done.loss)
+            steps += 1
+            if on_step is not None:
+                on_step(steps, total, done.loss)
         losses.append(float(np.mean(epoch)))
         if on_epoch is not None:
             model.eval()

@@ -98,7 +98,7 @@ class WorldEngine(SearchEngine):
         self.directory = tempfile.TemporaryDirectory(prefix="toolgym-world-")
         root = Path(self.directory.name)
         corpus = write_corpus(root / "corpus.jsonl", World(seed, size).documents())
-        build_index(corpus, "bm25", root / "index", show_progress=False)
+        build_index(corpus, "bm25", root / "index")
         self.engine = load_engine(root / "index")
 
     async def search(self, queries: list[str], topk: int) -> list[list[Hit]]:

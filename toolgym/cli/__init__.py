@@ -153,7 +153,9 @@ model_app = typer.Typer(help="Make models.", no_args_is_help=True)
 serve_app = typer.Typer(help="Serve models and tools over HTTP.", no_args_is_help=True)
 rollouts_app = typer.Typer(help="Inspect recorded trajectories.", no_args_is_help=True)
 index_app = typer.Typer(help="Build search indexes.", no_args_is_help=True)
-search_app = typer.Typer(help="Train simulated search engines.", no_args_is_help=True)
+search_app = typer.Typer(
+    help="A corpus to try search on, and simulated search engines.", no_args_is_help=True
+)
 sandbox_app = typer.Typer(help="Code sandboxes: build the image, run code.", no_args_is_help=True)
 sql_app = typer.Typer(
     help="SQL databases: generate them, serve them from a throwaway PostgreSQL.",
@@ -606,6 +608,28 @@ def sql_generate(
     from toolgym.cli.sql import generate_command
 
     raise typer.Exit(generate_command(out, questions, databases, per_domain, templates))
+
+
+@search_app.command("world")
+def search_world(
+    corpus: Annotated[
+        Path, typer.Option(help='JSONL corpus to write, one {"id", "contents"} a line.')
+    ],
+    questions: Annotated[
+        Path | None,
+        typer.Option(help='Also write questions, one {"question", "answers"} a line (tasks=).'),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Which synthetic world.")] = 0,
+    size: Annotated[str, typer.Option(help="small, medium or large.")] = "small",
+    n: Annotated[int, typer.Option("-n", min=1, help="Questions per hop count.")] = 200,
+    hops: Annotated[
+        list[int] | None, typer.Option(help="Hop counts to ask (repeatable; default 1 and 2).")
+    ] = None,
+) -> None:
+    """Write the synthetic world's documents (a corpus to index) and questions about it."""
+    from toolgym.cli.search import world_command
+
+    raise typer.Exit(world_command(corpus, questions, seed, size, n, hops or [1, 2]))
 
 
 @search_app.command("simulator-data")

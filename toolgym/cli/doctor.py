@@ -55,32 +55,35 @@ def docker() -> Finding:
     return Finding("docker", True, "the engine answers and the sandbox image is built")
 
 
-def chromium() -> Finding:
-    from toolgym.envs.gui.browser import find_chromium
+def program_with_package(
+    part: str, locate: Callable[[], str], package: str, fix: str, works: str
+) -> Finding:
+    """A system program (found by `locate`, which raises ConfigError saying why not) that
+    toolgym drives through a Python package."""
     from toolgym.errors import ConfigError
 
-    fix = "apt-get install chromium && pip install 'toolgym[gui]'"
     try:
-        path = find_chromium()
+        path = locate()
     except ConfigError as exc:
-        return Finding("chromium", False, str(exc), fix)
-    if importlib.util.find_spec("playwright") is None:
-        return Finding("chromium", False, f"{path}, but Playwright is not installed", fix)
-    return Finding("chromium", True, f"{path}, driven by Playwright")
+        return Finding(part, False, str(exc), fix)
+    if importlib.util.find_spec(package) is None:
+        return Finding(part, False, f"{path}, but {package} is not installed", fix)
+    return Finding(part, True, f"{path}{works}")
+
+
+def chromium() -> Finding:
+    from toolgym.envs.gui.browser import find_chromium
+
+    fix = "apt-get install chromium && pip install 'toolgym[gui]'"
+    return program_with_package("chromium", find_chromium, "playwright", fix, ", with Playwright")
 
 
 def postgres() -> Finding:
     from toolgym.envs.sql.postgres_server import pg_program
-    from toolgym.errors import ConfigError
 
     fix = "apt-get install postgresql && pip install 'toolgym[sql]'"
-    try:
-        path = pg_program("initdb")
-    except ConfigError as exc:
-        return Finding("postgres", False, str(exc), fix)
-    if importlib.util.find_spec("psycopg") is None:
-        return Finding("postgres", False, f"{path}, but psycopg is not installed", fix)
-    return Finding("postgres", True, f"{Path(path).parent} (start one: toolgym sql serve-postgres)")
+    works = " (start a server: toolgym sql serve-postgres)"
+    return program_with_package("postgres", lambda: pg_program("initdb"), "psycopg", fix, works)
 
 
 def ray() -> Finding:

@@ -38,21 +38,17 @@ def serve_command(
 def pretrain_command(out: Path, config: Any, distances: list[int], probes: int) -> int:
     import json
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from toolgym.agents.corpus.probes import run_probes
+    from toolgym.cli.progress import Ticker
     from toolgym.errors import ConfigError
     from toolgym.training.pretrain import RECORD, pretrain
 
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a directory for the model")
-    columns = (TextColumn("pretraining"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn())  # fmt: skip
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("pretrain", total=config.steps, loss="-")
+    with Ticker("pretraining", config.steps) as ticker:
 
         def on_step(step: int, loss: float) -> None:
-            bar.update(task, completed=step + 1, loss=f"{loss:.3f}")
+            ticker.advance(step + 1, f"loss {loss:.3f}")
 
         result = pretrain(out, config, on_step)
     console.print(

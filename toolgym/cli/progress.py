@@ -25,8 +25,10 @@ class Ticker:
     """`advance(done, **fields)` moves a bar on a terminal; off one it prints a line at most
     every `every_s` seconds and at the last unit. `say(text)` prints a line either way."""
 
-    def __init__(self, label: str, total: int, every_s: float = 10.0) -> None:
-        self.label, self.total, self.every_s = label, max(int(total), 1), every_s
+    def __init__(self, label: str, total: int | None, every_s: float = 10.0) -> None:
+        """`total` None: a count with no end known (no bar, no ETA)."""
+        self.label, self.every_s = label, every_s
+        self.total: int | None = None if total is None else max(int(total), 1)
         self.started = time.perf_counter()
         self.last_line = -float("inf")
         self.bar: Progress | None = None
@@ -51,18 +53,20 @@ class Ticker:
     def advance(self, done: int, shown: str = "") -> None:
         """`shown`: the running figures, e.g. `loss 0.123`."""
         if self.bar is not None:
-            self.bar.update(self.task, completed=done, shown=shown)
+            self.bar.update(self.task, completed=done, total=self.total, shown=shown)
             return
         now = time.perf_counter()
-        if now - self.last_line >= self.every_s or done >= self.total:
+        last = self.total is not None and done >= self.total
+        if now - self.last_line >= self.every_s or last:
             self.last_line = now
             tail = f"  {shown}" if shown else ""
-            console.print(
-                f"{escape(self.label)} {done}/{self.total}{tail}  {self.elapsed()}"
-                f"  eta {clock(self.eta_s(done))}",
-                markup=False,
-                soft_wrap=True,
-            )
+            if self.total is None:
+                self.say(f"{self.label} {done}{tail}  {self.elapsed()}")
+            else:
+                self.say(
+                    f"{self.label} {done}/{self.total}{tail}  {self.elapsed()}"
+                    f"  eta {clock(self.eta_s(done))}"
+                )
 
     def say(self, text: str) -> None:
         console.print(text, markup=False, soft_wrap=True)
@@ -74,7 +78,7 @@ class Ticker:
         return clock(self.elapsed_s())
 
     def eta_s(self, done: int) -> float | None:
-        if done <= 0:
+        if done <= 0 or self.total is None:
             return None
         return self.elapsed_s() / done * max(self.total - done, 0)
 
@@ -116,8 +120,8 @@ class TrainSteps(Ticker):
         if self.first is None:
             self.first = step
         done = step + 1 - self.first
-        eta = (now - self.started) / max(done, 1) * max(self.total - step - 1, 0)
-        self.say(step_line(record, self.total, now - self.previous, eta))
+        eta = (now - self.started) / max(done, 1) * max((self.total or 0) - step - 1, 0)
+        self.say(step_line(record, self.total or 0, now - self.previous, eta))
         self.previous = now
         if self.bar is not None:
             self.bar.update(self.task, completed=step + 1)
@@ -132,3 +136,27 @@ def step_line(record: dict[str, Any], total: int, seconds: float, eta_s: float) 
             parts.append(f"{name} {value:.3f}" if name != "kl" else f"{name} {value:.2e}")
     parts += [f"{seconds:.1f}s", f"eta {clock(eta_s)}"]
     return "  ".join(parts)
+
+
+class Stages:
+    """Progress through named stages (`stages(stage, done, total)`): a ticker per stage,
+    which says the stage's name when it starts; a total of None counts without a bar."""
+
+    def __init__(self) -> None:
+        self.stage: str | None = None
+        self.ticker: Ticker | None = None
+
+    def __enter__(self) -> Stages:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.ticker is not None:
+            self.ticker.__exit__(None, None, None)
+
+    def __call__(self, stage: str, done: int, total: int | None) -> None:
+        if stage != self.stage:
+            self.__exit__()
+            self.stage = stage
+            self.ticker = Ticker(stage, total).__enter__()
+        assert self.ticker is not None
+        self.ticker.advance(done)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 
 from toolgym.cli.show import console
@@ -14,8 +15,12 @@ def build_image_command(tag: str, suite: str | None, mirror: str | None, base: s
     from toolgym.sandbox.image import build_image
 
     console.print(f"building the sandbox image {tag} (about a minute) ...")
+    start = time.perf_counter()
     image_id = build_image(tag, suite, mirror, base)
-    console.print(f"built {tag} ({image_id[:19]}); use it with --backend docker")
+    console.print(
+        f"built {tag} ({image_id[:19]}) in {time.perf_counter() - start:.0f} s; use it with "
+        "--backend docker"
+    )
     return 0
 
 

@@ -14,16 +14,39 @@ from toolgym.errors import ConfigError
 def index_command(
     corpus: Path, out: Path, kind: str, faiss: str, encoder: str | None, e5: bool, force: bool
 ) -> int:
+    from toolgym.cli.progress import Stages
     from toolgym.tools.search.index import build_index, read_meta
 
     start = time.perf_counter()
     dense: dict[str, Any] = {"faiss_kind": faiss, "encoder": encoder, "e5": e5}
-    build_index(corpus, kind, out, force=force, **(dense if kind != "bm25" else {}))
+    with Stages() as stages:
+        build_index(corpus, kind, out, force, stages, **(dense if kind != "bm25" else {}))
     meta = read_meta(out)
     console.print(
         f"indexed {meta['documents']} documents ({kind}) into {out} "
         f"in {time.perf_counter() - start:.1f} s"
     )
+    return 0
+
+
+def world_command(
+    corpus: Path, questions: Path | None, seed: int, size: str, n: int, hops: list[int]
+) -> int:
+    import json
+
+    from toolgym.envs.search.world import SIZES, World
+    from toolgym.tools.search.corpus import write_corpus
+
+    if size not in SIZES:
+        raise ConfigError(f"--size {size!r}: choose one of {', '.join(SIZES)}")
+    world = World(seed, size)
+    write_corpus(corpus, world.documents())
+    console.print(f"wrote {len(world.documents())} documents to {corpus}", markup=False)
+    if questions is not None:
+        tasks = [q.to_task() for h in hops for q in world.questions(n, h)]
+        questions.parent.mkdir(parents=True, exist_ok=True)
+        questions.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+        console.print(f"wrote {len(tasks)} questions to {questions}", markup=False)
     return 0
 
 

@@ -56,6 +56,7 @@ def sft_command(data: Path, model: Path, out: Path, epochs: int, lr: float, batc
                 noisy_per_query: int, seed: int, samples: int, doc_tokens: int) -> int:  # fmt: skip
     from toolgym.agents.loading import load_model, load_tokenizer
     from toolgym.agents.render import ChatRenderer
+    from toolgym.cli.progress import Ticker
     from toolgym.envs.search.simulator_data import read_results
     from toolgym.training.sft import SFTConfig, demonstration_nll, sft
     from toolgym.training.simulator_sft import demonstrations
@@ -76,8 +77,15 @@ def sft_command(data: Path, model: Path, out: Path, epochs: int, lr: float, batc
     )
     start = time.perf_counter()
     before = demonstration_nll(policy, held_out, tokenizer.pad_token_id) if held_out else None
-    losses = sft(policy, demos, tokenizer.pad_token_id,
-                 SFTConfig(epochs=epochs, lr=lr, batch_size=batch_size, seed=seed))  # fmt: skip
+    with Ticker("fine-tuning the simulator", None) as ticker:
+
+        def step(done: int, total: int, loss: float) -> None:
+            ticker.total = total
+            ticker.advance(done, f"loss {loss:.3f}")
+
+        losses = sft(policy, demos, tokenizer.pad_token_id,
+                     SFTConfig(epochs=epochs, lr=lr, batch_size=batch_size, seed=seed),
+                     on_step=step)  # fmt: skip
     console.print(f"loss per epoch: {', '.join(f'{x:.3f}' for x in losses)} "
                   f"({time.perf_counter() - start:.0f} s)")  # fmt: skip
     if held_out and before is not None:

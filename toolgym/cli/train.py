@@ -44,6 +44,7 @@ def sft_command(
     from toolgym.agents.render_vision import make_renderer
     from toolgym.agents.vision import ImageEncoder
     from toolgym.cli.env_settings import write_env_settings
+    from toolgym.cli.progress import Ticker
     from toolgym.envs import make
     from toolgym.errors import ConfigError
     from toolgym.training.sft import SFTConfig, demonstration_nll, sft, sft_draws
@@ -77,14 +78,21 @@ def sft_command(
         nll = demonstration_nll(policy, held_out, tokenizer.pad_token_id, images)
         console.print(f"epoch {epoch}: training loss {loss:.3f}, held-out NLL per token {nll:.3f}")
 
-    losses = sft(
-        policy,
-        demos,
-        tokenizer.pad_token_id,
-        SFTConfig(epochs=epochs, lr=lr, batch_size=batch_size, seed=seed),
-        on_epoch=report,
-        images=images,
-    )
+    with Ticker("fine-tuning", None) as ticker:
+
+        def step(done: int, total: int, loss: float) -> None:
+            ticker.total = total
+            ticker.advance(done, f"loss {loss:.3f}")
+
+        losses = sft(
+            policy,
+            demos,
+            tokenizer.pad_token_id,
+            SFTConfig(epochs=epochs, lr=lr, batch_size=batch_size, seed=seed),
+            on_epoch=report,
+            images=images,
+            on_step=step,
+        )
     after = demonstration_nll(policy, held_out, tokenizer.pad_token_id, images)
     console.print(f"loss per epoch: {', '.join(f'{x:.3f}' for x in losses)}")
     console.print(f"held-out demonstration NLL per token: {before:.3f} -> {after:.3f}")

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-from rich.progress import Progress
 
 from toolgym.errors import ConfigError
 from toolgym.tools.search.corpus import Document, iter_corpus
 from toolgym.tools.search.docstore import DocStore, write_docstore
 from toolgym.tools.search.engines.base import SearchEngine
+
+Progress = Callable[[str, int, int | None], None]
+"""`progress(stage, done, total)`: how far an index build is (the CLI shows it)."""
 
 KINDS = ("bm25", "dense", "hybrid")
 FORMAT = "toolgym-index/1"
@@ -30,10 +31,12 @@ def build_index(
     kind: str,
     out: str | Path,
     force: bool = False,
-    show_progress: bool = True,
+    progress: Progress | None = None,
     **dense_options: Any,
 ) -> Path:
-    """Index `corpus` into `out`. `dense_options` go to `build_dense` (faiss_kind, encoder, ...)."""
+    """Index `corpus` into `out`. `dense_options` go to `build_dense` (faiss_kind, encoder, ...).
+    `progress(stage, done, total)` hears how far each stage is (total None: not known)."""
+    report: Progress = progress or (lambda stage, done, total: None)
     if kind not in KINDS:
         raise ConfigError(f"index kind {kind!r}: choose one of {', '.join(KINDS)}")
     corpus, out = Path(corpus), Path(out)
@@ -44,24 +47,29 @@ def build_index(
             raise ConfigError(f"{out} is not empty; pass --force to replace it")
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    with Progress(disable=not show_progress, transient=True) as progress:
-        task = progress.add_task("reading the corpus", total=None)
-        count = write_docstore(
-            out, _unique(iter_corpus(corpus), lambda n: progress.update(task, completed=n), corpus)
-        )
+    count = write_docstore(
+        out, _unique(iter_corpus(corpus), lambda n: report("reading the corpus", n, None), corpus)
+    )
     if count == 0:
         raise ConfigError(f"{corpus}: the corpus has no documents")
     docs = DocStore(out)
     if kind in ("bm25", "hybrid"):
         from toolgym.tools.search.engines.bm25 import build_bm25
 
-        build_bm25(out, docs, show_progress)
+        report("bm25 indexing", 0, len(docs))
+        build_bm25(out, docs)
+        report("bm25 indexing", len(docs), len(docs))
     if kind in ("dense", "hybrid"):
         from toolgym.tools.search.engines.dense import build_dense
 
-        with Progress(disable=not show_progress) as progress:
-            task = progress.add_task("encoding passages", total=len(docs))
-            build_dense(out, docs, progress=lambda n: progress.advance(task, n), **dense_options)
+        encoded = 0
+
+        def advance(n: int) -> None:
+            nonlocal encoded
+            encoded += n
+            report("encoding passages", encoded, len(docs))
+
+        build_dense(out, docs, progress=advance, **dense_options)
     meta = {"format": FORMAT, "kind": kind, "documents": count, "corpus": str(corpus.resolve()),
             "options": dense_options}  # fmt: skip
     (out / "meta.json").write_text(json.dumps(meta, indent=2, default=str))

@@ -14,14 +14,12 @@ from toolgym.tools.search.engines.base import Hit, IndexEngine
 SUBDIR = "bm25"
 
 
-def build_bm25(out: Path, docs: DocStore, show_progress: bool = True) -> None:
+def build_bm25(out: Path, docs: DocStore) -> None:
     tokenizer = Tokenizer(stopwords="en")
     texts = (d.contents for d in docs)
-    tokens = tokenizer.tokenize(
-        texts, length=len(docs), return_as="tuple", show_progress=show_progress
-    )
+    tokens = tokenizer.tokenize(texts, length=len(docs), return_as="tuple", show_progress=False)
     retriever = bm25s.BM25()
-    retriever.index(tokens, show_progress=show_progress)
+    retriever.index(tokens, show_progress=False)
     retriever.save(out / SUBDIR, show_progress=False)
     tokenizer.save_vocab(out / SUBDIR)
 
