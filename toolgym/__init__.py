@@ -31,6 +31,7 @@ _LAZY = {
     "TaskDraw": "toolgym.envs.tasks",
     "tool": "toolgym.tools.tool",
     "Injected": "toolgym.tools.tool",
+    "ToolCall": "toolgym.tools.records",
     "ToolCallError": "toolgym.tools.tool",
     "InfraError": "toolgym.tools.tool",
     "ToolSet": "toolgym.tools.toolset",

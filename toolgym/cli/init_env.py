@@ -46,7 +46,6 @@ from __future__ import annotations
 from typing import Any
 
 import toolgym
-from toolgym.tools.records import ToolCall
 
 WORDS = ["river", "lantern", "copper", "meadow", "signal", "harbor", "puzzle", "garden",
          "marble", "velvet", "canyon", "thunder", "pepper", "silver", "anchor", "bridge"]
@@ -82,7 +81,7 @@ class {title}Env(toolgym.ToolEnv):
 
     def scripted_action(self) -> str:
         """The right move, for `toolgym sft` demonstrations and `toolgym check`."""
-        return self.parser.render([ToolCall("submit", {{"answer": self.word[::-1]}})])
+        return self.parser.render([toolgym.ToolCall("submit", {{"answer": self.word[::-1]}})])
 
 
 def register_envs() -> None:

@@ -1,0 +1,122 @@
+"""The README's three "start here" paths, run as written in a fresh virtual environment:
+your own env, training on a shipped domain, and a search engine served real and simulated.
+Each command line of the README's blocks runs in bash from an empty folder; a line that ends
+in `&` is a server, started and waited for, then stopped at the end."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from test_packaging import sh, venv_seeing_our_dependencies
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def start_here_blocks() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Start here", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.*?)```", section, re.S)
+
+
+def commands(block: str) -> list[str]:
+    lines = [line.split("  #")[0].strip() for line in block.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    """A fresh venv with toolgym installed into it (editable, from this tree), its
+    dependencies seen from the test's interpreter, and `pip` installing into it."""
+    root = tmp_path_factory.mktemp("readme-venv")
+    python = venv_seeing_our_dependencies(root / "venv")
+    pip = [sys.executable, "-m", "pip", "--python", python]
+    sh(*pip, "install", "-q", "--no-deps", "--no-build-isolation", "-e", ROOT)
+    shim = root / "venv" / "bin" / "pip"
+    shim.write_text(f'#!/bin/sh\nexec {" ".join(map(str, pip))} "$@"\n')
+    shim.chmod(0o755)
+    return root / "venv"
+
+
+def run_path(
+    venv: Path, block: str, cwd: Path, stdin: str = "", while_serving: str | None = None
+) -> str:
+    """The block's output; `while_serving`: Python run in the venv before the servers stop."""
+    env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "COLUMNS": "200"}
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
+    servers, out = [], []
+    try:
+        for command in commands(block):
+            if command.endswith("&"):
+                port = re.search(r"--port (\d+)", command)
+                assert port, command
+                servers.append(subprocess.Popen(
+                    ["bash", "-c", f"exec {command.rstrip('&')}"], cwd=cwd, env=env,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                ))  # fmt: skip
+                wait_healthy(int(port.group(1)), servers[-1])
+                continue
+            result = subprocess.run(
+                ["bash", "-c", command], cwd=cwd, env=env, input=stdin, capture_output=True,
+                text=True, timeout=600,
+            )  # fmt: skip
+            assert result.returncode == 0, (
+                f"{command}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+            )
+            out.append(result.stdout)
+        if while_serving is not None:
+            out.append(sh(venv / "bin" / "python", "-c", while_serving, cwd=cwd, env=env))
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=30)
+    return "\n".join(out)
+
+
+def wait_healthy(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
+                return
+        except OSError:
+            assert process.poll() is None, f"the server on port {port} exited"
+            assert time.monotonic() < deadline, f"the server on port {port} did not start"
+            time.sleep(0.3)
+
+
+def test_the_readme_has_three_paths():
+    assert len(start_here_blocks()) == 3
+
+
+def test_your_own_environment(venv, tmp_path):
+    out = run_path(venv, start_here_blocks()[0], tmp_path, stdin=":quit\n")
+    assert "All checks passed." in out and "Reverse this word" in out
+
+
+def test_train_on_a_shipped_domain(venv, tmp_path):
+    out = run_path(venv, start_here_blocks()[1], tmp_path)
+    assert re.search(r"^step 2/2  success", out, re.M)
+    assert "evaluating toolgym/SQL-v0" in out and "SQL-v0:train:" in out
+    assert (tmp_path / "runs" / "sql" / "policy" / "config.json").is_file()
+
+
+def test_serve_a_search_engine(venv, tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    call = re.search(r"point an env at either: `(.*?)`", readme, re.S).group(1).replace("\n", " ")
+    script = (
+        f"import toolgym\nenv = {call}\nobs, _ = env.reset(seed=0)\n"
+        "obs, *_ = env.step(env.parser.render([toolgym.ToolCall('search', {'query': 'born'})]))\n"
+        "print('FOUND', obs[0]['content'][:40])\n"
+    )
+    out = run_path(venv, start_here_blocks()[2], tmp_path, while_serving=script)
+    assert "FOUND Doc 1 [id per-" in out  # the env searched through the served index
