@@ -188,6 +188,21 @@ class ListTasks(TaskSource):
         return tasks
 
 
+def needs_keys(what: str, *keys: str) -> Callable[[Mapping[str, Any]], None]:
+    """A task check (`ListTasks.load(..., check=)`, and an env's `start` for a task given
+    directly) that each of `keys` is there and not empty."""
+
+    def check(task: Mapping[str, Any]) -> None:
+        missing = [k for k in keys if task.get(k) is None or task.get(k) == ""]
+        if missing:
+            raise ConfigError(
+                f"{what} needs {', '.join(repr(k) for k in keys)}; "
+                f"{', '.join(repr(k) for k in missing)} missing from keys {sorted(task)}"
+            )
+
+    return check
+
+
 def hold_out(tasks: Sequence[Task], eval_fraction: float) -> dict[str, list[Task]]:
     """Split by content: the distinct tasks with the smallest content hashes (a share of
     `eval_fraction`, at least one when there are two or more) go to eval."""

@@ -62,7 +62,9 @@ def test_tasks_from_jsonl_and_options(tmp_path):
     assert call(env, "answer", value=4)[1] == 1.0
     env.reset(options={"task": {"question": "1+1?", "answer": 2}})
     assert call(env, "answer", value=2)[1] == 1.0
-    with pytest.raises(ConfigError, match="needs 'question' and 'answer'"):
+    with pytest.raises(
+        ConfigError, match="needs 'question', 'answer'; 'question', 'answer' missing"
+    ):
         env.reset(options={"task": {"q": "?"}})
     path.write_text("{not json}\n")
     with pytest.raises(ConfigError, match=r"tasks.jsonl:1: not valid JSON"):

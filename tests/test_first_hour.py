@@ -43,6 +43,9 @@ def test_train_to_a_file_prints_a_line_per_step_and_keeps_rollouts(tiny_model_di
     assert [m.group(1) for m in STEP_LINE.finditer(out)] == ["1", "2"], out
     assert "eval " in out.splitlines()[2]  # the last step's evaluation is on its line
     assert f"finished {run_dir} at step 2" in out
+    last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["time/eval_s"] > 0  # the evaluation's own time, beside rollout and update
+    assert "Warning" not in result.stderr  # no library's deprecation chatter at INFO
     # a sample of each step's trajectories is kept, and `rollouts show` reads the run dir
     kept = sorted(p.name for p in (run_dir / "rollouts").iterdir())
     assert kept == ["step_000000.jsonl", "step_000001.jsonl"]
@@ -126,6 +129,8 @@ def test_one_env_arg_to_eval_keeps_the_other_saved_settings(tiny_model_dir, tmp_
     assert "env settings saved with" in result.stdout and "size=6" in result.stdout
     assert "given --env-arg overrides max_turns (2 -> 1)" in result.stdout
     assert re.search(r"evaluating toolgym/Maze-v0 1/1  success", result.stdout)
+    # transformers' loading bars and deprecation warnings are kept down below DEBUG
+    assert "Warning" not in result.stderr and "Loading weights" not in result.stderr, result.stderr
     episode = json.loads(out.read_text().splitlines()[0])
     assert len(episode["steps"]) == 1  # max_turns given
     assert re.search(r"(?<!#)#{13}(?!#)", json.dumps(episode["messages"]))  # 6x6, as saved
@@ -227,3 +232,30 @@ def test_search_world_writes_a_corpus_to_index_and_questions_the_env_takes(tmp_p
     env.close()
     bad = run_cli("search", "world", "--corpus", str(corpus), "--size", "huge")
     assert bad.returncode == 2 and "choose one of small" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("env_id", "row", "reason"),
+    [
+        ("toolgym/Arithmetic-v0", {"question": "1+1?"}, "'answer' missing"),
+        ("toolgym/MathCode-v0", {"answer": 3}, "'question' missing"),
+        ("toolgym/SQL-v0", {"db_id": "shop_0", "question": "How many?"}, "'gold_sql' missing"),
+        ("toolgym/Search-v0", {"question": "Who?", "answer": "Ada"}, "needs 'answers'"),
+    ],
+)
+def test_a_task_file_row_that_does_not_fit_stops_the_env_when_it_is_made(
+    tmp_path, env_id, row, reason
+):
+    """It used to fail only when an episode drew the row, with a traceback mid-run."""
+    import toolgym
+
+    good = {
+        "toolgym/Arithmetic-v0": {"question": "2+2?", "answer": 4},
+        "toolgym/MathCode-v0": {"question": "2+2?", "answer": 4},
+        "toolgym/SQL-v0": {"db_id": "shop_0", "question": "How many?", "gold_sql": "SELECT 1"},
+        "toolgym/Search-v0": {"question": "Who?", "answers": ["Ada"]},
+    }[env_id]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(ConfigError, match=rf"tasks\.jsonl row 2 .*{re.escape(reason)}"):
+        toolgym.make(env_id, tasks=str(path))

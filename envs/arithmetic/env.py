@@ -24,11 +24,12 @@ from typing import Any
 import numpy as np
 
 from toolgym.envs.arithmetic.calculator import evaluate
-from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource
+from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, needs_keys
 from toolgym.envs.tool_env import Outcome, ToolEnv
-from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
 from toolgym.tools.tool import ToolCallError, tool
+
+check_task = needs_keys("an arithmetic task", "question", "answer")
 
 
 def generate_task(seed: int, n_operands: int = 3) -> dict[str, Any]:
@@ -56,7 +57,7 @@ class ArithmeticEnv(ToolEnv):
         **kwargs: Any,
     ) -> None:
         super().__init__(max_turns=max_turns, **kwargs)
-        self.tasks = ListTasks.load(tasks) if tasks is not None else None
+        self.tasks = ListTasks.load(tasks, check=check_task) if tasks is not None else None
         self.n_operands = n_operands
         self.task: dict[str, Any] = {}
         self.submitted: float | None = None
@@ -73,10 +74,7 @@ class ArithmeticEnv(ToolEnv):
             task = self.tasks.task("train", task_seed)
         else:
             task = generate_task(task_seed, self.n_operands)
-        if "question" not in task or "answer" not in task:
-            raise ConfigError(
-                f"an arithmetic task needs 'question' and 'answer', got keys {sorted(task)}"
-            )
+        check_task(task)
         self.task, self.submitted, self._reward = task, None, 0.0
         return [{"role": "user", "content": task["question"]}]
 

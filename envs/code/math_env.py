@@ -30,7 +30,7 @@ from typing import Any
 
 from toolgym.envs.code.math_problems import generate_problem
 from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig, UsesSandbox
-from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task
+from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task, needs_keys
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.parsers import XmlTagParser
@@ -39,6 +39,9 @@ from toolgym.tools.tool import tool
 
 TAGS = {"python": ("python", "code"), "answer": ("answer", "text")}
 OUTPUT_CHARS = 1000
+
+
+check_task = needs_keys("a math task", "question", "answer")
 
 
 class MathCodeEnv(UsesSandbox, ToolEnv):
@@ -63,7 +66,7 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
         kwargs.setdefault("parser", XmlTagParser(TAGS))
         kwargs.setdefault("max_calls_per_turn", 1)
         super().__init__(max_turns=max_turns, **kwargs)
-        self.tasks = ListTasks.load(tasks) if tasks is not None else None
+        self.tasks = ListTasks.load(tasks, check=check_task) if tasks is not None else None
         if not 0.0 <= solver_slips <= 1.0:
             raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
         self.format_reward = format_reward
@@ -79,8 +82,7 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
         await self.python_session.end()
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         task = choose_task(task_seed, options, self.tasks, generate_problem)
-        if "question" not in task or "answer" not in task:
-            raise ConfigError(f"a math task needs 'question' and 'answer', got keys {sorted(task)}")
+        check_task(task)
         self.task, self.answered, self.last_output = task, None, None
         chooser = random.Random(f"slip-{task_seed}")
         self.slip = chooser if chooser.random() < self.solver_slips else None

@@ -44,7 +44,7 @@ from toolgym.envs.sql.questions import check_templates, generate_question
 from toolgym.envs.sql.results import QueryError, QueryLimits, QueryResult
 from toolgym.envs.sql.slips import slip
 from toolgym.envs.sql.table import format_table
-from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task
+from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task, needs_keys
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError, did_you_mean
 from toolgym.tools.parsers import XmlTagParser
@@ -53,6 +53,9 @@ from toolgym.tools.tool import ToolCallError, tool
 
 TAGS = {"sql": ("run_sql", "query"), "solution": ("submit", "query")}
 GRADING_ROWS = 10_000
+
+
+check_task = needs_keys("a SQL task", "db_id", "question", "gold_sql")
 
 
 class SQLEnv(ToolEnv):
@@ -105,7 +108,7 @@ class SQLEnv(ToolEnv):
         if sample_rows < 0:
             raise ConfigError(f"sample_rows {sample_rows}: it must be 0 or more")
         self.style = style
-        self.tasks = ListTasks.load(tasks) if tasks is not None else None
+        self.tasks = ListTasks.load(tasks, check=check_task) if tasks is not None else None
         self.db_ids = list(db_ids) if db_ids else None
         self.templates = check_templates(templates)
         self.config = SQLConfig(backend, databases, dsn, pool_size)
@@ -130,9 +133,7 @@ class SQLEnv(ToolEnv):
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         task = choose_task(task_seed, options, self.tasks, self._generate)
-        missing = [k for k in ("db_id", "question", "gold_sql") if not task.get(k)]
-        if missing:
-            raise ConfigError(f"a SQL task needs {missing}; got keys {sorted(task)}")
+        check_task(task)
         self.task, self.reward, self.seen = task, None, []
         chooser = random.Random(f"slip-{task_seed}")
         self.slip = chooser if chooser.random() < self.solver_slips else None
