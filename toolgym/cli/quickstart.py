@@ -42,6 +42,7 @@ EVAL_TEMPERATURES = (1.0, 0.0)
 
 def quickstart_command(out: Path, steps: int, seed: int) -> int:
     from toolgym.agents.modelinit import init_model
+    from toolgym.cli.progress import TrainSteps
     from toolgym.cli.train import sft_command
     from toolgym.config import load_config
     from toolgym.training.config import TrainConfig
@@ -65,7 +66,8 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     trainer = Trainer(config)
     before = {t: trainer.evaluate(t) for t in EVAL_TEMPERATURES}
     console.rule(f"3/4 GiGPO for {steps} steps (metrics: {config.run_dir}/metrics.jsonl)")
-    last = trainer.run(overwrite=True)[-1]  # the run ends with an evaluation at eval.temperature
+    with TrainSteps(config.steps) as steps:  # the run ends with an evaluation at eval.temperature
+        last = trainer.run(overwrite=True, on_step=steps)[-1]
     console.rule("4/4 the same held-out mazes, before and after RL")
     after = {
         t: {k: v for k, v in last.items() if k.startswith("eval/")}
