@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,6 +171,23 @@ def static_site(directory: Path, probe: str) -> Iterator[str]:
 
 PROCESSES: dict[str, subprocess.Popen[str]] = {}
 """The process behind each URL `serve` yields (tests read its memory)."""
+
+
+def wait_until_answers(url: str, process: subprocess.Popen[Any], within_s: float = 120) -> None:
+    """Poll `url` until it answers 200; fail if `process` exits or time runs out first."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            assert process.poll() is None, f"the server behind {url} exited"
+            assert time.monotonic() < deadline, f"{url} did not answer within {within_s:g} s"
+            time.sleep(0.2)
 
 
 def serve(args: list[str], what: str) -> Iterator[str]:

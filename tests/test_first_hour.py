@@ -185,9 +185,7 @@ def test_the_names_a_user_needs_come_from_toolgym():
 
 
 def test_servers_log_each_request(tiny_model_dir, tmp_path):
-    import urllib.request
-
-    from conftest import free_port
+    from conftest import free_port, wait_until_answers
 
     port, log = free_port(), tmp_path / "server.log"
     with log.open("w") as out:
@@ -196,14 +194,7 @@ def test_servers_log_each_request(tiny_model_dir, tmp_path):
              str(port)], stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "40"},
         )  # fmt: skip
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1):
-                        break
-                except OSError:
-                    assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-                    time.sleep(0.2)
+            wait_until_answers(f"http://127.0.0.1:{port}/v1/models", process)
         finally:
             process.terminate()
             process.wait(timeout=20)

@@ -9,14 +9,12 @@ import os
 import re
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from test_packaging import sh, venv_seeing_our_dependencies
 
-from conftest import ROOT
+from conftest import ROOT, wait_until_answers
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +61,7 @@ def run_path(
                     ["bash", "-c", f"exec {command.rstrip('&')}"], cwd=cwd, env=env,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 ))  # fmt: skip
-                wait_healthy(int(port.group(1)), servers[-1])
+                wait_until_answers(f"http://127.0.0.1:{port.group(1)}/health", servers[-1])
                 continue
             result = subprocess.run(
                 ["bash", "-c", command], cwd=cwd, env=env, input=stdin, capture_output=True,
@@ -80,18 +78,6 @@ def run_path(
             server.terminate()
             server.wait(timeout=30)
     return "\n".join(out)
-
-
-def wait_healthy(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
-                return
-        except OSError:
-            assert process.poll() is None, f"the server on port {port} exited"
-            assert time.monotonic() < deadline, f"the server on port {port} did not start"
-            time.sleep(0.3)
 
 
 def test_the_readme_has_three_paths():
