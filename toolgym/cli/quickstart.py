@@ -66,8 +66,9 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     trainer = Trainer(config)
     before = {t: trainer.evaluate(t) for t in EVAL_TEMPERATURES}
     console.rule(f"3/4 GiGPO for {steps} steps (metrics: {config.run_dir}/metrics.jsonl)")
-    with TrainSteps(config.steps) as steps:  # the run ends with an evaluation at eval.temperature
-        last = trainer.run(overwrite=True, on_step=steps)[-1]
+    # the run ends with an evaluation at eval.temperature
+    with TrainSteps(config.steps) as progress:
+        last = trainer.run(overwrite=True, on_step=progress)[-1]
     console.rule("4/4 the same held-out mazes, before and after RL")
     after = {
         t: {k: v for k, v in last.items() if k.startswith("eval/")}
