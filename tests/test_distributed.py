@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,8 @@ def test_two_ranks_train_as_one_process_and_one_process_resumes_their_shards(
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.count("finished") == 1  # the leader reports
+    assert done.stdout.count(f"run {two}: training") == 1  # and names the run, once
+    assert len(re.findall(r"^step 1/1  success", done.stdout, re.M)) == 1
     # two ranks resume from the shards two ranks wrote (the run is lengthened by a step)
     saved = json.loads((two / "config.json").read_text())
     (two / "config.json").write_text(json.dumps({**saved, "steps": 2}))

@@ -127,7 +127,7 @@ def scripted_tasks(env_id: str, kwargs: dict[str, Any]) -> Any:
 
 
 def train_distributed(
-    config: Any, resume: bool, overwrite: bool, on_step: Callable[[dict[str, Any]], None]
+    config: Any, resume: bool, overwrite: bool, on_step: Callable[[dict[str, Any]], None] | None
 ) -> list[dict[str, Any]] | None:
     """This process's part of a run a launcher started as several (torchrun): rank 0 trains
     and returns the metrics, the others follow it and return None."""
@@ -155,7 +155,9 @@ def train_command(
     ray_address: str | None = None,
 ) -> int:
     """`ray_address`: also for a resumed run, whose other settings are its saved ones."""
+    import contextlib
     import json
+    import os
 
     from pydantic import ValidationError
 
@@ -182,14 +184,17 @@ def train_command(
             raise ConfigError(f"{saved}: not a valid run config ({one_line(exc, 200)})") from None
     else:
         config = with_model_env_settings(load_config(TrainConfig, config_path, overrides))
-    if resume is None:
+    # a launcher's ranks all run this; the leader (rank 0) alone checks, reports and prints
+    leader = not launched() or os.environ["RANK"] == "0"
+    if resume is None and leader:
         check_run_dir(config.run_dir, overwrite)  # before any env or model is built
-    console.print(
-        f"run [bold]{config.run_dir}[/]: {'resuming' if resume else 'training'} {config.model} "
-        f"on {', '.join(e.id for e in config.mixture)} for {config.steps} steps "
-        f"(metrics.jsonl, rollouts/ and the policy go there)"
-    )
-    with TrainSteps(config.steps) as steps:
+    if leader:
+        console.print(
+            f"run [bold]{config.run_dir}[/]: {'resuming' if resume else 'training'} {config.model} "
+            f"on {', '.join(e.id for e in config.mixture)} for {config.steps} steps "
+            f"(metrics.jsonl, rollouts/ and the policy go there)"
+        )
+    with TrainSteps(config.steps) if leader else contextlib.nullcontext() as steps:
         if launched():
             metrics = train_distributed(config, resume is not None, overwrite, steps)
             if metrics is None:  # a follower rank: the leader reports
