@@ -186,7 +186,12 @@ def read_jsonl(path: str | Path) -> list[Trajectory]:
         if not line.strip():
             continue
         try:
-            out.append(Trajectory.from_dict(json.loads(line)))
+            trajectory = Trajectory.from_dict(json.loads(line))
+            if not isinstance(trajectory.id, str) or not isinstance(trajectory.env_id, str):
+                raise TypeError("its 'id' and 'env_id' must be strings")
+            if not isinstance(trajectory.messages, list):
+                raise TypeError("its 'messages' must be a list")
+            out.append(trajectory)
         except (json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError,
                 ValidationError) as exc:  # fmt: skip
             raise ConfigError(

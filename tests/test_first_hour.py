@@ -250,3 +250,17 @@ def test_a_task_file_row_that_does_not_fit_stops_the_env_when_it_is_made(
     path.write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n")
     with pytest.raises(ConfigError, match=rf"tasks\.jsonl row 2 .*{re.escape(reason)}"):
         toolgym.make(env_id, tasks=str(path))
+
+
+def test_hostile_files_and_paths_are_one_line_each(tmp_path):
+    """Random bytes, a row whose fields have the wrong types, and a corpus path that cannot
+    be written: each a one-line error, never a traceback."""
+    (tmp_path / "noise.jsonl").write_bytes(bytes(range(256)) * 8)
+    (tmp_path / "typed.jsonl").write_text('{"id": 1, "env_id": 2}\n')
+    for name in ("noise.jsonl", "typed.jsonl"):
+        shown = run_cli("rollouts", "show", str(tmp_path / name))
+        assert shown.returncode == 2 and "Traceback" not in shown.stderr, shown.stderr
+        assert f"{name}:1: not a trajectory as toolgym writes them" in shown.stderr
+    unwritable = run_cli("search", "world", "--corpus", "/proc/no/world.jsonl")
+    assert unwritable.returncode == 2 and "Traceback" not in unwritable.stderr
+    assert "cannot write /proc/no" in unwritable.stderr

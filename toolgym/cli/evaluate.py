@@ -103,14 +103,16 @@ def eval_command(
         with Ticker(f"evaluating {env_id}", len(draws)) as ticker:
             ended: list[Any] = []
 
+            def figures() -> str:  # over every ended episode: only when drawn
+                s = summarize(ended, time.perf_counter() - start)
+                return (
+                    f"success {s.success_rate:.1%}  valid calls {s.valid_action_rate:.1%}  "
+                    f"{s.tokens_per_s:,.0f} tok/s"
+                )
+
             def on_episode(trajectory: Any) -> None:
                 ended.append(trajectory)
-                s = summarize(ended, time.perf_counter() - start)
-                ticker.advance(
-                    len(ended),
-                    f"success {s.success_rate:.1%}  valid calls {s.valid_action_rate:.1%}  "
-                    f"{s.tokens_per_s:,.0f} tok/s",
-                )
+                ticker.advance(len(ended), figures)
 
             collector.on_episode = on_episode
             trajectories = [t for g in runtime.run(run()) for t in g.trajectories]

@@ -5,6 +5,7 @@ work is alive and how far it got."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
@@ -19,6 +20,9 @@ from rich.progress import (
 )
 
 from toolgym.cli.show import console
+
+BAR_EVERY_S = 0.1
+"""A bar is redrawn at most this often (its figures are computed no more often)."""
 
 
 class Ticker:
@@ -50,23 +54,27 @@ class Ticker:
         if self.bar is not None:
             self.bar.stop()
 
-    def advance(self, done: int, shown: str = "") -> None:
-        """`shown`: the running figures, e.g. `loss 0.123`."""
-        if self.bar is not None:
-            self.bar.update(self.task, completed=done, total=self.total, shown=shown)
-            return
+    def advance(self, done: int, shown: str | Callable[[], str] = "") -> None:
+        """`shown`: the running figures, e.g. `loss 0.123`, or what computes them: it is
+        called only when they are drawn (a bar at most BAR_EVERY_S, a line every_s)."""
         now = time.perf_counter()
         last = self.total is not None and done >= self.total
-        if now - self.last_line >= self.every_s or last:
-            self.last_line = now
-            tail = f"  {shown}" if shown else ""
-            if self.total is None:
-                self.say(f"{self.label} {done}{tail}  {self.elapsed()}")
-            else:
-                self.say(
-                    f"{self.label} {done}/{self.total}{tail}  {self.elapsed()}"
-                    f"  eta {clock(self.eta_s(done))}"
-                )
+        every = BAR_EVERY_S if self.bar is not None else self.every_s
+        if now - self.last_line < every and not last:
+            return
+        self.last_line = now
+        figures = shown() if callable(shown) else shown
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=self.total, shown=figures)
+            return
+        tail = f"  {figures}" if figures else ""
+        if self.total is None:
+            self.say(f"{self.label} {done}{tail}  {self.elapsed()}")
+        else:
+            self.say(
+                f"{self.label} {done}/{self.total}{tail}  {self.elapsed()}"
+                f"  eta {clock(self.eta_s(done))}"
+            )
 
     def say(self, text: str) -> None:
         console.print(text, markup=False, soft_wrap=True)

@@ -40,12 +40,17 @@ def world_command(
     if size not in SIZES:
         raise ConfigError(f"--size {size!r}: choose one of {', '.join(SIZES)}")
     world = World(seed, size)
-    write_corpus(corpus, world.documents())
-    console.print(f"wrote {len(world.documents())} documents to {corpus}", markup=False)
+    documents = world.documents()
+    tasks = [q.to_task() for h in hops for q in world.questions(n, h)] if questions else []
+    try:
+        write_corpus(corpus, documents)
+        if questions is not None:
+            questions.parent.mkdir(parents=True, exist_ok=True)
+            questions.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    except OSError as exc:
+        raise ConfigError(f"cannot write {exc.filename}: {exc.strerror}") from None
+    console.print(f"wrote {len(documents)} documents to {corpus}", markup=False)
     if questions is not None:
-        tasks = [q.to_task() for h in hops for q in world.questions(n, h)]
-        questions.parent.mkdir(parents=True, exist_ok=True)
-        questions.write_text("".join(json.dumps(t) + "\n" for t in tasks))
         console.print(f"wrote {len(tasks)} questions to {questions}", markup=False)
     return 0
 
