@@ -40,15 +40,18 @@ async def both(remote: RayEngines, local: HFEngine, prompt: list[int], adapter=N
     return made, expected
 
 
-def wait_until_up(actor, seconds: float = 120) -> None:
+def wait_until_restarted(actor, seconds: float = 120) -> None:
+    """Until the actor answers as a new process: one holding the model's own weights (0).
+    (Asking only whether it answers can reach the old process before the kill lands.)"""
     deadline = time.monotonic() + seconds
     while True:
         try:
-            ray.get(actor.ready.remote(), timeout=seconds)
-            return
-        except ray.exceptions.ActorUnavailableError:  # restarting
-            assert time.monotonic() < deadline, "the actor did not come back"
-            time.sleep(0.2)
+            if ray.get(actor.holds.remote(), timeout=seconds) == 0:
+                return
+        except ray.exceptions.RayActorError:  # dying or restarting
+            pass
+        assert time.monotonic() < deadline, "the actor did not come back"
+        time.sleep(0.2)
 
 
 def same(a, b) -> bool:
@@ -81,7 +84,7 @@ def test_engine_actors_make_what_the_synced_weights_make_and_a_killed_one_comes_
         assert start.token_ids == expected.token_ids  # (seeded: the same again)
 
         ray.kill(remote.hosts[0], no_restart=False)  # Ray restarts it from the first weights
-        wait_until_up(remote.hosts[0])
+        wait_until_restarted(remote.hosts[0])
         made = await asyncio.gather(*[remote.generate(prompt, SAMPLING) for _ in range(4)])
         assert all(same(m, expected) for m in made)
         assert remote.restored >= 1  # it was found behind and sent the current weights
