@@ -16,7 +16,9 @@ TOOLGYM = Path(sys.executable).parent / "toolgym"  # the installed console scrip
 
 def example() -> str:
     page = (ROOT / "docs" / "your-env.md").read_text()
-    match = re.search(r"<!-- example: register -->\n```python\n(.*?)```", page, re.S)
+    match = re.search(
+        r"<!-- snippet: tested-by tests/test_readme.py::\w+ -->\n```python\n(.*?)```", page, re.S
+    )
     assert match, "docs/your-env.md lost its register example"
     return match.group(1)
 

@@ -1,20 +1,20 @@
 """The README's three "start here" paths, run as written in a fresh virtual environment:
 your own env, training on a shipped domain, and a search engine served real and simulated.
-Each command line of the README's blocks runs in bash from an empty folder; a line that ends
-in `&` is a server, started and waited for, then stopped at the end."""
+Each block runs in bash from an empty folder (tests/blocks.py: servers started with `&` are
+waited for, then stopped at the end)."""
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from blocks import run_block
 from test_packaging import sh, venv_seeing_our_dependencies
 
-from conftest import ROOT, wait_until_answers
+from conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -23,11 +23,6 @@ def start_here_blocks() -> list[str]:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Start here", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```bash\n(.*?)```", section, re.S)
-
-
-def commands(block: str) -> list[str]:
-    lines = [line.split("  #")[0].strip() for line in block.splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
 
 
 @pytest.fixture(scope="module")
@@ -44,40 +39,11 @@ def venv(tmp_path_factory) -> Path:
     return root / "venv"
 
 
-def run_path(
-    venv: Path, block: str, cwd: Path, stdin: str = "", while_serving: str | None = None
-) -> str:
-    """The block's output; `while_serving`: Python run in the venv before the servers stop."""
+def run_path(venv: Path, block: str, cwd: Path, stdin: str = "", then: str = "") -> str:
     env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "COLUMNS": "200"}
     env.pop("PYTHONPATH", None)
     env.pop("VIRTUAL_ENV", None)
-    servers, out = [], []
-    try:
-        for command in commands(block):
-            if command.endswith("&"):
-                port = re.search(r"--port (\d+)", command)
-                assert port, command
-                servers.append(subprocess.Popen(
-                    ["bash", "-c", f"exec {command.rstrip('&')}"], cwd=cwd, env=env,
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                ))  # fmt: skip
-                wait_until_answers(f"http://127.0.0.1:{port.group(1)}/health", servers[-1])
-                continue
-            result = subprocess.run(
-                ["bash", "-c", command], cwd=cwd, env=env, input=stdin, capture_output=True,
-                text=True, timeout=600,
-            )  # fmt: skip
-            assert result.returncode == 0, (
-                f"{command}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
-            )
-            out.append(result.stdout)
-        if while_serving is not None:
-            out.append(sh(venv / "bin" / "python", "-c", while_serving, cwd=cwd, env=env))
-    finally:
-        for server in servers:
-            server.terminate()
-            server.wait(timeout=30)
-    return "\n".join(out)
+    return run_block(block, cwd, env, stdin=stdin, then=then)
 
 
 def test_the_readme_has_three_paths():
@@ -100,9 +66,9 @@ def test_serve_a_search_engine(venv, tmp_path):
     readme = (ROOT / "README.md").read_text()
     call = re.search(r"point an env at either: `(.*?)`", readme, re.S).group(1).replace("\n", " ")
     script = (
-        f"import toolgym\nenv = {call}\nobs, _ = env.reset(seed=0)\n"
+        f"python - <<'PY'\nimport toolgym\nenv = {call}\nobs, _ = env.reset(seed=0)\n"
         "obs, *_ = env.step(env.parser.render([toolgym.ToolCall('search', {'query': 'born'})]))\n"
-        "print('FOUND', obs[0]['content'][:40])\n"
+        "print('FOUND', obs[0]['content'][:40])\nPY\n"
     )
-    out = run_path(venv, start_here_blocks()[2], tmp_path, while_serving=script)
+    out = run_path(venv, start_here_blocks()[2], tmp_path, then=script)
     assert "FOUND Doc 1 [id per-" in out  # the env searched through the served index

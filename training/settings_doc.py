@@ -26,6 +26,7 @@ Every setting of `toolgym train`, generated from `training/config.py` (regenerat
 equal). Set them in a YAML file (`--config`) or as `section.field=value` overrides on the
 command line; values are checked, and an unknown key is an error.
 
+<!-- snippet: tested-by tests/test_config.py::test_yaml_then_overrides -->
 ```bash
 toolgym train model=runs/sft optim.lr=1e-5 rollout.tasks_per_step=16 env.kwargs.size=4
 ```

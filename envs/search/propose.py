@@ -72,11 +72,18 @@ class ProposeSearchEnv(SearchEnv):
             question: the question alone, e.g. "In which city was the founder of X born?".
         """
         hops = len(self.task.get("hops") or []) or 1
-        documents = [f"(Title: {d.title}) {d.body}"[: self.evidence_chars]
-                     for d in list(self.seen.values())[: self.evidence]]  # fmt: skip
-        self.hand_back({"kind": f"search.{hops}hop",
-                        "instruction": str(question)[: MAX_INSTRUCTION_CHARS + 1],
-                        "answer": self.task["answers"][0], "check": {"documents": documents}})  # fmt: skip
+        documents = [
+            f"(Title: {d.title}) {d.body}"[: self.evidence_chars]
+            for d in list(self.seen.values())[: self.evidence]
+        ]
+        self.hand_back(
+            {
+                "kind": f"search.{hops}hop",
+                "instruction": str(question)[: MAX_INSTRUCTION_CHARS + 1],
+                "answer": self.task["answers"][0],
+                "check": {"documents": documents},
+            }
+        )
         self.proposed = True
         return "Proposed."
 
