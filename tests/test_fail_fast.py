@@ -5,6 +5,7 @@ line that names the cause and a non-zero exit, instead of a traceback or a run t
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -165,8 +166,10 @@ def test_paths_and_settings_that_are_wrong_are_one_line_each(cli, tiny_model_dir
         (["eval", "toolgym/Maze-v0", "--model", str(tiny_model_dir), "--tokenizer",
           "/no/such/tokenizer", "-n", "2"], "no tokenizer found at '/no/such/tokenizer'"),
     ]  # fmt: skip
-    for args, message in cases:
-        one_line_error(cli(*args), message)
+    with ThreadPoolExecutor(2) as pool:  # independent processes, two at a time
+        results = list(pool.map(lambda case: cli(*case[0]), cases))
+    for (_, message), result in zip(cases, results, strict=True):
+        one_line_error(result, message)
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     from toolgym.training.config import TrainConfig
