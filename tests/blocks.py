@@ -4,6 +4,7 @@ waited for until its `/health` answers; the servers stop when the block ends."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -39,6 +40,15 @@ def as_script(block: str) -> str:
             lines.append(f"answers {port.group(1)} $!")
         command = ""
     return PRELUDE + "\n".join(lines) + "\n"
+
+
+def user_env(bin_dir: Path) -> dict[str, str]:
+    """A user's shell with `bin_dir` (its `toolgym` and `python`) first on PATH, wide lines,
+    and none of the test run's own import path."""
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "COLUMNS": "200"}
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
+    return env
 
 
 def run_block(

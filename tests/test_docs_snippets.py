@@ -11,7 +11,6 @@ names exist."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from blocks import run_block
+from blocks import run_block, user_env
 from typer.testing import CliRunner
 
 from conftest import ROOT
@@ -142,14 +141,6 @@ def test_each_toolgym_command_parses(args):
     assert result.exit_code == 0, result.output[-2000:]
 
 
-def run_env() -> dict[str, str]:
-    """This interpreter's `toolgym` and `python` first on PATH, wide lines."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    env["COLUMNS"] = "200"
-    env.pop("PYTHONPATH", None)
-    return env
-
-
 def as_shell(block: Block) -> str:
     if block.language in {"python", "py"}:
         return f"python - <<'SNIPPET'\n{block.code}\nSNIPPET"
@@ -173,7 +164,7 @@ def test_the_blocks_marked_run_run_as_written(page, tmp_path):
     made = [p for p in map(Path, OUTSIDE.get(page, [])) if not p.exists()]
     try:
         for block in RUN[page]:
-            run_block(as_shell(block), tmp_path, run_env())
+            run_block(as_shell(block), tmp_path, user_env(Path(sys.executable).parent))
     finally:
         for path in made:
             shutil.rmtree(path, ignore_errors=True)

@@ -5,13 +5,12 @@ waited for, then stopped at the end)."""
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
 
 import pytest
-from blocks import run_block
+from blocks import run_block, user_env
 from test_packaging import sh, venv_seeing_our_dependencies
 
 from conftest import ROOT
@@ -40,10 +39,7 @@ def venv(tmp_path_factory) -> Path:
 
 
 def run_path(venv: Path, block: str, cwd: Path, stdin: str = "", then: str = "") -> str:
-    env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "COLUMNS": "200"}
-    env.pop("PYTHONPATH", None)
-    env.pop("VIRTUAL_ENV", None)
-    return run_block(block, cwd, env, stdin=stdin, then=then)
+    return run_block(block, cwd, user_env(venv / "bin"), stdin=stdin, then=then)
 
 
 def test_the_readme_has_three_paths():
