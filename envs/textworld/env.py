@@ -1,0 +1,232 @@
+"""toolgym/TextWorld-v0: text adventure games made by TextWorld's generator on this machine
+(or your own TextWorld games), played one command per turn.
+
+Observation: the goal, the starting room and what you carry; after each command, the game's
+    answer (cut to `max_chars`). With `admissible_commands=True` each observation ends with
+    the commands the game accepts in that state (ALFWorld's and GiGPO's setting).
+Actions: one command per turn, `<command>go east</command>` by default (pass parser="hermes"
+    for a `command` tool call). Commands are plain words; out-of-game verbs (quit, restart,
+    save, undo, ...), chained commands and anything that is not plain text are refused with
+    the reason and never reach the game.
+Reward: the game's score gained by the step over its max score, so a won game returns 1.
+Episode end: terminated when the game is won or lost; truncated after `max_turns` turns.
+state_key: a digest of the game's own state (TextWorld's facts: where you are, what you
+    carry, what is open, cooked, ...), never the text, so GiGPO's anchor groups are the
+    game's real states.
+Tasks: generated games (`game`: GameSettings' family, knobs; a task {"seed": s} is game s of
+    those settings; splits are disjoint seed ranges), compiled once into `cache_dir`; or
+    `games`, a folder of compiled TextWorld games (.z8 with their .json); or `tasks`, JSONL
+    rows naming a game file ({"game": PATH}) or generation settings ({"family": ..., "seed":
+    ..., ...}).
+Infrastructure: each instance runs its games in a worker process (worker.py); a game that
+    does not compile, an interpreter that halts, crashes or hangs flags the step
+    `infra_error` (masked from training).
+Scripted solver: TextWorld's winning policy from the current state (the walkthrough at the
+    start), for demonstrations.
+Arguments: game (settings mapping), games, tasks, admissible_commands, max_turns, max_chars,
+    cache_dir (default $TOOLGYM_TEXTWORLD_CACHE, else ~/.cache/toolgym/textworld),
+    step_timeout_s, generate_timeout_s, plus ToolEnv's.
+Versions: v0, first release.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+from collections.abc import Hashable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task
+from toolgym.envs.textworld.commands import clean_feedback, normalize, refusal
+from toolgym.envs.textworld.games import game_files, game_path
+from toolgym.envs.textworld.process import GameError, GameProcess
+from toolgym.envs.textworld.settings import GameSettings
+from toolgym.envs.tool_env import Outcome, ToolEnv
+from toolgym.errors import ConfigError
+from toolgym.tools.parsers import XmlTagParser
+from toolgym.tools.records import ToolCall
+from toolgym.tools.text import clip
+from toolgym.tools.tool import InfraError, ToolCallError, tool
+
+TAGS = {"command": ("command", "text")}
+LISTED_COMMANDS = 60
+INSTALL = "pip install 'toolgym[textworld]'"
+
+
+def default_cache_dir() -> Path:
+    configured = os.environ.get("TOOLGYM_TEXTWORLD_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "toolgym" / "textworld"
+
+
+class TextWorldEnv(ToolEnv):
+    instructions = (
+        "You are playing a text adventure. Reach the goal you are given. Each turn, send one "
+        "command, e.g. <command>go north</command>, <command>take key</command>, "
+        "<command>open chest</command>, <command>look</command>, <command>inventory</command>."
+    )
+
+    def __init__(
+        self,
+        game: Mapping[str, Any] | None = None,
+        games: str | Path | None = None,
+        tasks: str | Path | Iterable[Mapping[str, Any]] | None = None,
+        admissible_commands: bool = False,
+        max_turns: int = 20,
+        max_chars: int = 2000,
+        cache_dir: str | Path | None = None,
+        step_timeout_s: float = 10.0,
+        generate_timeout_s: float = 300.0,
+        **kwargs: Any,
+    ) -> None:
+        if importlib.util.find_spec("textworld") is None:
+            raise ConfigError(f"TextWorld games need the textworld package: {INSTALL}")
+        kwargs.setdefault("parser", XmlTagParser(TAGS))
+        kwargs.setdefault("max_calls_per_turn", 1)
+        super().__init__(max_turns=max_turns, **kwargs)
+        if games is not None and tasks is not None:
+            raise ConfigError("give `games` (a folder) or `tasks` (JSONL), not both")
+        self.settings = GameSettings.parse(dict(game or {}), "game")
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.tasks: ListTasks | None = None
+        self.base = Path.cwd()
+        if games is not None:
+            self.tasks = ListTasks.load([{"game": str(p)} for p in game_files(Path(games))])
+        elif tasks is not None:
+            if isinstance(tasks, str | Path):
+                self.base = Path(tasks).resolve().parent
+            self.tasks = ListTasks.load(tasks, check=self._check_task)
+        self.admissible_commands, self.max_chars = admissible_commands, max_chars
+        self.step_timeout_s, self.generate_timeout_s = step_timeout_s, generate_timeout_s
+        self.process = GameProcess()
+        self.frame: dict[str, Any] = {}
+        self.returned, self.step_reward = 0.0, 0.0
+
+    # ----- tasks -----------------------------------------------------------------------------
+    def task_source(self) -> TaskSource:
+        return self.tasks if self.tasks is not None else SeedTasks()
+
+    def _check_task(self, task: Mapping[str, Any]) -> None:
+        if "game" in task:
+            game_path(task["game"], self.base)
+        else:
+            self._task_settings(task)
+
+    def _task_settings(self, task: Mapping[str, Any]) -> GameSettings:
+        fields = {k: v for k, v in task.items() if k != "split"}
+        return GameSettings.parse(self.settings.model_dump() | fields, "the task's game settings")
+
+    async def _game_file(self, task: Mapping[str, Any]) -> str:
+        if "game" in task:
+            try:
+                return str(game_path(task["game"], self.base))
+            except ConfigError as exc:
+                raise InfraError(str(exc)) from None
+        settings = self._task_settings(task)
+        try:
+            made = await self.process.request(
+                {"op": "generate", "settings": settings.model_dump(), "cache": str(self.cache_dir)},
+                self.generate_timeout_s,
+            )
+        except GameError as exc:
+            raise InfraError(
+                f"the game {settings.knobs()} seed {settings.seed} could not be made: {exc}"
+            ) from None
+        return str(made["path"])
+
+    # ----- the episode -----------------------------------------------------------------------
+    async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
+        task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
+        task = choose_task(task_seed, options, self.tasks, lambda s: {"seed": s})
+        path = await self._game_file(task)
+        self.frame = {}
+        try:
+            frame = await self.process.request({"op": "open", "path": path}, self.step_timeout_s)
+        except GameError as exc:
+            raise InfraError(f"the game {path} cannot be played: {exc}") from None
+        self._check_alive(frame)
+        self.frame, self.returned, self.step_reward = frame, 0.0, 0.0
+        parts = [frame["objective"], frame["description"], frame["inventory"]]
+        opening = "\n\n".join(clip(clean_feedback(p), self.max_chars) for p in parts if p.strip())
+        return [{"role": "user", "content": opening + self._listed()}]
+
+    @tool
+    async def command(self, text: str) -> str:
+        """Send one command to the game.
+
+        Args:
+            text: the command, e.g. "go north", "take key from chest", "open door".
+        """
+        if not self.frame:
+            raise InfraError("no game is running")
+        why = refusal(text)
+        if why is not None:
+            raise ToolCallError(why)
+        try:
+            frame = await self.process.request(
+                {"op": "step", "command": normalize(text)}, self.step_timeout_s
+            )
+        except GameError as exc:
+            raise InfraError(f"the game failed: {exc}") from None
+        self._check_alive(frame)
+        self.step_reward = self._gain(frame)
+        self.frame = frame
+        return clip(clean_feedback(frame["feedback"]), self.max_chars) + self._listed()
+
+    def outcome(self) -> Outcome:
+        reward, self.step_reward = self.step_reward, 0.0
+        return Outcome(reward, bool(self.frame.get("won") or self.frame.get("lost")))
+
+    def state_key(self) -> Hashable:
+        return "tw:" + str(self.frame.get("state", "none"))
+
+    def scripted_action(self) -> str | None:
+        policy = self.frame.get("policy") or []
+        if not policy:
+            return None
+        return self.parser.render([ToolCall("command", {"text": policy[0]})])
+
+    def mistake_action(self, rng: random.Random) -> str | None:
+        """An admissible command the winning policy would not take now."""
+        policy = self.frame.get("policy") or []
+        others = [c for c in self.frame.get("admissible") or [] if c not in policy[:1]]
+        choice = rng.choice(others) if others else "look"
+        return self.parser.render([ToolCall("command", {"text": choice})])
+
+    def walkthrough(self) -> list[str]:
+        """The game's own walkthrough (the winning commands from the start)."""
+        return list(self.frame.get("walkthrough") or [])
+
+    async def aclose(self) -> None:
+        await self.process.close()
+        await super().aclose()
+
+    # ----- helpers ---------------------------------------------------------------------------
+    def _gain(self, frame: dict[str, Any]) -> float:
+        """This step's share of the game's max score; the rest of 1 at a win."""
+        if frame["won"]:
+            reward = 1.0 - self.returned
+        elif frame["max_score"] > 0:
+            reward = (frame["score"] - self.frame["score"]) / frame["max_score"]
+        else:
+            reward = 0.0
+        self.returned += reward
+        return reward
+
+    def _check_alive(self, frame: dict[str, Any]) -> None:
+        if frame["halted"]:
+            self.frame = {}
+            raise InfraError(f"the game interpreter halted: {clip(frame['feedback'], 300)}")
+
+    def _listed(self) -> str:
+        if not self.admissible_commands:
+            return ""
+        commands = list(self.frame.get("admissible") or [])
+        shown = ", ".join(commands[:LISTED_COMMANDS])
+        more = (
+            f" (and {len(commands) - LISTED_COMMANDS} more)"
+            if len(commands) > LISTED_COMMANDS
+            else ""
+        )
+        return f"\n\nAdmissible commands: {clip(shown, self.max_chars)}{more}"

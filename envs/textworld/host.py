@@ -1,0 +1,61 @@
+"""The host that game workers are forked from: one process per trainer process, started on
+the first game, with TextWorld imported once (most of a worker's start-up). Each connection
+to its Unix socket is served by a fresh fork (a worker: worker.py), which first says its pid
+so that the env can kill it. The host exits when its parent closes its stdin (or dies)."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+
+
+def _serve_connection(connection: socket.socket) -> None:
+    from toolgym.envs.textworld.worker import serve
+
+    with (
+        connection.makefile("r", encoding="utf-8") as requests,
+        connection.makefile("w", encoding="utf-8") as answers,
+    ):
+        answers.write(json.dumps({"pid": os.getpid()}) + "\n")
+        answers.flush()
+        serve(requests, answers)
+
+
+def main(address: str) -> None:
+    # loaded once here, inherited by every worker
+    import textworld.challenges  # noqa: F401
+
+    import toolgym.envs.textworld.worker  # noqa: F401
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped as they exit
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(address)
+    server.listen(128)
+    print("ready", flush=True)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # library chatter never reaches a pipe
+    events = selectors.DefaultSelector()
+    events.register(server, selectors.EVENT_READ)
+    events.register(sys.stdin, selectors.EVENT_READ)
+    while True:
+        for key, _ in events.select():
+            if key.fileobj is sys.stdin:
+                if not os.read(sys.stdin.fileno(), 1024):
+                    return  # the parent is gone
+                continue
+            connection, _ = server.accept()
+            if os.fork() == 0:
+                server.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                try:
+                    _serve_connection(connection)
+                finally:
+                    os._exit(0)
+            connection.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
