@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +20,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
+
+# TextWorld games are generated into a cache that lives for this session only (and is shared
+# by its CLI runs): no test finds games that an earlier session or the user made.
+os.environ["TOOLGYM_TEXTWORLD_CACHE"] = tempfile.mkdtemp(prefix="toolgym-tw-cache-")
+atexit.register(shutil.rmtree, os.environ["TOOLGYM_TEXTWORLD_CACHE"], True)
 
 
 def run_cli(

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -76,64 +77,84 @@ atexit.register(_Host.stop)
 
 
 class GameProcess:
+    """One worker, used from any event loop (a blocking socket, driven from a thread): envs
+    made by `toolgym.make` or reset under successive `asyncio.run`s keep their game."""
+
     def __init__(self) -> None:
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
+        self.socket: socket.socket | None = None
+        self.answers: Any = None
         self.pid: int | None = None
-        self.lock = asyncio.Lock()
+        self.busy = threading.Lock()  # one request at a time
+        self.held = threading.Lock()  # guards the fields above
 
     async def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """The worker's answer; GameError for a failure it reported, InfraError when it died,
         hung or could not start."""
-        async with self.lock:
-            try:
-                async with asyncio.timeout(timeout_s):
-                    reader, writer = await self._started()
-                    writer.write(json.dumps(payload).encode() + b"\n")
-                    await writer.drain()
-                    line = await reader.readline()
-            except TimeoutError:
-                await self.close()
-                raise InfraError(
-                    f"the game did not answer {payload['op']!r} within {timeout_s:g} s"
-                ) from None
-            except (OSError, ValueError) as exc:  # a broken pipe; a line over the limit
-                await self.close()
-                raise InfraError(f"the game worker failed: {exc}") from None
-            if not line:
-                self.pid = None  # it is gone (and its pid may be another's soon)
-                await self.close()
-                raise InfraError("the game interpreter died")
-            try:
-                answer = json.loads(line)
-            except ValueError:
-                await self.close()
-                raise InfraError("the game worker answered something that is not JSON") from None
+        answer = await asyncio.to_thread(self._request, payload, timeout_s)
         if "error" in answer:
             log.debug("game worker: %s", answer.get("trace", answer["error"]))
             raise GameError(str(answer["error"]))
-        return dict(answer)
+        return answer
 
-    async def _started(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        if self.reader is not None and self.writer is not None:
-            return self.reader, self.writer
-        address = await asyncio.to_thread(_Host.address)
-        reader, writer = await asyncio.open_unix_connection(address, limit=ANSWER_BYTES)
-        hello = json.loads(await reader.readline() or b"{}")
+    def _request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        with self.busy:
+            try:
+                connection, answers = self._started(timeout_s)
+                connection.settimeout(timeout_s)
+                connection.sendall(json.dumps(payload).encode() + b"\n")
+                line = answers.readline(ANSWER_BYTES)
+            except TimeoutError:
+                self.close_now()
+                raise InfraError(
+                    f"the game did not answer {payload['op']!r} within {timeout_s:g} s"
+                ) from None
+            except OSError as exc:
+                self.close_now()
+                raise InfraError(f"the game worker failed: {exc}") from None
+            if not line.endswith(b"\n"):
+                self.close_now()
+                if not line:
+                    raise InfraError("the game interpreter died")
+                raise InfraError("the game worker's answer was cut off")
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                answer = None
+            if not isinstance(answer, dict):
+                self.close_now()
+                raise InfraError("the game worker answered something that is not a JSON object")
+            return answer
+
+    def _started(self, timeout_s: float) -> tuple[socket.socket, Any]:
+        with self.held:
+            if self.socket is not None:
+                return self.socket, self.answers
+        address = _Host.address()
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.settimeout(timeout_s)
+        connection.connect(address)
+        answers = connection.makefile("rb")
+        hello = json.loads(answers.readline(ANSWER_BYTES) or b"{}")
         if not isinstance(hello.get("pid"), int):
-            writer.close()
+            connection.close()
             raise InfraError("the game host did not start a worker")
-        self.reader, self.writer, self.pid = reader, writer, hello["pid"]
-        return reader, writer
+        with self.held:
+            self.socket, self.answers, self.pid = connection, answers, hello["pid"]
+        return connection, answers
 
-    async def close(self) -> None:
-        """Stop the worker (killed: it holds nothing that needs saving)."""
-        writer, pid = self.writer, self.pid
-        self.reader, self.writer, self.pid = None, None, None
+    def close_now(self) -> None:
+        """Stop the worker (killed: it holds nothing that needs saving); safe to call twice
+        and while a request waits on it (that request then fails)."""
+        with self.held:
+            connection, answers, pid = self.socket, self.answers, self.pid
+            self.socket, self.answers, self.pid = None, None, None
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
+        if answers is not None:
+            answers.close()
+        if connection is not None:
+            connection.close()
+
+    async def close(self) -> None:
+        self.close_now()

@@ -43,7 +43,7 @@ class GameSettings(BaseModel):
     quest_breadth: int = Field(1, ge=1, le=5)
     level: int = Field(1, ge=1, le=100)
     recipe: int = Field(1, ge=1, le=5)
-    take: int = Field(1, ge=0, le=5)
+    take: int = Field(1, ge=1, le=5)
     go: Literal[1, 6, 9, 12] = 1
     open: bool = False
     cook: bool = False
@@ -54,6 +54,10 @@ class GameSettings(BaseModel):
     def _family_limits(self) -> GameSettings:
         if self.family == "treasure_hunter" and self.level > 30:
             raise ValueError(f"treasure_hunter levels are 1 to 30, not {self.level}")
+        if self.family == "custom" and self.quest_breadth > self.quest_length:
+            raise ValueError(
+                f"quest_breadth ({self.quest_breadth}) cannot exceed quest_length ({self.quest_length})"
+            )
         if self.family == "cooking" and self.take > self.recipe:
             raise ValueError(f"take ({self.take}) cannot exceed recipe ({self.recipe})")
         return self

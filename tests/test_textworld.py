@@ -1,0 +1,268 @@
+"""toolgym/TextWorld-v0 on games TextWorld generates here: the walkthrough wins every game of
+a 100-game test set across the families, the same seed gives the same game, hostile commands
+are refused with a bounded answer without ending the game, rewards follow the game's score,
+and a game whose interpreter dies, hangs or cannot be made is the infrastructure's fault."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+
+import pytest
+
+import toolgym
+from toolgym.envs.textworld import TextWorldEnv
+from toolgym.envs.textworld.commands import refusal
+from toolgym.errors import ConfigError
+from toolgym.tools.tool import InfraError
+
+
+def game_settings(i: int) -> dict:
+    """Game i of the test set: the families in turn, their knobs drawn from i."""
+    rng = random.Random(i)
+    family = ("custom", "coin_collector", "treasure_hunter", "cooking")[i % 4]
+    if family == "custom":
+        return {"family": family, "world_size": rng.randint(1, 6),
+                "nb_objects": rng.randint(2, 10), "quest_length": rng.randint(1, 5)}  # fmt: skip
+    if family in ("coin_collector", "treasure_hunter"):
+        return {"family": family, "level": rng.randint(1, 15 if family == "coin_collector" else 20)}
+    recipe = rng.randint(1, 3)
+    return {"family": family, "recipe": recipe, "take": rng.randint(1, recipe),
+            "go": rng.choice([1, 6]), "open": rng.random() < 0.5, "cook": rng.random() < 0.5,
+            "cut": rng.random() < 0.5, "drop": rng.random() < 0.3}  # fmt: skip
+
+
+async def play_walkthrough(env: TextWorldEnv, task: dict) -> tuple[float, bool, list]:
+    """Reset to `task`, send the game's walkthrough; the return, whether it ended, the keys."""
+    _, info = await env.areset(seed=0, options={"task": task})
+    keys, total, terminated = [info["state_key"]], 0.0, False
+    for command in env.walkthrough():
+        _, reward, terminated, _, info = await env.astep(f"<command>{command}</command>")
+        assert info["valid_action"] and info["infra_error"] is None, (task, command, info)
+        total += reward
+        keys.append(info["state_key"])
+        if terminated:
+            break
+    return total, terminated, keys
+
+
+def test_the_walkthrough_wins_each_of_100_generated_games_across_the_families():
+    async def run() -> list:
+        envs = [TextWorldEnv(max_turns=100) for _ in range(2)]  # two workers: two cores
+        tasks = [{**game_settings(i), "seed": 1000 + i} for i in range(100)]
+        results: list = []
+
+        async def worker(env: TextWorldEnv) -> None:
+            while tasks:
+                task = tasks.pop()
+                results.append((task, *await play_walkthrough(env, task)))
+
+        try:
+            await asyncio.gather(*(worker(env) for env in envs))
+        finally:
+            for env in envs:
+                await env.aclose()
+        return results
+
+    results = asyncio.run(run())
+    assert len(results) == 100
+    assert {task["family"] for task, *_ in results} == {
+        "custom", "coin_collector", "treasure_hunter", "cooking"}  # fmt: skip
+    unsolved = [task for task, total, terminated, _ in results if not terminated or total != 1.0]
+    assert not unsolved
+    assert max(len(keys) for *_, keys in results) > 10  # some games take many steps
+
+
+def test_the_same_seed_makes_the_same_game_keys_and_walkthrough(tmp_path):
+    task = {"family": "treasure_hunter", "level": 12, "seed": 7}
+
+    async def twice() -> list:
+        plays = []
+        for cache in ("a", "b"):  # each generates and compiles the game itself
+            env = TextWorldEnv(cache_dir=tmp_path / cache)
+            try:
+                obs, _ = await env.areset(seed=0, options={"task": task})
+                plays.append((obs, env.walkthrough(), await play_walkthrough(env, task)))
+            finally:
+                await env.aclose()
+        return plays
+
+    first, second = asyncio.run(twice())
+    assert first == second
+    assert len(set(first[2][2])) == len(first[2][2])  # each step of the walkthrough is a new state
+    other = TextWorldEnv(cache_dir=tmp_path / "a")
+    try:
+        obs, _ = asyncio.run(other.areset(options={"task": {**task, "seed": 8}}))
+    finally:
+        asyncio.run(other.aclose())
+    assert obs != first[0]
+
+
+HOSTILE_COMMANDS = {
+    "10 MB": "<command>" + "x" * 10_000_000 + "</command>",
+    "tool-call markup": '<command><tool_call>{"name": "command"}</tool_call></command>',
+    "lone surrogates": "<command>go \ud800 north</command>",
+    "quit": "<command>quit</command>",
+    "restart": "<command>restart</command>",
+    "save": "<command>save</command>",
+    "undo": "<command>undo</command>",
+    "two lines": "<command>look\nquit</command>",
+    "chained": "<command>go north then quit</command>",
+    "debug verb": "<command>tw-extra-infos facts</command>",
+    "escape sequence": "<command>\x1b[2J</command>",
+    "NUL": "<command>look\x00</command>",
+}
+
+
+def test_hostile_commands_are_refused_bounded_and_the_game_goes_on():
+    env = toolgym.make("toolgym/TextWorld-v0")
+    try:
+        _, info = env.reset(seed=3)
+        start_key = info["state_key"]
+        walkthrough = env.unwrapped.walkthrough()
+        for case, action in HOSTILE_COMMANDS.items():
+            obs, reward, terminated, truncated, info = env.step(action)
+            assert not info["valid_action"] and info["infra_error"] is None, case
+            assert not terminated and reward == 0.0, case
+            assert info["state_key"] == start_key, case
+            assert sum(len(m["content"]) for m in obs) < 2000, case
+            for m in obs:
+                m["content"].encode("utf-8")
+        total = 0.0
+        for command in walkthrough:  # the game was never left waiting on a question
+            _, reward, terminated, _, info = env.step(f"<command>{command}</command>")
+            total += reward
+        assert terminated and total == 1.0
+    finally:
+        env.close()
+
+
+def test_plain_commands_pass_and_out_of_game_ones_are_refused_with_the_reason():
+    for ok in ("look", "Go  North", "take type-1 box from chest", "examine mom's hat"):
+        assert refusal(ok) is None, ok
+    assert "not a move in the game" in refusal("SAVE")
+    assert "one command per turn" in refusal("look then go east")
+    assert "plain words" in refusal("look.")
+
+
+def test_the_reward_is_the_games_score_share_and_a_win_returns_one():
+    env = TextWorldEnv()
+    task = {"family": "cooking", "recipe": 2, "take": 2, "cook": True, "seed": 3}
+
+    async def run() -> tuple[list[float], int]:
+        try:
+            await env.areset(options={"task": task})
+            rewards = []
+            while (action := env.scripted_action()) is not None:
+                _, reward, terminated, _, _ = await env.astep(action)
+                rewards.append(reward)
+                if terminated:
+                    break
+            return rewards, env.frame["max_score"]
+        finally:
+            await env.aclose()
+
+    rewards, max_score = asyncio.run(run())
+    assert max_score > 1
+    gains = [r for r in rewards if r]
+    assert len(gains) == max_score and all(abs(g - 1 / max_score) < 1e-9 for g in gains)
+    assert abs(sum(rewards) - 1.0) < 1e-9
+
+
+def test_a_dead_or_hung_interpreter_is_masked_and_the_next_episode_plays():
+    env = toolgym.make("toolgym/TextWorld-v0", step_timeout_s=2)
+    try:
+        env.reset(seed=5)
+        os.kill(env.unwrapped.process.pid, signal.SIGKILL)
+        *_, info = env.step("<command>look</command>")
+        assert "game" in info["infra_error"]
+        env.reset(seed=5)
+        os.kill(env.unwrapped.process.pid, signal.SIGSTOP)  # alive, never answers
+        *_, info = env.step("<command>look</command>")
+        assert "did not answer" in info["infra_error"]
+        _, info = env.reset(seed=5)
+        _, _, _, _, info = env.step("<command>look</command>")
+        assert info["infra_error"] is None and info["valid_action"]
+    finally:
+        env.close()
+
+
+def test_a_game_that_cannot_be_made_or_played_is_an_infra_error(tmp_path):
+    broken = tmp_path / "broken.z8"
+    broken.write_bytes(b"not a story file")
+    broken.with_suffix(".json").write_text("{}")
+    env = TextWorldEnv()
+
+    async def reset(task: dict) -> None:
+        await env.areset(options={"task": task})
+
+    try:
+        with pytest.raises(InfraError, match="cannot be played"):
+            asyncio.run(reset({"game": str(broken)}))
+        # a cooking game with these knobs trips TextWorld's generator
+        bad = {"family": "cooking", "go": 9, "cut": True, "recipe": 1, "seed": 1043}
+        with pytest.raises(InfraError, match="could not be made"):
+            asyncio.run(reset(bad))
+    finally:
+        asyncio.run(env.aclose())
+
+
+def test_tasks_name_game_files_or_settings_and_a_folder_of_games_splits_by_game(tmp_path):
+    games = tmp_path / "games"
+    made = TextWorldEnv(cache_dir=tmp_path / "cache")
+    asyncio.run(made.areset(options={"task": {"family": "coin_collector", "level": 2, "seed": 1}}))
+    asyncio.run(made.aclose())
+    cached = sorted((tmp_path / "cache" / "coin_collector").glob("*.z8"))
+    assert len(cached) == 1
+    from toolgym.envs.textworld.generate import copy_game
+
+    for i in range(4):  # four copies: four games as far as the folder is concerned
+        copy_game(cached[0], games / f"g{i}.z8")
+    env = TextWorldEnv(games=games)
+    source = env.task_source()
+    train = {t["game"] for t in source.splits["train"]}
+    held = {t["game"] for t in source.splits["eval"]}
+    assert train and held and not train & held and len(train | held) == 4
+    obs, info = env.reset(seed=0)
+    assert info["infra_error"] is None and env.walkthrough()
+    env.close()
+
+    rows = tmp_path / "tasks.jsonl"
+    rows.write_text(
+        json.dumps({"game": "games/g0.z8", "split": "train"}) + "\n"
+        + json.dumps({"family": "custom", "quest_length": 3, "seed": 4, "split": "eval"}) + "\n"
+    )  # fmt: skip
+    env = TextWorldEnv(tasks=rows)  # a relative game path is read from the file's folder
+    for split in ("train", "eval"):
+        draw = env.task_source().draw(split, 0)
+        obs, info = env.reset(seed=draw.seed, options={"task": draw.task})
+        assert env.walkthrough()
+    env.close()
+
+    (games / "old.ulx").write_bytes(b"glulx")
+    with pytest.raises(ConfigError, match="Glulx"):
+        TextWorldEnv(games=games)
+    (games / "old.ulx").unlink()
+    games.joinpath("g0.json").unlink()
+    with pytest.raises(ConfigError, match="g0.json"):
+        TextWorldEnv(games=games)
+    with pytest.raises(ConfigError, match="quest_breadth"):
+        TextWorldEnv(game={"quest_length": 1, "quest_breadth": 2})
+    with pytest.raises(ConfigError, match="level"):
+        TextWorldEnv(game={"family": "treasure_hunter", "level": 31})
+
+
+def test_the_admissible_commands_option_lists_what_the_game_accepts():
+    env = toolgym.make("toolgym/TextWorld-v0", admissible_commands=True)
+    try:
+        obs, _ = env.reset(seed=2)
+        listed = obs[-1]["content"].split("Admissible commands: ")[1].split(", ")
+        assert "look" in listed and "inventory" in listed
+        assert listed == sorted(listed)
+        obs, *_ = env.step("<command>inventory</command>")
+        assert "Admissible commands: " in obs[-1]["content"]
+    finally:
+        env.close()
