@@ -15,7 +15,9 @@ META_VERBS = frozenset(
      "noscript", "recording", "replay", "verify", "version"}
 )  # fmt: skip
 _WORDS = re.compile(r"[a-z0-9' -]+")
-_PROMPT = re.compile(r"\n?>\s*$")
+_PROMPT = re.compile(r"(^|\n)>[^\n]*$")
+"""The input prompt the interpreter ends each answer with, and the status line beside it."""
+_END_MENU = "Would you like to RESTART, RESTORE a saved game, QUIT or UNDO the last command?"
 _BLANK_LINES = re.compile(r"\n{3,}")
 
 
@@ -52,7 +54,8 @@ def normalize(command: str) -> str:
 
 
 def clean_feedback(text: str) -> str:
-    """The game's answer without its trailing prompt and the padding the interpreter adds."""
-    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
-    tidy = _BLANK_LINES.sub("\n\n", "\n".join(lines))
-    return _PROMPT.sub("", tidy).strip()
+    """The game's answer without its trailing prompt and status line, the out-of-game menu
+    at the end, and the padding the interpreter adds."""
+    text = _PROMPT.sub("", text.strip()).replace(_END_MENU, "")
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()

@@ -39,11 +39,12 @@ def main(address: str) -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # library chatter never reaches a pipe
     events = selectors.DefaultSelector()
     events.register(server, selectors.EVENT_READ)
-    events.register(sys.stdin, selectors.EVENT_READ)
+    parent = sys.stdin.fileno()
+    events.register(parent, selectors.EVENT_READ)
     while True:
         for key, _ in events.select():
-            if key.fileobj is sys.stdin:
-                if not os.read(sys.stdin.fileno(), 1024):
+            if key.fd == parent:
+                if not os.read(parent, 1024):
                     return  # the parent is gone
                 continue
             connection, _ = server.accept()

@@ -30,7 +30,11 @@ HOST_START_S = 60.0
 
 class GameError(Exception):
     """The worker ran the request and reports it failed (a game file it cannot load, a
-    generator that found no quest): not the interpreter dying."""
+    generator that found no quest, a spec refused): not the interpreter dying."""
+
+    def __init__(self, message: str, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class _Host:
@@ -93,7 +97,7 @@ class GameProcess:
         answer = await asyncio.to_thread(self._request, payload, timeout_s)
         if "error" in answer:
             log.debug("game worker: %s", answer.get("trace", answer["error"]))
-            raise GameError(str(answer["error"]))
+            raise GameError(str(answer["error"]), refused=bool(answer.get("refused")))
         return answer
 
     def _request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:

@@ -6,6 +6,7 @@ and masks the episode (process.py). Workers are forked from a host that has Text
 
 Protocol: one JSON object per line on stdin, one answer per line on stdout:
     {"op": "generate", "settings": {...}, "cache": DIR}  -> {"path": ...}
+    {"op": "build", "spec": {...}, "path": GAME}          -> {"path": ..., "walkthrough": [...]}
     {"op": "open", "path": GAME}                          -> a frame (the game's start)
     {"op": "step", "command": TEXT}                       -> a frame
 and {"error": TEXT} for a request that failed. A frame is the game's state as plain data.
@@ -18,6 +19,8 @@ import json
 import traceback
 from pathlib import Path
 from typing import Any, TextIO
+
+from toolgym.errors import ConfigError
 
 FEEDBACK_CHARS = 20_000
 LIST_ITEMS = 500
@@ -43,6 +46,15 @@ class Worker:
         from toolgym.envs.textworld.settings import GameSettings
 
         return {"path": str(cached_game(GameSettings.parse(settings), Path(cache)))}
+
+    def build(self, spec: dict[str, Any], path: str) -> dict[str, Any]:
+        from toolgym.envs.textworld.build import SpecRefused, build_to
+        from toolgym.envs.textworld.specs import parse_spec
+
+        try:
+            return build_to(parse_spec(spec), Path(path))
+        except (SpecRefused, ConfigError) as exc:
+            return {"error": str(exc), "refused": True}
 
     def open(self, path: str) -> dict[str, Any]:
         import textworld
@@ -84,6 +96,8 @@ class Worker:
         op = request.get("op")
         if op == "generate":
             return self.generate(request["settings"], request["cache"])
+        if op == "build":
+            return self.build(request["spec"], request["path"])
         if op == "open":
             return self.open(request["path"])
         if op == "step":

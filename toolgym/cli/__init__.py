@@ -167,7 +167,11 @@ app.add_typer(rollouts_app, name="rollouts")
 app.add_typer(index_app, name="index")
 app.add_typer(search_app, name="search")
 app.add_typer(sandbox_app, name="sandbox")
+textworld_app = typer.Typer(
+    help="Text adventure games: generate them from specs or settings.", no_args_is_help=True
+)
 app.add_typer(sql_app, name="sql")
+app.add_typer(textworld_app, name="textworld")
 
 
 @model_app.command("init")
@@ -608,6 +612,29 @@ def sql_generate(
     from toolgym.cli.sql import generate_command
 
     raise typer.Exit(generate_command(out, questions, databases, per_domain, templates))
+
+
+@textworld_app.command("generate")
+def textworld_generate(
+    out: Annotated[Path, typer.Option(help="Folder for the games (.z8, .json) and tasks.jsonl.")],
+    specs: Annotated[
+        Path | None,
+        typer.Option("--from", help="Game specs, one JSON object a line (docs: text games)."),
+    ] = None,
+    game: Annotated[
+        str | None,
+        typer.Option(help='Generation settings as JSON, e.g. \'{"family": "cooking", "go": 6}\'.'),
+    ] = None,
+    count: Annotated[int, typer.Option(help="With --game: how many games (seeds).")] = 10,
+    first_seed: Annotated[int, typer.Option(help="With --game: the first seed.")] = 0,
+    eval_count: Annotated[
+        int, typer.Option("--eval", help="With --game: the last N games form the eval split.")
+    ] = 0,
+) -> None:
+    """Compile games into a folder with a tasks.jsonl for the env's tasks= setting."""
+    from toolgym.cli.textworld import generate_command
+
+    raise typer.Exit(generate_command(out, specs, game, count, first_seed, eval_count))
 
 
 @search_app.command("world")

@@ -1,0 +1,111 @@
+"""`toolgym textworld generate`: a folder of compiled games and a tasks.jsonl the env reads,
+from game specs (one JSON object a line; each refused one says why) or from generation
+settings (a family, its knobs and a run of seeds)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from toolgym.cli.show import console
+from toolgym.errors import ConfigError, one_line
+
+BUILD_TIMEOUT_S = 60.0
+"""The most one spec may take to plan and compile (the planner stops itself sooner)."""
+
+
+def generate_command(
+    out: Path, specs: Path | None, game: str | None, count: int, first_seed: int, eval_count: int
+) -> int:
+    if (specs is None) == (game is None):
+        raise ConfigError("give --from SPECS.jsonl or --game SETTINGS (one of them)")
+    out.mkdir(parents=True, exist_ok=True)
+    if specs is not None:
+        if not specs.is_file():
+            raise ConfigError(f"spec file {specs} does not exist")
+        rows = asyncio.run(_from_specs(specs.read_text(), out))
+    else:
+        if count < 1 or not 0 <= eval_count < count:
+            raise ConfigError("--count must be 1 or more and --eval below it")
+        rows = asyncio.run(_from_settings(game or "{}", count, first_seed, out))
+        for row in rows[count - eval_count :]:
+            row["split"] = "eval"
+    (out / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    console.print(f"{len(rows)} games in {out}; tasks: {out / 'tasks.jsonl'}")
+    return 0 if rows else 1
+
+
+async def _from_specs(text: str, out: Path) -> list[dict[str, Any]]:
+    from toolgym.envs.textworld.process import GameError, GameProcess
+    from toolgym.envs.textworld.specs import parse_spec, read_specs
+    from toolgym.tools.tool import InfraError
+
+    rows, refused = [], 0
+    worker = GameProcess()
+    try:
+        for number, raw in read_specs(text):
+            try:
+                if isinstance(raw, ConfigError):
+                    raise raw
+                spec = parse_spec(raw)
+                made = await worker.request(
+                    {"op": "build", "spec": raw, "path": str(out / f"{spec.file_stem()}.z8")},
+                    BUILD_TIMEOUT_S,
+                )
+            except (ConfigError, GameError, InfraError) as exc:
+                refused += 1
+                name = raw.get("name") if isinstance(raw, dict) else None
+                label = f" ({one_line(name, 40)})" if name else ""
+                console.print(escape(f"refused  line {number}{label}: {one_line(exc)}"))
+                continue
+            rows.append({"game": Path(made["path"]).name})
+            steps = len(made["walkthrough"])
+            console.print(
+                f"built    line {number} ({spec.name}): {steps} step{'s' if steps != 1 else ''} to win"
+            )
+    finally:
+        await worker.close()
+    console.print(f"{len(rows)} built, {refused} refused")
+    return rows
+
+
+async def _from_settings(game: str, count: int, first_seed: int, out: Path) -> list[dict[str, Any]]:
+    from toolgym.envs.textworld.env import default_cache_dir
+    from toolgym.envs.textworld.generate import copy_game
+    from toolgym.envs.textworld.process import GameError, GameProcess
+    from toolgym.envs.textworld.settings import GameSettings
+
+    try:
+        raw = json.loads(game)
+    except ValueError as exc:
+        raise ConfigError(
+            f'--game is JSON settings, e.g. \'{{"family": "cooking"}}\': {exc}'
+        ) from None
+    settings = GameSettings.parse(raw, "--game")
+    rows = []
+    worker = GameProcess()
+    try:
+        for seed in range(first_seed, first_seed + count):
+            one = settings.with_seed(seed)
+            try:
+                made = await worker.request(
+                    {
+                        "op": "generate",
+                        "settings": one.model_dump(),
+                        "cache": str(default_cache_dir()),
+                    },
+                    BUILD_TIMEOUT_S * 5,
+                )
+            except GameError as exc:
+                console.print(escape(f"skipped  seed {seed}: {one_line(exc)}"))
+                continue
+            name = f"{one.family}-{seed}.z8"
+            copy_game(Path(made["path"]), out / name)
+            rows.append({"game": name})
+    finally:
+        await worker.close()
+    return rows
