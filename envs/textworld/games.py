@@ -23,6 +23,11 @@ def game_path(name: Any, base: Path) -> Path:
             f"{name}: Glulx games (.ulx) cannot be played with TextWorld 1.7, which runs "
             "Z-machine games (.z8); compile the game to .z8"
         )
+    if path.name.endswith(".tw-pddl"):
+        raise ConfigError(
+            f"{name}: PDDL games (ALFWorld's .tw-pddl) are not played by this env; the text "
+            "games guide says what it would take"
+        )
     if not _ZMACHINE.search(path.name):
         raise ConfigError(f"{name}: a game is a compiled Z-machine file (.z8)")
     if not path.is_file():
