@@ -17,7 +17,13 @@ same game work; what differs is what toolgym adds around it:
 The ratio bare / toolkit is the toolkit's overhead factor per step (1.0 = free). Each path
 runs `--repeats` times and the median is shown, because these machines are shared and noisy.
 
+A second table does the same for TextWorld-v0 (`--textworld N` games, 0 to skip): TextWorld's
+own `env.step` in this process (the same infos requested) against TextWorldEnv, which adds
+the command checks, the worker process and its socket, and the observation text. Both replay
+the games' walkthroughs; the games are generated before the clock starts.
+
     python bench/env_step.py [--episodes 200] [--size 4] [--repeats 5] [--model DIR]
+                             [--textworld 20]
 """
 
 from __future__ import annotations
@@ -138,6 +144,61 @@ def runner(
     return asyncio.run(run())
 
 
+TEXTWORLD_GAME = {"family": "custom", "world_size": 5, "nb_objects": 8, "quest_length": 5}
+
+
+def textworld_games(n: int) -> list[tuple[str, list[str]]]:
+    """(game file, walkthrough) of the first `n` games of TEXTWORLD_GAME, generated into the
+    cache on the first run."""
+    env = toolgym.make("toolgym/TextWorld-v0", game=TEXTWORLD_GAME)
+    games = []
+    for seed in range(n):
+        env.reset(seed=seed)
+        inner = env.unwrapped
+        games.append((inner.game_file, inner.walkthrough()))
+    env.close()
+    return games
+
+
+def textworld_bare(games: list[tuple[str, list[str]]]) -> int:
+    import textworld
+
+    from toolgym.envs.textworld.worker import requested_infos
+
+    steps = 0
+    for path, walkthrough in games:
+        game = textworld.start(path, request_infos=requested_infos())
+        game.reset()
+        for command in walkthrough:
+            state, _, done = game.step(command)
+            steps += 1
+        assert state.won
+        game.close()
+    return steps
+
+
+def textworld_env(games: list[tuple[str, list[str]]]) -> int:
+    env = toolgym.make("toolgym/TextWorld-v0", max_turns=100)
+    steps = 0
+    for path, walkthrough in games:
+        env.reset(options={"task": {"game": path}})
+        for command in walkthrough:
+            *_, terminated, _, _ = env.step(f"<command>{command}</command>")
+            steps += 1
+        assert terminated
+    env.close()
+    return steps
+
+
+def table(title: str, rows: list[tuple[str, tuple[int, float]]]) -> None:
+    base_rate = rows[0][1][0] / rows[0][1][1]
+    print(title)
+    print(f"{'path':32} {'steps':>7} {'seconds':>9} {'steps/s':>10} {'overhead':>9}")
+    for name, (steps, seconds) in rows:
+        rate = steps / seconds
+        print(f"{name:32} {steps:7d} {seconds:9.3f} {rate:10,.0f} {base_rate / rate:8.1f}x")
+
+
 def timed(fn: Callable[[], int], repeats: int) -> tuple[int, float]:
     times, steps = [], 0
     for _ in range(repeats):
@@ -156,6 +217,7 @@ def main() -> None:
     parser.add_argument(
         "--model", help="model directory whose tokenizer renders (default: a fresh tiny one)"
     )
+    parser.add_argument("--textworld", type=int, default=20, help="TextWorld games (0: skip)")
     args = parser.parse_args()
     seeds = range(args.episodes)
     calls = plans(seeds, args.size)
@@ -181,14 +243,26 @@ def main() -> None:
             timed(lambda: runner(seeds, args.size, turns, args.slots, fixed), args.repeats),
         ),
     ]
-    base_rate = rows[0][1][0] / rows[0][1][1]
-    print(
-        f"Maze-v0 size {args.size}, {args.episodes} episodes of optimal play, median of {args.repeats} runs"
+    table(
+        f"Maze-v0 size {args.size}, {args.episodes} episodes of optimal play, median of {args.repeats} runs",
+        rows,
     )
-    print(f"{'path':32} {'steps':>7} {'seconds':>9} {'steps/s':>10} {'overhead':>9}")
-    for name, (steps, seconds) in rows:
-        rate = steps / seconds
-        print(f"{name:32} {steps:7d} {seconds:9.3f} {rate:10,.0f} {base_rate / rate:8.1f}x")
+    if args.textworld:
+        games = textworld_games(args.textworld)
+        print()
+        table(
+            f"TextWorld-v0 {TEXTWORLD_GAME}, {len(games)} games' walkthroughs, median of {args.repeats} runs",
+            [
+                (
+                    "TextWorld env.step (baseline)",
+                    timed(lambda: textworld_bare(games), args.repeats),
+                ),
+                (
+                    "TextWorldEnv, sync reset/step",
+                    timed(lambda: textworld_env(games), args.repeats),
+                ),
+            ],
+        )
 
 
 if __name__ == "__main__":

@@ -101,6 +101,7 @@ class TextWorldEnv(ToolEnv):
         self.step_timeout_s, self.generate_timeout_s = step_timeout_s, generate_timeout_s
         self.process = GameProcess()
         self.frame: dict[str, Any] = {}
+        self.game_file = ""
         self.returned, self.step_reward = 0.0, 0.0
 
     # ----- tasks -----------------------------------------------------------------------------
@@ -140,7 +141,7 @@ class TextWorldEnv(ToolEnv):
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         task = choose_task(task_seed, options, self.tasks, lambda s: {"seed": s})
         path = await self._game_file(task)
-        self.frame = {}
+        self.frame, self.game_file = {}, path
         try:
             frame = await self.process.request({"op": "open", "path": path}, self.step_timeout_s)
         except GameError as exc:

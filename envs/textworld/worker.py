@@ -27,7 +27,8 @@ LIST_ITEMS = 500
 HALTED = "Emulator halted"
 
 
-def _infos() -> Any:
+def requested_infos() -> Any:
+    """What the env reads from TextWorld each step."""
     from textworld import EnvInfos
 
     return EnvInfos(
@@ -62,7 +63,7 @@ class Worker:
         if self.game is not None:
             self.game.close()
             self.game = None
-        self.game = textworld.start(path, request_infos=_infos())
+        self.game = textworld.start(path, request_infos=requested_infos())
         return self._frame(self.game.reset())
 
     def step(self, command: str) -> dict[str, Any]:
