@@ -266,3 +266,25 @@ def test_the_admissible_commands_option_lists_what_the_game_accepts():
         assert "Admissible commands: " in obs[-1]["content"]
     finally:
         env.close()
+
+
+def test_a_slipping_solver_takes_one_detour_and_still_plays_the_game():
+    env = TextWorldEnv(solver_slips=1.0, max_turns=50)
+
+    async def run() -> tuple[list[bool], float]:
+        try:
+            await env.areset(options={"task": {"family": "coin_collector", "level": 4, "seed": 2}})
+            on_policy, total = [], 0.0
+            while (action := env.scripted_action()) is not None:
+                best = env.frame["policy"][0]
+                on_policy.append(f"<command>{best}</command>" == action)
+                _, reward, terminated, truncated, _ = await env.astep(action)
+                total += reward
+                if terminated or truncated:
+                    break
+            return on_policy, total
+        finally:
+            await env.aclose()
+
+    on_policy, total = asyncio.run(run())
+    assert on_policy.count(False) == 1 and total == 1.0  # one detour, then back on the way

@@ -24,6 +24,9 @@ Infrastructure: each instance runs its games in a worker process (worker.py); a 
 Scripted solver: TextWorld's winning policy from the current state (the walkthrough at the
     start), for demonstrations.
 Arguments: game (settings mapping), games, tasks, admissible_commands, max_turns, max_chars,
+    solver_slips (the share of episodes in which the scripted solver takes one detour, an
+    admissible command off its winning policy, at a random step: a weaker demonstrator, whose
+    SFT student RL can then surpass),
     cache_dir (default $TOOLGYM_TEXTWORLD_CACHE, else ~/.cache/toolgym/textworld),
     step_timeout_s, generate_timeout_s, plus ToolEnv's.
 Versions: v0, first release.
@@ -78,6 +81,7 @@ class TextWorldEnv(ToolEnv):
         cache_dir: str | Path | None = None,
         step_timeout_s: float = 10.0,
         generate_timeout_s: float = 300.0,
+        solver_slips: float = 0.0,
         **kwargs: Any,
     ) -> None:
         if importlib.util.find_spec("textworld") is None:
@@ -99,6 +103,10 @@ class TextWorldEnv(ToolEnv):
             self.tasks = ListTasks.load(tasks, check=self._check_task)
         self.admissible_commands, self.max_chars = admissible_commands, max_chars
         self.step_timeout_s, self.generate_timeout_s = step_timeout_s, generate_timeout_s
+        if not 0.0 <= solver_slips <= 1.0:
+            raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
+        self.solver_slips = solver_slips
+        self.slip_turn: int | None = None
         self.process = GameProcess()
         self.frame: dict[str, Any] = {}
         self.game_file = ""
@@ -148,6 +156,9 @@ class TextWorldEnv(ToolEnv):
             raise InfraError(f"the game {path} cannot be played: {exc}") from None
         self._check_alive(frame)
         self.frame, self.returned, self.step_reward = frame, 0.0, 0.0
+        chooser = random.Random(f"slip-{task_seed}-{path}")
+        slipped = chooser.random() < self.solver_slips and frame["walkthrough"]
+        self.slip_turn = chooser.randrange(len(frame["walkthrough"])) if slipped else None
         parts = [frame["objective"], frame["description"], frame["inventory"]]
         opening = "\n\n".join(clip(clean_feedback(p), self.max_chars) for p in parts if p.strip())
         return [{"role": "user", "content": opening + self._listed()}]
@@ -183,9 +194,12 @@ class TextWorldEnv(ToolEnv):
         return "tw:" + str(self.frame.get("state", "none"))
 
     def scripted_action(self) -> str | None:
+        """The winning policy's next command; in a slipped episode, a detour at one step."""
         policy = self.frame.get("policy") or []
         if not policy:
             return None
+        if self.slip_turn is not None and self.turn == self.slip_turn:
+            return self.mistake_action(random.Random(f"detour-{self.game_file}-{self.turn}"))
         return self.parser.render([ToolCall("command", {"text": policy[0]})])
 
     def mistake_action(self, rng: random.Random) -> str | None:

@@ -5,12 +5,16 @@ so that the env can kill it. The host exits when its parent closes its stdin (or
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import selectors
 import signal
 import socket
 import sys
+
+PR_SET_PDEATHSIG = 1
 
 
 def _serve_connection(connection: socket.socket) -> None:
@@ -23,6 +27,15 @@ def _serve_connection(connection: socket.socket) -> None:
         answers.write(json.dumps({"pid": os.getpid()}) + "\n")
         answers.flush()
         serve(requests, answers)
+
+
+def _die_with(host: int) -> None:
+    """A worker busy generating a game would outlive its host by minutes: have the kernel
+    kill it when the host dies (Linux; elsewhere the worker ends at its next read)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != host:  # the host died before the request was made
+        os._exit(0)
 
 
 def main(address: str) -> None:
@@ -48,9 +61,11 @@ def main(address: str) -> None:
                     return  # the parent is gone
                 continue
             connection, _ = server.accept()
+            host = os.getpid()
             if os.fork() == 0:
                 server.close()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _die_with(host)
                 try:
                     _serve_connection(connection)
                 finally:
