@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from toolgym.log import get_logger
@@ -80,6 +81,12 @@ class _Host:
 atexit.register(_Host.stop)
 
 
+_WAITERS = ThreadPoolExecutor(max_workers=256, thread_name_prefix="textworld")
+"""Threads that wait on workers' answers: one per game in flight. asyncio's default pool has a
+few per core, and a game being generated for minutes would hold one of those that every
+other episode's steps queue for."""
+
+
 class GameProcess:
     """One worker, used from any event loop (a blocking socket, driven from a thread): envs
     made by `toolgym.make` or reset under successive `asyncio.run`s keep their game."""
@@ -94,7 +101,8 @@ class GameProcess:
     async def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """The worker's answer; GameError for a failure it reported, InfraError when it died,
         hung or could not start."""
-        answer = await asyncio.to_thread(self._request, payload, timeout_s)
+        loop = asyncio.get_running_loop()
+        answer = await loop.run_in_executor(_WAITERS, self._request, payload, timeout_s)
         if "error" in answer:
             log.debug("game worker: %s", answer.get("trace", answer["error"]))
             raise GameError(str(answer["error"]), refused=bool(answer.get("refused")))
