@@ -15,7 +15,7 @@ from textworld import GameMaker
 from textworld.generator.game import Event, Quest
 
 from toolgym.envs.textworld.generate import compile_to
-from toolgym.envs.textworld.specs import GameSpec
+from toolgym.envs.textworld.specs import OPPOSITE, GameSpec
 
 MAX_STATES = 20_000
 MAX_SEARCH_S = 20.0
@@ -33,9 +33,8 @@ def build_game(spec: GameSpec) -> Any:
     locks: list[tuple[Any, str | None, str]] = []
     for link in spec.links:
         source, target = rooms[link.source], rooms[link.target]
-        opposite = {"north": "south", "south": "north", "east": "west", "west": "east"}
         path = maker.connect(
-            getattr(source, link.direction), getattr(target, opposite[link.direction])
+            getattr(source, link.direction), getattr(target, OPPOSITE[link.direction])
         )
         if link.door is not None:
             door = maker.new_door(path, name=link.door.name)
