@@ -11,6 +11,7 @@ import os
 import random
 import signal
 
+import gymnasium
 import pytest
 
 import toolgym
@@ -186,6 +187,24 @@ def test_a_dead_or_hung_interpreter_is_masked_and_the_next_episode_plays():
         _, info = env.reset(seed=5)
         _, _, _, _, info = env.step("<command>look</command>")
         assert info["infra_error"] is None and info["valid_action"]
+    finally:
+        env.close()
+
+
+def test_a_process_forked_after_games_were_played_plays_its_own():
+    """Gymnasium's async vector env forks its workers: the child must not wait on the
+    parent's threads (a copied thread pool queues work for threads the child lacks)."""
+    env = toolgym.make("toolgym/TextWorld-v0")
+    try:
+        env.reset(seed=5)
+        env.step("<command>look</command>")  # the parent's waiter threads now exist
+        envs = gymnasium.make_vec("toolgym/TextWorld-v0", 2, vectorization_mode="async")
+        try:
+            envs.reset_async(seed=5)
+            observations, _ = envs.reset_wait(timeout=120)  # hung: the pool's copy in the child
+            assert len(observations) == 2 and all(observations)
+        finally:
+            envs.close(terminate=True)
     finally:
         env.close()
 

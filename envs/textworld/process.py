@@ -81,10 +81,30 @@ class _Host:
 atexit.register(_Host.stop)
 
 
-_WAITERS = ThreadPoolExecutor(max_workers=256, thread_name_prefix="textworld")
-"""Threads that wait on workers' answers: one per game in flight. asyncio's default pool has a
-few per core, and a game being generated for minutes would hold one of those that every
-other episode's steps queue for."""
+class _Waiters:
+    """Threads that wait on workers' answers: one per game in flight. asyncio's default pool has
+    a few per core, and a game being generated for minutes would hold one of those that every
+    other episode's steps queue for. A forked child (Gymnasium's async vector env) gets a pool
+    of its own: the parent's threads do not exist there, and its copy of the pool would queue
+    work for them forever."""
+
+    pool: ThreadPoolExecutor | None = None
+    lock = threading.Lock()
+
+    @classmethod
+    def get(cls) -> ThreadPoolExecutor:
+        with cls.lock:
+            if cls.pool is None:
+                cls.pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="textworld")
+            return cls.pool
+
+
+def _forked() -> None:
+    """A child forked while another thread held a lock would wait on it forever."""
+    _Waiters.pool, _Waiters.lock, _Host.lock = None, threading.Lock(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 class GameProcess:
@@ -102,7 +122,7 @@ class GameProcess:
         """The worker's answer; GameError for a failure it reported, InfraError when it died,
         hung or could not start."""
         loop = asyncio.get_running_loop()
-        answer = await loop.run_in_executor(_WAITERS, self._request, payload, timeout_s)
+        answer = await loop.run_in_executor(_Waiters.get(), self._request, payload, timeout_s)
         if "error" in answer:
             log.debug("game worker: %s", answer.get("trace", answer["error"]))
             raise GameError(str(answer["error"]), refused=bool(answer.get("refused")))
