@@ -316,38 +316,3 @@ def postgres():
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
-
-
-SHARED_GROUPS = {"quickstart_run": "quickstart", "recipe_base": "recipe-base"}
-"""The suite runs on two workers (pytest-xdist, `--dist loadgroup` in pyproject.toml). A
-session fixture is built once per worker, so every test that uses an expensive one runs on
-the same worker: this maps the fixture to its group."""
-MODULE_GROUPS = {
-    # Ray clusters: one at a time on the machine, beside the quickstart run they train from
-    "test_ray_engines": "quickstart", "test_ray_envs": "quickstart",
-    "test_ray_resume": "quickstart", "test_distributed": "quickstart",
-    # the guide's and the README's blocks start servers on the fixed ports they print
-    "test_readme_paths": "fixed-ports", "test_docs_snippets": "fixed-ports",
-}  # fmt: skip
-FIRST = ("recipe-base", "quickstart", "fixed-ports")
-"""The longest groups, handed out first (pyproject.toml keeps this order): a worker takes its
-next group when two of its tests are left, so a long group taken late runs alone at the end."""
-
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    # one math thread per worker, and for the commands it starts: two workers that each ran
-    # two OpenMP threads on CI's two cores would spin against each other
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    groups: dict[str, str] = {}
-    for item in items:
-        group = MODULE_GROUPS.get(item.module.__name__ if item.module else "")
-        for fixture, fixture_group in SHARED_GROUPS.items():
-            if fixture in getattr(item, "fixturenames", ()):
-                group = fixture_group
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-            groups[item.nodeid] = group
-    rank = {group: i for i, group in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(groups.get(item.nodeid, ""), len(FIRST)))
