@@ -29,8 +29,10 @@ def test_async_vector_envs_step_every_registered_env(env_id):
             first, _ = envs.reset(seed=7)
             after, rewards, terminated, truncated, _ = envs.step(actions)
             runs[mode] = (first, after, rewards, terminated, truncated)
-        finally:
-            envs.close()
+        except BaseException:
+            envs.close(terminate=True)  # a plain close waits on the call that failed or hung
+            raise
+        envs.close()
     async_run, sync_run = runs["async"], runs["sync"]
     assert len(async_run[0]) == 4 and all(isinstance(o, list) and o for o in async_run[0])
     assert list(async_run[0]) == list(sync_run[0]) and list(async_run[1]) == list(sync_run[1])
