@@ -227,14 +227,16 @@ def serve(args: list[str], what: str) -> Iterator[str]:
                 raise RuntimeError(f"the {what} did not start:\n{output.read()}") from None
             time.sleep(0.2)
     PROCESSES[url] = process
-    yield url
-    PROCESSES.pop(url, None)
-    output.close()
-    process.terminate()
     try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        yield url
+    finally:  # also when a test closes the generator itself (GeneratorExit at the yield)
+        PROCESSES.pop(url, None)
+        output.close()
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 @pytest.fixture(scope="session")
