@@ -43,14 +43,12 @@ class _Host:
 
     lock = threading.Lock()
     process: subprocess.Popen[bytes] | None = None
-    owner = 0
     folder = ""
 
     @classmethod
     def address(cls) -> str:
         with cls.lock:
-            alive = cls.process is not None and cls.process.poll() is None
-            if not alive or cls.owner != os.getpid():  # a fork does not inherit the host
+            if cls.process is None or cls.process.poll() is not None:
                 cls._start()
             return os.path.join(cls.folder, "host.sock")
 
@@ -61,7 +59,6 @@ class _Host:
             [sys.executable, "-m", "toolgym.envs.textworld.host", os.path.join(cls.folder, "host.sock")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        cls.owner = os.getpid()
         assert cls.process.stdout is not None
         ready = cls.process.stdout.readline()  # TextWorld's import: about a second
         if ready.strip() != b"ready":
@@ -71,7 +68,7 @@ class _Host:
     @classmethod
     def stop(cls) -> None:
         process, cls.process = cls.process, None
-        if process is not None and cls.owner == os.getpid():
+        if process is not None:
             process.kill()
             process.wait()
         if cls.folder:
@@ -81,27 +78,19 @@ class _Host:
 atexit.register(_Host.stop)
 
 
-class _Waiters:
-    """Threads that wait on workers' answers: one per game in flight. asyncio's default pool has
-    a few per core, and a game being generated for minutes would hold one of those that every
-    other episode's steps queue for. A forked child (Gymnasium's async vector env) gets a pool
-    of its own: the parent's threads do not exist there, and its copy of the pool would queue
-    work for them forever."""
-
-    pool: ThreadPoolExecutor | None = None
-    lock = threading.Lock()
-
-    @classmethod
-    def get(cls) -> ThreadPoolExecutor:
-        with cls.lock:
-            if cls.pool is None:
-                cls.pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="textworld")
-            return cls.pool
+_waiters = ThreadPoolExecutor(max_workers=256, thread_name_prefix="textworld")
+"""Threads that wait on workers' answers: one per game in flight. asyncio's default pool has a
+few per core, and a game being generated for minutes would hold one of those that every
+other episode's steps queue for."""
 
 
 def _forked() -> None:
-    """A child forked while another thread held a lock would wait on it forever."""
-    _Waiters.pool, _Waiters.lock, _Host.lock = None, threading.Lock(), threading.Lock()
+    """A forked child (Gymnasium's async vector env) starts with nothing of its parent's: the
+    host, its folder and the waiter threads are the parent's (a copied pool would queue work
+    for threads the child lacks), and a lock another thread held would never be released."""
+    global _waiters
+    _waiters = ThreadPoolExecutor(max_workers=256, thread_name_prefix="textworld")
+    _Host.lock, _Host.process, _Host.folder = threading.Lock(), None, ""
 
 
 os.register_at_fork(after_in_child=_forked)
@@ -122,7 +111,7 @@ class GameProcess:
         """The worker's answer; GameError for a failure it reported, InfraError when it died,
         hung or could not start."""
         loop = asyncio.get_running_loop()
-        answer = await loop.run_in_executor(_Waiters.get(), self._request, payload, timeout_s)
+        answer = await loop.run_in_executor(_waiters, self._request, payload, timeout_s)
         if "error" in answer:
             log.debug("game worker: %s", answer.get("trace", answer["error"]))
             raise GameError(str(answer["error"]), refused=bool(answer.get("refused")))
