@@ -57,8 +57,11 @@ def main(address: str) -> None:
     while True:
         for key, _ in events.select():
             if key.fd == parent:
-                if not os.read(parent, 1024):
-                    return  # the parent is gone
+                if not os.read(parent, 1024):  # the parent is gone, maybe without cleaning up
+                    with contextlib.suppress(OSError):  # (a forked child leaves by os._exit)
+                        os.unlink(address)
+                        os.rmdir(os.path.dirname(address))
+                    return
                 continue
             connection, _ = server.accept()
             host = os.getpid()
