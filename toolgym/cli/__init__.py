@@ -630,11 +630,15 @@ def textworld_generate(
     eval_count: Annotated[
         int, typer.Option("--eval", help="With --game: the last N games form the eval split.")
     ] = 0,
+    jobs: Annotated[
+        int | None,
+        typer.Option(min=1, help="With --game: games made at once (default: the CPUs)."),
+    ] = None,
 ) -> None:
     """Compile games into a folder with a tasks.jsonl for the env's tasks= setting."""
     from toolgym.cli.textworld import generate_command
 
-    raise typer.Exit(generate_command(out, specs, game, count, first_seed, eval_count))
+    raise typer.Exit(generate_command(out, specs, game, count, first_seed, eval_count, jobs))
 
 
 @search_app.command("world")

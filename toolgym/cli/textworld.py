@@ -6,20 +6,30 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
 from toolgym.cli.show import console
 from toolgym.errors import ConfigError, one_line
 
+if TYPE_CHECKING:
+    from toolgym.envs.textworld.settings import GameSettings
+
 BUILD_TIMEOUT_S = 60.0
 """The most one spec may take to plan and compile (the planner stops itself sooner)."""
 
 
 def generate_command(
-    out: Path, specs: Path | None, game: str | None, count: int, first_seed: int, eval_count: int
+    out: Path,
+    specs: Path | None,
+    game: str | None,
+    count: int,
+    first_seed: int,
+    eval_count: int,
+    jobs: int | None = None,
 ) -> int:
     if (specs is None) == (game is None):
         raise ConfigError("give --from SPECS.jsonl or --game SETTINGS (one of them)")
@@ -31,7 +41,8 @@ def generate_command(
     else:
         if count < 1 or not 0 <= eval_count < count:
             raise ConfigError("--count must be 1 or more and --eval below it")
-        rows = asyncio.run(_from_settings(game or "{}", count, first_seed, out))
+        workers = jobs or os.cpu_count() or 1
+        rows = asyncio.run(_from_settings(game or "{}", count, first_seed, out, workers))
         for row in rows[count - eval_count :]:
             row["split"] = "eval"
     (out / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -73,10 +84,11 @@ async def _from_specs(text: str, out: Path) -> list[dict[str, Any]]:
     return rows
 
 
-async def _from_settings(game: str, count: int, first_seed: int, out: Path) -> list[dict[str, Any]]:
-    from toolgym.envs.textworld.env import default_cache_dir
-    from toolgym.envs.textworld.generate import copy_game
-    from toolgym.envs.textworld.process import GameError, GameProcess
+async def _from_settings(
+    game: str, count: int, first_seed: int, out: Path, jobs: int
+) -> list[dict[str, Any]]:
+    """Games `first_seed` .. + count of the settings, `jobs` game workers at once (making a
+    game is mostly Inform 7 compiling it, one core each); rows in seed order."""
     from toolgym.envs.textworld.settings import GameSettings
 
     try:
@@ -86,10 +98,24 @@ async def _from_settings(game: str, count: int, first_seed: int, out: Path) -> l
             f'--game is JSON settings, e.g. \'{{"family": "cooking"}}\': {exc}'
         ) from None
     settings = GameSettings.parse(raw, "--game")
-    rows = []
+    seeds = list(range(first_seed, first_seed + count))
+    shares = [seeds[k::jobs] for k in range(min(jobs, count))]
+    made = await asyncio.gather(*(_make_games(settings, share, out) for share in shares))
+    names = {seed: name for share in made for seed, name in share.items()}
+    return [{"game": names[seed]} for seed in seeds if seed in names]
+
+
+async def _make_games(settings: GameSettings, seeds: list[int], out: Path) -> dict[int, str]:
+    """The game of each seed, made by one worker and copied into `out`: seed -> file name
+    (a seed TextWorld's generator fails on is skipped, and says so)."""
+    from toolgym.envs.textworld.env import default_cache_dir
+    from toolgym.envs.textworld.generate import copy_game
+    from toolgym.envs.textworld.process import GameError, GameProcess
+
+    names = {}
     worker = GameProcess()
     try:
-        for seed in range(first_seed, first_seed + count):
+        for seed in seeds:
             one = settings.with_seed(seed)
             try:
                 made = await worker.request(
@@ -103,9 +129,8 @@ async def _from_settings(game: str, count: int, first_seed: int, out: Path) -> l
             except GameError as exc:
                 console.print(escape(f"skipped  seed {seed}: {one_line(exc)}"))
                 continue
-            name = f"{one.family}-{seed}.z8"
-            copy_game(Path(made["path"]), out / name)
-            rows.append({"game": name})
+            names[seed] = f"{one.family}-{seed}.z8"
+            copy_game(Path(made["path"]), out / names[seed])
     finally:
         await worker.close()
-    return rows
+    return names
