@@ -6,15 +6,18 @@ worker."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any
 
+import textworld
 from textworld import GameMaker
 from textworld.generator.game import Event, Quest
 
-from toolgym.envs.textworld.generate import compile_to
+from toolgym.envs.textworld.generate import cached, compile_to
 from toolgym.envs.textworld.specs import OPPOSITE, GameSpec
 
 MAX_STATES = 20_000
@@ -117,3 +120,16 @@ def build_to(spec: GameSpec, path: Path) -> dict[str, Any]:
     game = build_game(spec)
     compile_to(game, path)
     return {"path": str(path), "walkthrough": game.metadata["walkthrough"]}
+
+
+def cached_spec_game(spec: GameSpec, cache_dir: Path) -> dict[str, Any]:
+    """The spec's game in the cache (keyed by the spec and TextWorld's version), built on the
+    first call for it; its path and walkthrough. A spec task replayed by many episodes, or a
+    proposed game its solvers play, is planned and compiled once."""
+    payload = json.dumps([spec.model_dump(mode="json"), textworld.__version__], sort_keys=True)
+    key = hashlib.sha256(payload.encode()).hexdigest()[:20]
+    target = cached(
+        cache_dir / "spec" / f"spec-{key}.z8", lambda to: compile_to(build_game(spec), to)
+    )
+    metadata = json.loads(target.with_suffix(".json").read_text()).get("metadata", {})
+    return {"path": str(target), "walkthrough": list(metadata.get("walkthrough", []))}

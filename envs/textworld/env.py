@@ -16,8 +16,8 @@ state_key: a digest of the game's own state (TextWorld's facts: where you are, w
 Tasks: generated games (`game`: GameSettings' family, knobs; a task {"seed": s} is game s of
     those settings; splits are disjoint seed ranges), compiled once into `cache_dir`; or
     `games`, a folder of compiled TextWorld games (.z8 with their .json); or `tasks`, JSONL
-    rows naming a game file ({"game": PATH}) or generation settings ({"family": ..., "seed":
-    ..., ...}).
+    rows naming a game file ({"game": PATH}), generation settings ({"family": ..., "seed":
+    ..., ...}) or a game spec ({"spec": {...}}, specs.py; built once into `cache_dir`).
 Infrastructure: each instance runs its games in a worker process (worker.py); a game that
     does not compile, an interpreter that halts, crashes or hangs flags the step
     `infra_error` (masked from training).
@@ -46,6 +46,7 @@ from toolgym.envs.textworld.commands import clean_feedback, normalize, refusal
 from toolgym.envs.textworld.games import game_files, game_path
 from toolgym.envs.textworld.process import GameError, GameProcess
 from toolgym.envs.textworld.settings import GameSettings
+from toolgym.envs.textworld.specs import parse_spec
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.parsers import XmlTagParser
@@ -119,6 +120,8 @@ class TextWorldEnv(ToolEnv):
     def _check_task(self, task: Mapping[str, Any]) -> None:
         if "game" in task:
             game_path(task["game"], self.base)
+        elif "spec" in task:
+            parse_spec(task["spec"])
         else:
             self._task_settings(task)
 
@@ -132,6 +135,8 @@ class TextWorldEnv(ToolEnv):
                 return str(game_path(task["game"], self.base))
             except ConfigError as exc:
                 raise InfraError(str(exc)) from None
+        if "spec" in task:
+            return await self._spec_game(task["spec"])
         settings = self._task_settings(task)
         try:
             made = await self.process.request(
@@ -142,6 +147,17 @@ class TextWorldEnv(ToolEnv):
             raise InfraError(
                 f"the game {settings.knobs()} seed {settings.seed} could not be made: {exc}"
             ) from None
+        return str(made["path"])
+
+    async def _spec_game(self, spec: Any) -> str:
+        """A game spec's game (built once into the cache); one that is refused, or whose
+        build fails, is the infrastructure's error: its task should not have been given."""
+        try:
+            made = await self.process.request(
+                {"op": "build", "spec": spec, "cache": str(self.cache_dir)}, self.generate_timeout_s
+            )
+        except GameError as exc:
+            raise InfraError(f"the game spec could not be built: {exc}") from None
         return str(made["path"])
 
     # ----- the episode -----------------------------------------------------------------------

@@ -10,7 +10,7 @@ import fcntl
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,16 +57,23 @@ def compile_to(game: Any, path: Path) -> Path:
 def cached_game(settings: GameSettings, cache_dir: Path) -> Path:
     """The compiled game of `settings`, generated on the first call for them."""
     key = settings.key(textworld.__version__)
-    folder = cache_dir / settings.family
-    target = folder / f"{key}.z8"
+    return cached(
+        cache_dir / settings.family / f"{key}.z8", lambda to: compile_to(make_game(settings), to)
+    )
+
+
+def cached(target: Path, make: Callable[[Path], Path]) -> Path:
+    """`target` (a .z8 and its .json), made by `make(scratch path)` if it is not there yet:
+    one maker at a time (a file lock), and the game appears whole or not at all."""
     if target.exists():
         return target
+    folder = target.parent
     folder.mkdir(parents=True, exist_ok=True)
-    with _locked(folder / f"{key}.lock"):
+    with _locked(folder / f"{target.stem}.lock"):
         if target.exists():  # another maker finished while this one waited
             return target
         with tempfile.TemporaryDirectory(dir=folder, prefix=".making-") as scratch:
-            made = compile_to(make_game(settings), Path(scratch) / f"{key}.z8")
+            made = make(Path(scratch) / target.name)
             os.replace(made.with_suffix(".json"), target.with_suffix(".json"))
             os.replace(made, target)  # the .z8 last: its presence says the game is whole
     return target

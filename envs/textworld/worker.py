@@ -7,6 +7,7 @@ and masks the episode (process.py). Workers are forked from a host that has Text
 Protocol: one JSON object per line on stdin, one answer per line on stdout:
     {"op": "generate", "settings": {...}, "cache": DIR}  -> {"path": ...}
     {"op": "build", "spec": {...}, "path": GAME}          -> {"path": ..., "walkthrough": [...]}
+    {"op": "build", "spec": {...}, "cache": DIR}          -> the same, the game kept in the cache
     {"op": "open", "path": GAME}                          -> a frame (the game's start)
     {"op": "step", "command": TEXT}                       -> a frame
 and {"error": TEXT} for a request that failed. A frame is the game's state as plain data.
@@ -48,12 +49,14 @@ class Worker:
 
         return {"path": str(cached_game(GameSettings.parse(settings), Path(cache)))}
 
-    def build(self, spec: dict[str, Any], path: str) -> dict[str, Any]:
-        from toolgym.envs.textworld.build import SpecRefused, build_to
+    def build(self, spec: dict[str, Any], path: str | None, cache: str | None) -> dict[str, Any]:
+        from toolgym.envs.textworld.build import SpecRefused, build_to, cached_spec_game
         from toolgym.envs.textworld.specs import parse_spec
 
         try:
-            return build_to(parse_spec(spec), Path(path))
+            if cache is not None:
+                return cached_spec_game(parse_spec(spec), Path(cache))
+            return build_to(parse_spec(spec), Path(str(path)))
         except (SpecRefused, ConfigError) as exc:
             return {"error": str(exc), "refused": True}
 
@@ -98,7 +101,7 @@ class Worker:
         if op == "generate":
             return self.generate(request["settings"], request["cache"])
         if op == "build":
-            return self.build(request["spec"], request["path"])
+            return self.build(request["spec"], request.get("path"), request.get("cache"))
         if op == "open":
             return self.open(request["path"])
         if op == "step":

@@ -4,7 +4,13 @@ task becomes the solver env's reset task (builder.py's SelfPlayDomain)."""
 from toolgym.training.selfplay.domains.code import CodeDomain
 from toolgym.training.selfplay.domains.search import SearchDomain
 from toolgym.training.selfplay.domains.sql import SQLDomain
+from toolgym.training.selfplay.domains.textworld import TextWorldDomain
 
-DOMAINS = {"code": CodeDomain, "search": SearchDomain, "sql": SQLDomain}
+DOMAINS = {
+    "code": CodeDomain,
+    "search": SearchDomain,
+    "sql": SQLDomain,
+    "textworld": TextWorldDomain,
+}
 
-__all__ = ["DOMAINS", "CodeDomain", "SQLDomain", "SearchDomain"]
+__all__ = ["DOMAINS", "CodeDomain", "SQLDomain", "SearchDomain", "TextWorldDomain"]
