@@ -292,6 +292,31 @@ def test_tasks_name_game_files_or_settings_and_a_folder_of_games_splits_by_game(
         TextWorldEnv(game={"family": "treasure_hunter", "level": 31})
 
 
+def test_a_pool_is_a_fixed_number_of_games_per_split_the_same_as_generate_writes(tmp_path):
+    game = {"family": "coin_collector", "level": 2}
+    env = TextWorldEnv(game=game, pool={"train": 3, "eval": 2})
+    source = env.task_source()
+    assert sorted(source.draw("train", i).seed for i in range(3)) == [0, 1, 2]
+    assert [d.seed for d in source.head("eval", 10)] == [3, 4]  # the eval split holds two
+    obs, info = env.reset(options={"task": source.draw("eval", 1).task})
+    env.close()
+    written = tmp_path / "games"  # `generate --count 5 --eval 2`: the same games in the split
+    from conftest import run_cli
+
+    result = run_cli("textworld", "generate", "--game", json.dumps(game), "--count", "5",
+                     "--eval", "2", "--out", str(written), timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    same = TextWorldEnv(tasks=written / "tasks.jsonl")
+    assert same.reset(options={"task": same.task_source().draw("eval", 1).task})[0] == obs
+    same.close()
+    for pool, message in [({"trian": 3}, "unknown split 'trian'"), ({"train": -1}, "train -1"),
+                          ({"train": "all"}, "train 'all'"), ({}, "games per split")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=message):
+            TextWorldEnv(game=game, pool=pool)
+    with pytest.raises(ConfigError, match="one of"):
+        TextWorldEnv(pool={"train": 1}, tasks=written / "tasks.jsonl")
+
+
 def test_the_admissible_commands_option_lists_what_the_game_accepts():
     env = toolgym.make("toolgym/TextWorld-v0", admissible_commands=True)
     try:

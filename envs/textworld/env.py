@@ -14,7 +14,8 @@ state_key: a digest of the game's own state (TextWorld's facts: where you are, w
     carry, what is open, cooked, ...), never the text, so GiGPO's anchor groups are the
     game's real states.
 Tasks: generated games (`game`: GameSettings' family, knobs; a task {"seed": s} is game s of
-    those settings; splits are disjoint seed ranges), compiled once into `cache_dir`; or
+    those settings; splits are disjoint seed ranges, or with `pool` ({train: N, eval: M})
+    a fixed number of games each, seeds in a row), compiled once into `cache_dir`; or
     `games`, a folder of compiled TextWorld games (.z8 with their .json); or `tasks`, JSONL
     rows naming a game file ({"game": PATH}), generation settings ({"family": ..., "seed":
     ..., ...}) or a game spec ({"spec": {...}}, specs.py; built once into `cache_dir`).
@@ -23,8 +24,8 @@ Infrastructure: each instance runs its games in a worker process (worker.py); a 
     `infra_error` (masked from training).
 Scripted solver: TextWorld's winning policy from the current state (the walkthrough at the
     start), for demonstrations.
-Arguments: game (settings mapping), games, tasks, admissible_commands, max_turns, max_chars,
-    solver_slips (the share of episodes in which the scripted solver takes one detour, an
+Arguments: game (settings mapping), games, tasks, pool, admissible_commands, max_turns,
+    max_chars, solver_slips (the share of episodes in which the scripted solver takes one detour, an
     admissible command off its winning policy, at a random step: a weaker demonstrator, whose
     SFT student RL can then surpass),
     cache_dir (default $TOOLGYM_TEXTWORLD_CACHE, else ~/.cache/toolgym/textworld),
@@ -41,7 +42,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task
+from toolgym.envs.tasks import SPLITS, ListTasks, SeedTasks, TaskSource, choose_task
 from toolgym.envs.textworld.commands import clean_feedback, normalize, refusal
 from toolgym.envs.textworld.games import game_files, game_path
 from toolgym.envs.textworld.process import GameError, GameProcess
@@ -57,6 +58,25 @@ from toolgym.tools.tool import InfraError, ToolCallError, tool
 TAGS = {"command": ("command", "text")}
 LISTED_COMMANDS = 60
 INSTALL = "pip install 'toolgym[textworld]'"
+
+
+def seed_pool(pool: Mapping[str, int]) -> dict[str, list[dict[str, Any]]]:
+    """`pool`'s games per split as seed tasks: seeds from 0 on, train first, then eval,
+    then test (the games `toolgym textworld generate --count N --eval M` writes)."""
+    if not isinstance(pool, Mapping) or not pool:
+        raise ConfigError("pool is games per split, e.g. {train: 300, eval: 128}")
+    unknown = sorted(set(pool) - set(SPLITS))
+    if unknown:
+        raise ConfigError(f"pool: unknown split {unknown[0]!r} (splits: {', '.join(SPLITS)})")
+    splits, first = {}, 0
+    for split in SPLITS:
+        count = pool.get(split, 0)
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= 10**6:
+            raise ConfigError(f"pool: {split} {count!r} is not a number of games (0 to 10^6)")
+        if count:
+            splits[split] = [{"seed": seed} for seed in range(first, first + count)]
+        first += count
+    return splits
 
 
 def default_cache_dir() -> Path:
@@ -76,6 +96,7 @@ class TextWorldEnv(ToolEnv):
         game: Mapping[str, Any] | None = None,
         games: str | Path | None = None,
         tasks: str | Path | Iterable[Mapping[str, Any]] | None = None,
+        pool: Mapping[str, int] | None = None,
         admissible_commands: bool = False,
         max_turns: int = 20,
         max_chars: int = 2000,
@@ -90,8 +111,8 @@ class TextWorldEnv(ToolEnv):
         kwargs.setdefault("parser", XmlTagParser(TAGS))
         kwargs.setdefault("max_calls_per_turn", 1)
         super().__init__(max_turns=max_turns, **kwargs)
-        if games is not None and tasks is not None:
-            raise ConfigError("give `games` (a folder) or `tasks` (JSONL), not both")
+        if sum(x is not None for x in (games, tasks, pool)) > 1:
+            raise ConfigError("give one of `games` (a folder), `tasks` (JSONL) or `pool`")
         self.settings = GameSettings.parse(dict(game or {}), "game")
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.tasks: ListTasks | None = None
@@ -102,6 +123,8 @@ class TextWorldEnv(ToolEnv):
             if isinstance(tasks, str | Path):
                 self.base = Path(tasks).resolve().parent
             self.tasks = ListTasks.load(tasks, check=self._check_task)
+        elif pool is not None:
+            self.tasks = ListTasks(seed_pool(pool))
         self.admissible_commands, self.max_chars = admissible_commands, max_chars
         self.step_timeout_s, self.generate_timeout_s = step_timeout_s, generate_timeout_s
         if not 0.0 <= solver_slips <= 1.0:

@@ -4,8 +4,8 @@ TextWorld-v0. The proposer is paid by how its solvers fared (the builder's rewar
 learnability), so a game every solver wins or none does earns it nothing.
 
 The `built` stage refuses a spec that did not parse or was refused by its checks or the
-planner (a goal out of reach, or one that holds before the first step), with the reason. Games are built into
-the cache folder the solver env reads (its `cache_dir`), once per spec.
+planner (a goal out of reach, or one that holds before the first step), with the reason.
+Games are built into the cache folder the solver env reads (its `cache_dir`), once a spec.
 """
 
 from __future__ import annotations
