@@ -1,4 +1,4 @@
-"""GiGPO versus GRPO on Maze: the same start model, seeds and env-step budget.
+"""GiGPO versus GRPO on Maze or text games: the same start model, seeds and env-step budget.
 
 For each seed, trains once with each estimator (everything else equal), records rollout
 success against cumulative env steps, and reports how many env steps each needs before its
@@ -9,14 +9,25 @@ GiGPO needs fewer env steps. Whatever it comes out to is what we report.
     python bench/gigpo_vs_grpo.py --model DIR [--config configs/maze_gigpo.yaml] [--seeds 3]
         [--steps 30] [--threshold 0.5] [section.field=value ...]
 
-Start from a model that already writes tool calls (e.g. after `toolgym sft`), or neither
+Start from a model that already acts in the env (e.g. after `toolgym sft`), or neither
 estimator gets a reward to learn from.
+
+With `--env textworld` it runs configs/textworld_gigpo.yaml once per coin-collector level in
+`--levels` (the quest's length: rooms to walk), so it shows whether GiGPO's lead grows with
+the horizon, as the paper claims. Each level gets its own games and its own SFT from
+`--model`, the recipe's pretrained base (made once under `--out`):
+
+    python bench/gigpo_vs_grpo.py --env textworld --model models/pt_textworld --levels 4 8 \
+        --out runs/gigpo-vs-grpo-textworld
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -27,15 +38,61 @@ from toolgym.training.config import TrainConfig
 from toolgym.training.plot import plot_runs
 from toolgym.training.trainer import Trainer
 
+CONFIGS = Path(__file__).parent.parent / "configs"
+DEFAULT_CONFIG = {
+    "maze": CONFIGS / "maze_gigpo.yaml",
+    "textworld": CONFIGS / "textworld_gigpo.yaml",
+}
+TRAIN_GAMES, EVAL_GAMES = 300, 32
+SFT = ["--epochs", "4", "--lr", "3e-3", "--no-tool-schemas"]
+"""The recipe's warm start (configs/textworld_gigpo.yaml's header, with --sft-episodes),
+at each level."""
+
+
+def toolgym(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "toolgym", *args], check=True)
+
+
+def text_game_level(base: str, out: Path, level: int, episodes: int) -> tuple[str, list[str]]:
+    """The SFT model and the overrides of one coin-collector level: its game pool (made on
+    every core first) and twice its length in turns; SFT from `base`, as the recipe's."""
+    game = {"family": "coin_collector", "level": level}
+    pool = {"train": TRAIN_GAMES, "eval": EVAL_GAMES}
+    env = {"game": json.dumps(game), "pool": json.dumps(pool), "max_turns": str(2 * level)}
+    sft = out / "sft"
+    if not (sft / "config.json").is_file():
+        toolgym("textworld", "generate", "--game", env["game"], "--out", str(out / "games"),
+                "--count", str(TRAIN_GAMES + EVAL_GAMES))  # fmt: skip
+        env_args = [a for k, v in env.items() for a in ("--env-arg", f"{k}={v}")]
+        toolgym("sft", "toolgym/TextWorld-v0", "--model", base, "--out", str(sft), *SFT,
+                "--episodes", str(episodes), *env_args, "--env-arg", "solver_slips=0.5")  # fmt: skip
+    return str(sft), [f"env.kwargs.{k}={v}" for k, v in env.items()]
+
+
+def settings(args: argparse.Namespace, out: Path) -> list[tuple[str, str, list[str]]]:
+    """(label, start model, overrides) of each setting compared: Maze's one, or one per
+    text-game level."""
+    if args.env == "maze":
+        return [("maze", args.model, [])]
+    made = []
+    for level in args.levels:
+        folder = out / f"level-{level}"
+        model, overrides = text_game_level(args.model, folder, level, args.sft_episodes)
+        made.append((f"level {level}", model, overrides))
+    return made
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
+    parser.add_argument("--env", choices=sorted(DEFAULT_CONFIG), default="maze")
     parser.add_argument(
-        "--config",
-        default=str(Path(__file__).parent.parent / "configs" / "maze_gigpo.yaml"),
-        help="the recipe both runs share (the quickstart's by default)",
+        "--config", help="the recipe both runs share (by default the env's: maze_gigpo.yaml, ...)"
     )
+    parser.add_argument(
+        "--levels", type=int, nargs="+", default=[4, 8], help="coin-collector levels (textworld)"
+    )
+    parser.add_argument("--sft-episodes", type=int, default=1200, help="(textworld)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--threshold", type=float, default=0.5)
@@ -44,21 +101,34 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="extra section.field=value settings for both")
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="gigpo-vs-grpo-"))
+    config_path = Path(args.config) if args.config else DEFAULT_CONFIG[args.env]
+    for label, model, setting in settings(args, out):
+        print(f"\n== {label}")
+        compare(args, config_path, out / label.replace(" ", "-"), [f"model={model}", *setting])
+    png = plot_runs(
+        sorted(out.glob("**/*-seed*")), out / "curves.png", ["rollout/success", "rollout/reward"]
+    )
+    print(f"curves: {png}")
+
+
+def compare(args: argparse.Namespace, config_path: Path, out: Path, setting: list[str]) -> None:
+    """Both estimators, each seed, in one setting; prints steps to the threshold and the ratio."""
     reached: dict[str, list[float | None]] = {"gigpo": [], "grpo": []}
     finals: dict[str, list[float]] = {"gigpo": [], "grpo": []}
     for seed in range(args.seeds):
         for estimator in ("gigpo", "grpo"):
             run = out / f"{estimator}-seed{seed}"
             overrides = [
-                f"model={args.model}",
                 f"run_dir={run}",
                 f"seed={seed}",
                 f"steps={args.steps}",
                 f"advantage.estimator={estimator}",
                 "eval.every_steps=1000000",
+                "eval.at_start=false",
+                *setting,
                 *args.overrides,
             ]
-            config = load_config(TrainConfig, Path(args.config), overrides)
+            config = load_config(TrainConfig, config_path, overrides)
             metrics = Trainer(config).run(overwrite=True)
             reached[estimator].append(steps_to_threshold(metrics, args.threshold, args.window))
             finals[estimator].append(
@@ -66,7 +136,7 @@ def main() -> None:
             )
             curve = " ".join(f"{m['rollout/success']:.2f}" for m in metrics)
             print(f"seed {seed} {estimator:5}: success per step {curve}")
-    print(f"\nenv steps until success (mean of {args.window} steps) >= {args.threshold}:")
+    print(f"env steps until success (mean of {args.window} steps) >= {args.threshold}:")
     for estimator, values in reached.items():
         shown = ", ".join("never" if v is None else f"{v:.0f}" for v in values)
         print(f"  {estimator:5}: {shown}   final success {statistics.mean(finals[estimator]):.2f}")
@@ -76,10 +146,6 @@ def main() -> None:
         print(f"ratio grpo / gigpo env steps (seeds where both reached it): {ratio:.2f}x")
     else:
         print("ratio: not defined (the threshold was not reached by both on any seed)")
-    png = plot_runs(
-        sorted(out.glob("*-seed*")), out / "curves.png", ["rollout/success", "rollout/reward"]
-    )
-    print(f"curves: {png}")
 
 
 if __name__ == "__main__":
