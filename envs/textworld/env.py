@@ -25,9 +25,9 @@ Infrastructure: each instance runs its games in a worker process (worker.py); a 
 Scripted solver: TextWorld's winning policy from the current state (the walkthrough at the
     start), for demonstrations.
 Arguments: game (settings mapping), games, tasks, pool, admissible_commands, max_turns,
-    max_chars, solver_slips (the share of episodes in which the scripted solver takes one detour, an
-    admissible command off its winning policy, at a random step: a weaker demonstrator, whose
-    SFT student RL can then surpass),
+    max_chars, solver_slips (the share of episodes in which the scripted solver takes one
+    detour, an admissible command off its winning policy, at a random step: a weaker
+    demonstrator, whose SFT student RL can then surpass),
     cache_dir (default $TOOLGYM_TEXTWORLD_CACHE, else ~/.cache/toolgym/textworld),
     step_timeout_s, generate_timeout_s, plus ToolEnv's.
 Versions: v0, first release.
