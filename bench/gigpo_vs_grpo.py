@@ -17,7 +17,7 @@ With `--env textworld` it runs configs/textworld_gigpo.yaml once per coin-collec
 the horizon, as the paper claims. Each level gets its own games and its own SFT from
 `--model`, the recipe's pretrained base (made once under `--out`):
 
-    python bench/gigpo_vs_grpo.py --env textworld --model models/pt_textworld --levels 4 8 \
+    python bench/gigpo_vs_grpo.py --env textworld --model models/pt_textworld --levels 2 4 \
         --out runs/gigpo-vs-grpo-textworld
 """
 
@@ -90,7 +90,7 @@ def main() -> None:
         "--config", help="the recipe both runs share (by default the env's: maze_gigpo.yaml, ...)"
     )
     parser.add_argument(
-        "--levels", type=int, nargs="+", default=[4, 8], help="coin-collector levels (textworld)"
+        "--levels", type=int, nargs="+", default=[2, 4], help="coin-collector levels (textworld)"
     )
     parser.add_argument("--sft-episodes", type=int, default=1200, help="(textworld)")
     parser.add_argument("--seeds", type=int, default=3)
