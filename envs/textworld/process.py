@@ -78,10 +78,14 @@ class _Host:
 atexit.register(_Host.stop)
 
 
-_waiters = ThreadPoolExecutor(max_workers=256, thread_name_prefix="textworld")
-"""Threads that wait on workers' answers: one per game in flight. asyncio's default pool has a
-few per core, and a game being generated for minutes would hold one of those that every
-other episode's steps queue for."""
+def _waiter_pool() -> ThreadPoolExecutor:
+    """Threads that wait on workers' answers: one per game in flight. asyncio's default pool
+    has a few per core, and a game being generated for minutes would hold one of those that
+    every other episode's steps queue for."""
+    return ThreadPoolExecutor(max_workers=256, thread_name_prefix="textworld")
+
+
+_waiters = _waiter_pool()
 
 
 def _forked() -> None:
@@ -89,7 +93,7 @@ def _forked() -> None:
     host, its folder and the waiter threads are the parent's (a copied pool would queue work
     for threads the child lacks), and a lock another thread held would never be released."""
     global _waiters
-    _waiters = ThreadPoolExecutor(max_workers=256, thread_name_prefix="textworld")
+    _waiters = _waiter_pool()
     _Host.lock, _Host.process, _Host.folder = threading.Lock(), None, ""
 
 

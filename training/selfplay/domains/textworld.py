@@ -26,8 +26,6 @@ def built(task: ProposedTask, proposal: Proposal) -> str | None:
     check = task.check
     if check.get("error"):
         return str(check["error"])
-    if not check.get("spec"):
-        return "no game spec"
     return None
 
 
