@@ -632,7 +632,9 @@ def textworld_generate(
     ] = 0,
     jobs: Annotated[
         int | None,
-        typer.Option(min=1, help="With --game: games made at once (default: the CPUs)."),
+        typer.Option(
+            min=1, max=64, help="With --game: games made at once (default: the CPUs, at most 64)."
+        ),
     ] = None,
 ) -> None:
     """Compile games into a folder with a tasks.jsonl for the env's tasks= setting."""

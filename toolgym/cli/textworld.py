@@ -41,7 +41,7 @@ def generate_command(
     else:
         if count < 1 or not 0 <= eval_count < count:
             raise ConfigError("--count must be 1 or more and --eval below it")
-        workers = jobs or os.cpu_count() or 1
+        workers = jobs or min(os.cpu_count() or 1, 64)  # a worker holds ~70 MB
         rows = asyncio.run(_from_settings(game or "{}", count, first_seed, out, workers))
         for row in rows[count - eval_count :]:
             row["split"] = "eval"
