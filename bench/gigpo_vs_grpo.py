@@ -17,7 +17,7 @@ With `--env textworld` it runs configs/textworld_gigpo.yaml once per coin-collec
 the horizon, as the paper claims. Each level gets its own games and its own SFT from
 `--model`, the recipe's pretrained base (made once under `--out`):
 
-    python bench/gigpo_vs_grpo.py --env textworld --model models/pt_textworld --levels 2 4 \
+    python bench/gigpo_vs_grpo.py --env textworld --model models/pt_tiny --levels 2 4 \
         --out runs/gigpo-vs-grpo-textworld
 """
 
