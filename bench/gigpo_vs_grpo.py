@@ -44,16 +44,18 @@ DEFAULT_CONFIG = {
     "textworld": CONFIGS / "textworld_gigpo.yaml",
 }
 TRAIN_GAMES, EVAL_GAMES = 300, 32
-SFT = ["--epochs", "4", "--lr", "3e-3", "--no-tool-schemas"]
-"""The recipe's warm start (configs/textworld_gigpo.yaml's header, with --sft-episodes),
-at each level."""
+SFT = ["--lr", "3e-3", "--no-tool-schemas"]
+"""The recipe's warm start (configs/textworld_gigpo.yaml's header, with --sft-episodes and
+--sft-epochs), at each level."""
 
 
 def toolgym(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "toolgym", *args], check=True)
 
 
-def text_game_level(base: str, out: Path, level: int, episodes: int) -> tuple[str, list[str]]:
+def text_game_level(
+    base: str, out: Path, level: int, episodes: int, epochs: int
+) -> tuple[str, list[str]]:
     """The SFT model and the overrides of one coin-collector level: its game pool (made on
     every core first) and twice its length in turns; SFT from `base`, as the recipe's."""
     game = {"family": "coin_collector", "level": level}
@@ -65,7 +67,8 @@ def text_game_level(base: str, out: Path, level: int, episodes: int) -> tuple[st
                 "--count", str(TRAIN_GAMES + EVAL_GAMES))  # fmt: skip
         env_args = [a for k, v in env.items() for a in ("--env-arg", f"{k}={v}")]
         toolgym("sft", "toolgym/TextWorld-v0", "--model", base, "--out", str(sft), *SFT,
-                "--episodes", str(episodes), *env_args, "--env-arg", "solver_slips=0.5")  # fmt: skip
+                "--episodes", str(episodes), "--epochs", str(epochs), *env_args,
+                "--env-arg", "solver_slips=0.5")  # fmt: skip
     return str(sft), [f"env.kwargs.{k}={v}" for k, v in env.items()]
 
 
@@ -77,7 +80,9 @@ def settings(args: argparse.Namespace, out: Path) -> list[tuple[str, str, list[s
     made = []
     for level in args.levels:
         folder = out / f"level-{level}"
-        model, overrides = text_game_level(args.model, folder, level, args.sft_episodes)
+        model, overrides = text_game_level(
+            args.model, folder, level, args.sft_episodes, args.sft_epochs
+        )
         made.append((f"level {level}", model, overrides))
     return made
 
@@ -93,6 +98,7 @@ def main() -> None:
         "--levels", type=int, nargs="+", default=[2, 4], help="coin-collector levels (textworld)"
     )
     parser.add_argument("--sft-episodes", type=int, default=1200, help="(textworld)")
+    parser.add_argument("--sft-epochs", type=int, default=4, help="(textworld)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--threshold", type=float, default=0.5)
