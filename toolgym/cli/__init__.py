@@ -614,6 +614,10 @@ def sql_generate(
     raise typer.Exit(generate_command(out, questions, databases, per_domain, templates))
 
 
+TEXTWORLD_MAX_JOBS = 64
+"""Game workers `textworld generate` runs at most: each is a forked game process of ~70 MB."""
+
+
 @textworld_app.command("generate")
 def textworld_generate(
     out: Annotated[Path, typer.Option(help="Folder for the games (.z8, .json) and tasks.jsonl.")],
@@ -633,14 +637,17 @@ def textworld_generate(
     jobs: Annotated[
         int | None,
         typer.Option(
-            min=1, max=64, help="With --game: games made at once (default: the CPUs, at most 64)."
+            min=1,
+            max=TEXTWORLD_MAX_JOBS,
+            help=f"With --game: games made at once (default: the CPUs, at most {TEXTWORLD_MAX_JOBS}).",
         ),
     ] = None,
 ) -> None:
     """Compile games into a folder with a tasks.jsonl for the env's tasks= setting."""
     from toolgym.cli.textworld import generate_command
 
-    raise typer.Exit(generate_command(out, specs, game, count, first_seed, eval_count, jobs))
+    workers = jobs or min(os.cpu_count() or 1, TEXTWORLD_MAX_JOBS)
+    raise typer.Exit(generate_command(out, specs, game, count, first_seed, eval_count, workers))
 
 
 @search_app.command("world")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ def generate_command(
     count: int,
     first_seed: int,
     eval_count: int,
-    jobs: int | None = None,
+    workers: int = 1,
 ) -> int:
     if (specs is None) == (game is None):
         raise ConfigError("give --from SPECS.jsonl or --game SETTINGS (one of them)")
@@ -41,7 +40,6 @@ def generate_command(
     else:
         if count < 1 or not 0 <= eval_count < count:
             raise ConfigError("--count must be 1 or more and --eval below it")
-        workers = jobs or min(os.cpu_count() or 1, 64)  # a worker holds ~70 MB
         rows = asyncio.run(_from_settings(game or "{}", count, first_seed, out, workers))
         for row in rows[count - eval_count :]:
             row["split"] = "eval"
