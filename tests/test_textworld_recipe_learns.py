@@ -15,6 +15,8 @@ standard error of about 6 points).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import eval_success, run_ok
@@ -22,22 +24,24 @@ from conftest import eval_success, run_ok
 pytestmark = pytest.mark.timeout(1200)
 
 MARGIN = 0.15
-GAME = "game={family: coin_collector, level: 2}"
-POOL = "pool={train: 100, eval: 64}"
+GAME = {"family": "coin_collector", "level": 2}
+POOL = {"train": 100, "eval": 64}
 
 
 def test_gigpo_lifts_the_textworld_recipe_over_its_sft_start(recipe_base, tmp_path):
     sft, rl = tmp_path / "sft", tmp_path / "rl"
     # the pool's games on both cores first (the env alone would make them one at a time)
-    run_ok("textworld", "generate", "--game", '{"family": "coin_collector", "level": 2}',
-           "--count", "164", "--eval", "64", "--out", str(tmp_path / "games"),
+    run_ok("textworld", "generate", "--game", json.dumps(GAME), "--out", str(tmp_path / "games"),
+           "--count", str(POOL["train"] + POOL["eval"]), "--eval", str(POOL["eval"]),
            timeout=600)  # fmt: skip
+    game, pool = f"game={json.dumps(GAME)}", f"pool={json.dumps(POOL)}"
     run_ok("sft", "toolgym/TextWorld-v0", "--model", str(recipe_base), "--out", str(sft),
            "--episodes", "300", "--epochs", "2", "--lr", "3e-3", "--no-tool-schemas",
-           "--env-arg", GAME, "--env-arg", POOL, "--env-arg", "admissible_commands=true",
+           "--env-arg", game, "--env-arg", pool, "--env-arg", "admissible_commands=true",
            "--env-arg", "max_turns=4", "--env-arg", "solver_slips=0.5")  # fmt: skip
     run_ok("train", "--config", "configs/textworld_gigpo.yaml", f"model={sft}", f"run_dir={rl}",
-           "steps=10", "eval.every_steps=10", "eval.episodes=64", f"env.kwargs.{POOL}")  # fmt: skip
+           "steps=10", "eval.every_steps=10", f"eval.episodes={POOL['eval']}",
+           f"env.kwargs.{pool}")  # fmt: skip
     evals = eval_success(rl)
     before, after = evals[-1], evals[9]
     assert sorted(evals) == [-1, 9], evals
