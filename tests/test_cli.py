@@ -45,3 +45,12 @@ def test_unknown_env_is_one_clear_line(cli):
     assert result.returncode != 0
     assert "env 'toolgym/Maz-v0' is not registered. Did you mean: toolgym/Maze-v0?" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_sft_refuses_zero_epochs_episodes_or_batch_before_it_loads_anything(cli):
+    """Zero passes would save the start model under the name of a fine-tuned one."""
+    start = ["sft", "toolgym/Maze-v0", "--model", "/no/such/model", "--out", "/tmp/never"]
+    for option in ("--epochs", "--episodes", "--batch-size"):
+        result = cli(*start, option, "0")
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert f"Invalid value for '{option}'" in result.stdout + result.stderr

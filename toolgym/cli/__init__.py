@@ -340,10 +340,10 @@ def supervised(
     env_id: Annotated[str, typer.Argument(help="Env id whose scripted solver demonstrates.")],
     model: Annotated[Path, typer.Option(help="Model directory to start from.")],
     out: Annotated[Path, typer.Option(help="Where to save the fine-tuned model.")],
-    episodes: Annotated[int, typer.Option(help="Demonstration episodes.")] = 200,
-    epochs: Annotated[int, typer.Option(help="Passes over the demonstrations.")] = 3,
+    episodes: Annotated[int, typer.Option(min=1, help="Demonstration episodes.")] = 200,
+    epochs: Annotated[int, typer.Option(min=1, help="Passes over the demonstrations.")] = 3,
     lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
-    batch_size: Annotated[int, typer.Option(help="Sequences per optimizer step.")] = 16,
+    batch_size: Annotated[int, typer.Option(min=1, help="Sequences per optimizer step.")] = 16,
     seed: Annotated[
         int, typer.Option(help="First training task demonstrated; also seeds the SFT.")
     ] = 0,
@@ -702,9 +702,9 @@ def search_simulator_sft(
     data: Annotated[Path, typer.Option(help="Labelled results from `simulator-data`.")],
     model: Annotated[Path, typer.Option(help="Model directory to fine-tune.")],
     out: Annotated[Path, typer.Option(help="Directory to write the simulator to.")],
-    epochs: Annotated[int, typer.Option(help="Passes over the documents.")] = 40,
+    epochs: Annotated[int, typer.Option(min=1, help="Passes over the documents.")] = 40,
     lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
-    batch_size: Annotated[int, typer.Option(help="Documents per optimizer step.")] = 16,
+    batch_size: Annotated[int, typer.Option(min=1, help="Documents per optimizer step.")] = 16,
     noisy_per_query: Annotated[
         int, typer.Option(help="Best-ranked noisy results kept per query.")
     ] = 1,
