@@ -21,12 +21,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from toolgym.envs.core import Env, Message, copy_messages, make_info
-from toolgym.errors import ToolgymError
+from toolgym.errors import ConfigError, ToolgymError
 from toolgym.tools.parsers import ActionParser, make_parser
 from toolgym.tools.parsers.base import MAX_ERRORS, parse_safely
 from toolgym.tools.records import ToolCall, ToolErrorKind, ToolResult
 from toolgym.tools.text import clean_messages, clean_text, clip, clip_list
 from toolgym.tools.tool import Tool
+from toolgym.tools.tool_source import ToolSource
 from toolgym.tools.toolset import ToolSet
 
 FEEDBACK_CHARS = 4000
@@ -57,6 +58,8 @@ class ToolEnv(Env):
             16 by default, None for no limit.
         invalid_action_reward: added to the step reward when the action was malformed.
         tool_timeout_s: overrides every tool's own timeout when given.
+        tool_sources: tools found at run time (`MCPTools`: an MCP server's), added to the
+            declared ones before the first episode.
         render_mode: "ansi" to let `render()` return the transcript as text.
     """
 
@@ -72,6 +75,7 @@ class ToolEnv(Env):
         max_calls_per_turn: int | None = 16,
         invalid_action_reward: float = 0.0,
         tool_timeout_s: float | None = None,
+        tool_sources: Sequence[ToolSource] = (),
         render_mode: str | None = None,
     ) -> None:
         self.parser = make_parser(parser) if isinstance(parser, str) else parser
@@ -79,11 +83,16 @@ class ToolEnv(Env):
         self.max_calls_per_turn = max_calls_per_turn
         self.invalid_action_reward = invalid_action_reward
         self.render_mode = render_mode
-        tools = self.collect_tools()
-        if tool_timeout_s is not None:
-            tools = [replace(t, timeout_s=tool_timeout_s) for t in tools]
-        self.toolset = ToolSet(tools)
+        self.tool_timeout_s = tool_timeout_s
+        self.toolset = ToolSet(self._timed(self.collect_tools()))
         self._schemas = self.toolset.schemas()
+        for source in tool_sources:
+            if not isinstance(source, ToolSource):
+                raise ConfigError(
+                    f"{type(source).__name__} is not a tool source (an object with "
+                    "`async def load(self, shared) -> list[Tool]`, such as MCPTools)"
+                )
+        self._unloaded_sources = list(tool_sources)
         self.turn: int | None = None
         self.done = False
         self.transcript: list[Message] = []
@@ -138,6 +147,19 @@ class ToolEnv(Env):
                     names[name] = None
         return [t for name in names if isinstance(t := getattr(self, name), Tool)]
 
+    def _timed(self, tools: list[Tool]) -> list[Tool]:
+        if self.tool_timeout_s is None:
+            return tools
+        return [replace(t, timeout_s=self.tool_timeout_s) for t in tools]
+
+    async def _load_tool_sources(self) -> None:
+        """Add the tools of sources not loaded yet; one that fails stays for the next reset."""
+        while self._unloaded_sources:
+            for found in self._timed(await self._unloaded_sources[0].load(self.shared)):
+                self.toolset.add(found)
+            self._unloaded_sources.pop(0)
+            self._schemas = self.toolset.schemas()
+
     # ----- the contract ---------------------------------------------------------------------
     def system_prompt(self) -> str:
         tools = "\n".join(f"- {t.name}: {_summary(t.description)}" for t in self.toolset)
@@ -152,6 +174,7 @@ class ToolEnv(Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[list[Message], dict[str, Any]]:
         await super().areset(seed=seed, options=options)
+        await self._load_tool_sources()
         self.turn, self.done, self._result = 0, False, None
         opening = await self.start(seed, options)
         obs = clean_messages([{"role": "system", "content": self.system_prompt()}, *opening])
@@ -182,6 +205,8 @@ class ToolEnv(Env):
         obs: list[Message] = []
         results, outcome, reward = await self._run_calls(calls)
         obs += [r.to_message() for r in results]
+        if any(r.images for r in results):
+            obs.append(_images_message(results))
         if not calls and not parsed.errors:
             feedback = await self.on_text(parsed.text)
             if feedback is None:
@@ -255,6 +280,16 @@ def _call_record(result: ToolResult) -> dict[str, Any]:
 def _error_text(problems: list[str], results: list[ToolResult]) -> str | None:
     texts = problems + [r.content for r in results if r.error is not None]
     return clean_text(clip("\n".join(clip_list(texts, MAX_ERRORS)), FEEDBACK_CHARS)) or None
+
+
+def _images_message(results: list[ToolResult]) -> Message:
+    """The pictures tools returned this turn, in one user message after their results (a
+    chat template renders images in user turns)."""
+    named = ", ".join(f"{r.call.name} ({r.call.id})" for r in results if r.images)
+    parts: list[dict[str, Any]] = [{"type": "text", "text": f"Images returned by {named}:"}]
+    for result in results:
+        parts += [{"type": "image_url", "image_url": {"url": url}} for url in result.images]
+    return {"role": "user", "content": parts}
 
 
 def _summary(description: str) -> str:

@@ -33,6 +33,16 @@ class ToolErrorKind(enum.StrEnum):
     """A call after the one that ended the episode."""
 
 
+@dataclass(frozen=True)
+class ToolReply:
+    """What a tool returns when it has pictures to show as well as text (an MCP server's
+    image content): the env shows the images in a message after the tool's."""
+
+    text: str
+    images: tuple[str, ...] = ()
+    """Data URLs (data:image/png;base64,...), already bounded by the tool."""
+
+
 @dataclass
 class ToolResult:
     """What a call produced: text for the model, plus how it went."""
@@ -41,6 +51,8 @@ class ToolResult:
     content: str
     error: ToolErrorKind | None = None
     elapsed_s: float = 0.0
+    images: tuple[str, ...] = ()
+    """Data URLs of the pictures the tool returned (shown after the tool's message)."""
 
     @property
     def ok(self) -> bool:

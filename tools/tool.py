@@ -24,7 +24,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from toolgym.errors import ToolDefinitionError, ToolgymError
-from toolgym.tools.records import ToolCall, ToolErrorKind, ToolResult
+from toolgym.tools.records import ToolCall, ToolErrorKind, ToolReply, ToolResult
 from toolgym.tools.text import echo
 
 T = TypeVar("T")
@@ -51,6 +51,13 @@ class ToolCallError(ToolgymError, ValueError):
     model and the turn counts as the policy's mistake. Any other exception is the tool's own
     bug: reported as `exception`, counted in `rollout/tool_exceptions`, flagged by `toolgym
     check`."""
+
+
+class AnyArguments(BaseModel):
+    """The arguments model of a tool described by a JSON schema instead of a signature (an
+    MCP server's): every argument passes through, and the tool checks them itself."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -122,11 +129,15 @@ class Tool:
             return ToolResult(
                 call, self._clip(text), ToolErrorKind.EXCEPTION, time.perf_counter() - start
             )
-        return ToolResult(call, self._clip(_to_text(value)), None, time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        if isinstance(value, ToolReply):
+            return ToolResult(call, self._clip(value.text), None, elapsed, value.images)
+        return ToolResult(call, self._clip(_to_text(value)), None, elapsed)
 
     def _validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         model = self.args_model.model_validate(dict(arguments))
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        fields = {name: getattr(model, name) for name in type(model).model_fields}
+        return {**fields, **(model.model_extra or {})}
 
     def _injections(self, injected: Mapping[str, Any]) -> dict[str, Any]:
         missing = [name for name in self.hidden if name not in injected]
