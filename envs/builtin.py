@@ -78,6 +78,16 @@ def register_builtin_envs() -> None:
         "toolgym.envs.textworld:ProposeTextWorldEnv",
         description="self-play proposer: design a text game as a spec; TextWorld builds it",
     )
+    register(
+        "toolgym/ReasoningGym-v0",
+        "toolgym.envs.reasoning_gym:ReasoningGymEnv",
+        description="reasoning-gym's procedural tasks, graded by their own scorers; <answer>",
+    )
+    register(
+        "toolgym/MCP-v0",
+        "toolgym.envs.mcp:MCPEnv",
+        description="tasks answered with an MCP server's tools; declared in config",
+    )
     for task in task_names():  # the pages the installed miniwob package ships
         register(
             f"toolgym/miniwob.{task}-v0",

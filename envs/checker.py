@@ -60,12 +60,21 @@ class CheckReport:
         return [f for f in self.findings if f.status == "fail"]
 
 
-def check_env(target: str | Callable[[], Any], *, seed: int = 0, episodes: int = 3) -> CheckReport:
-    """Check the env registered as `target` (an id) or built by `target()` (a factory)."""
+def check_env(
+    target: str | Callable[[], Any],
+    *,
+    seed: int = 0,
+    episodes: int = 3,
+    kwargs: dict[str, Any] | None = None,
+) -> CheckReport:
+    """Check the env registered as `target` (an id, built with `kwargs`) or built by
+    `target()` (a factory)."""
     from toolgym.envs.registration import make
 
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-    factory: Callable[[], Any] = (lambda: make(target)) if isinstance(target, str) else target
+    factory: Callable[[], Any] = (
+        (lambda: make(target, **(kwargs or {}))) if isinstance(target, str) else target
+    )
     report = CheckReport(name)
     checks = _Checks(factory, report, seed, episodes)
     checks.run()

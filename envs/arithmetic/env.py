@@ -8,7 +8,8 @@ Episode end: terminated by `answer`; truncated after `max_turns` turns.
 state_key: a hash of the latest observation (the default), so trajectories that asked the
     calculator the same thing share a state.
 Arguments: tasks (JSONL path or list of {"question", "answer"} dicts, split as in
-    `ListTasks.load`; default: generated from seeds, `SeedTasks`), n_operands, max_turns, plus
+    `ListTasks.load`, or "reasoning_gym:<dataset>": graded by the dataset's scorer; default:
+    generated from seeds, `SeedTasks`), n_operands, max_turns, plus
     ToolEnv's. `reset(options={"task": {...}})` plays one given task ({"seed": s}: the
     problem generated from s).
 Versions: v0, first release.
@@ -24,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from toolgym.envs.arithmetic.calculator import evaluate
-from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, needs_keys
+from toolgym.envs.task_loading import GradesAnswers, load_tasks, source_grade
+from toolgym.envs.tasks import SeedTasks, TaskSource, needs_keys
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.tools.records import ToolCall
 from toolgym.tools.tool import ToolCallError, tool
@@ -57,7 +59,7 @@ class ArithmeticEnv(ToolEnv):
         **kwargs: Any,
     ) -> None:
         super().__init__(max_turns=max_turns, **kwargs)
-        self.tasks = ListTasks.load(tasks, check=check_task) if tasks is not None else None
+        self.tasks = load_tasks(tasks, check_task) if tasks is not None else None
         self.n_operands = n_operands
         self.task: dict[str, Any] = {}
         self.submitted: float | None = None
@@ -74,7 +76,8 @@ class ArithmeticEnv(ToolEnv):
             task = self.tasks.task("train", task_seed)
         else:
             task = generate_task(task_seed, self.n_operands)
-        check_task(task)
+        if not isinstance(self.tasks, GradesAnswers):
+            check_task(task)
         self.task, self.submitted, self._reward = task, None, 0.0
         return [{"role": "user", "content": task["question"]}]
 
@@ -101,6 +104,10 @@ class ArithmeticEnv(ToolEnv):
             value: the number you believe answers the question.
         """
         self.submitted = value
+        grade = source_grade(self.tasks, self.task, _format(value))
+        if grade is not None:
+            self._reward = grade
+            return f"Score: {grade:g}"
         correct = math.isclose(value, float(self.task["answer"]), rel_tol=0, abs_tol=1e-6)
         self._reward = 1.0 if correct else 0.0
         return "Correct." if correct else "Incorrect."

@@ -11,8 +11,8 @@ state_key: a hash of the latest observation (the default): trajectories whose co
     the same output share a state.
 Infrastructure: a sandbox that cannot start or dies under a call flags the step
     `infra_error` (masked from training), never reward 0.
-Arguments: tasks (JSONL path or list of {"question", "answer"}; default: generated problems,
-    `SeedTasks`), max_turns, format_reward, solver_slips (the share of episodes in which the
+Arguments: tasks (JSONL path or list of {"question", "answer"}, or "reasoning_gym:<dataset>":
+    graded by the dataset's scorer; default: generated problems, `SeedTasks`), max_turns, format_reward, solver_slips (the share of episodes in which the
     scripted solver miscopies one digit into its code: a weaker demonstrator, whose SFT
     student RL can then surpass), the sandbox's backend, pool_size, timeout_s and
     memory_mb, plus ToolEnv's.
@@ -30,7 +30,8 @@ from typing import Any
 
 from toolgym.envs.code.math_problems import generate_problem
 from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig, UsesSandbox
-from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task, needs_keys
+from toolgym.envs.task_loading import GradesAnswers, load_tasks, source_grade
+from toolgym.envs.tasks import SeedTasks, TaskSource, choose_task, needs_keys
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.parsers import XmlTagParser
@@ -66,7 +67,7 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
         kwargs.setdefault("parser", XmlTagParser(TAGS))
         kwargs.setdefault("max_calls_per_turn", 1)
         super().__init__(max_turns=max_turns, **kwargs)
-        self.tasks = ListTasks.load(tasks, check=check_task) if tasks is not None else None
+        self.tasks = load_tasks(tasks, check_task) if tasks is not None else None
         if not 0.0 <= solver_slips <= 1.0:
             raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
         self.format_reward = format_reward
@@ -82,7 +83,8 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
         await self.python_session.end()
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         task = choose_task(task_seed, options, self.tasks, generate_problem)
-        check_task(task)
+        if not isinstance(self.tasks, GradesAnswers):
+            check_task(task)
         self.task, self.answered, self.last_output = task, None, None
         chooser = random.Random(f"slip-{task_seed}")
         self.slip = chooser if chooser.random() < self.solver_slips else None
@@ -109,6 +111,10 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
         Args:
             text: the number alone, e.g. "42".
         """
+        grade = source_grade(self.tasks, self.task, text)
+        if grade is not None:
+            self.answered = grade if grade > 0 else self.format_reward
+            return f"Score: {grade:g}"
         correct = _same_number(text, self.task["answer"])
         self.answered = 1.0 if correct else self.format_reward
         return "Correct." if correct else "Incorrect."

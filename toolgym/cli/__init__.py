@@ -80,11 +80,13 @@ def check(
         str, typer.Argument(help="Env id, e.g. toolgym/Maze-v0 or mypkg.envs:my/Env-v0")
     ],
     seed: Annotated[int, typer.Option(help="Seed of the first checked episode.")] = 0,
+    env_arg: EnvArgs = None,
 ) -> None:
     """Check that an environment honours the toolgym Env contract."""
     from toolgym.cli.envs import check_command
+    from toolgym.cli.train import env_kwargs
 
-    raise typer.Exit(check_command(env_id, seed))
+    raise typer.Exit(check_command(env_id, seed, env_kwargs(env_arg or [])))
 
 
 @app.command("doctor")
@@ -454,6 +456,36 @@ def index_build(
     from toolgym.cli.search import index_command
 
     raise typer.Exit(index_command(corpus, out, kind, faiss, encoder, e5, force))
+
+
+@serve_app.command("mcp")
+def serve_mcp(
+    env_id: Annotated[str, typer.Argument(help="A tool env's id, e.g. toolgym/SQL-v0.")],
+    transport: Annotated[
+        str, typer.Option(help="stdio (a client starts this command) or http (at /mcp).")
+    ] = "stdio",
+    port: Annotated[int, typer.Option(help="Port to listen on (http).")] = 8000,
+    host: Annotated[str, typer.Option(help="Address to bind (http).")] = "127.0.0.1",
+    seed: Annotated[
+        int, typer.Option(min=0, help="Each session plays train task SEED of the env.")
+    ] = 0,
+    task: Annotated[
+        str | None, typer.Option(help="A task to play instead, as JSON (the env's fields).")
+    ] = None,
+    max_sessions: Annotated[
+        int, typer.Option(min=1, help="Most client sessions (envs) alive at once (http).")
+    ] = 32,
+    env_arg: EnvArgs = None,
+) -> None:
+    """Serve an env's tools as an MCP server, one env per client session."""
+    from toolgym.cli.mcp import serve_mcp_command
+    from toolgym.cli.train import env_kwargs
+
+    raise typer.Exit(
+        serve_mcp_command(
+            env_id, env_kwargs(env_arg or []), transport, host, port, seed, task, max_sessions
+        )
+    )
 
 
 @serve_app.command("search")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.markup import escape
 from rich.table import Table
 
@@ -37,11 +39,11 @@ def list_command(text: str | None = None) -> int:
     return 0
 
 
-def check_command(env_id: str, seed: int) -> int:
+def check_command(env_id: str, seed: int, kwargs: dict[str, Any] | None = None) -> int:
     """Print one line per check; return the exit code (1 when any check failed)."""
     from toolgym.envs.checker import check_env
 
-    report = check_env(env_id, seed=seed)
+    report = check_env(env_id, seed=seed, kwargs=kwargs)
     console.print(f"[bold]Checking {escape(env_id)}[/]")
     for f in report.findings:
         detail = f": {escape(f.message)}" if f.message else ""

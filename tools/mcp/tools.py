@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Any
 
 import jsonschema
@@ -44,6 +45,9 @@ log = get_logger(__name__)
 MAX_IMAGE_BYTES = 8 << 20
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 MAX_ARGUMENT_ERRORS = 8
+_ERROR_PREFIX = re.compile(r"^Error: (tool '[^']*': )?")
+"""A toolgym server's (or any server's) own "Error: tool 'x': ", which the client's message
+would otherwise repeat."""
 
 
 class MCPTools:
@@ -103,7 +107,7 @@ class MCPTools:
             result = await connection.call_tool(server_name, arguments)
             reply = _reply(result, max_images)
             if result.is_error:
-                raise ToolCallError(reply.text or "the server reported an error")
+                raise ToolCallError(_ERROR_PREFIX.sub("", reply.text) or "the server said no")
             return reply
 
         description = listed.description or listed.title or listed.name

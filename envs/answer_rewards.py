@@ -1,0 +1,73 @@
+"""How a final answer is scored against a task, by name, for envs declared in config (an MCP
+server's tools plus a task list): "exact", "contains", "number", or "package.module:function"
+(your own, called as function(answer, task) -> float).
+
+A task's "answer" may be one value or a list of accepted values."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from toolgym.errors import ConfigError
+from toolgym.imports import load_callable
+
+AnswerReward = Callable[[str, Mapping[str, Any]], float]
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def _normal(text: Any) -> str:
+    return " ".join(str(text).casefold().split()).strip(" .")
+
+
+def _accepted(task: Mapping[str, Any]) -> list[Any]:
+    answer = task.get("answer")
+    return list(answer) if isinstance(answer, list) else [answer]
+
+
+def exact(answer: str, task: Mapping[str, Any]) -> float:
+    """1 when the answer equals an accepted one, ignoring case, spacing and a final period."""
+    return float(any(_normal(answer) == _normal(a) for a in _accepted(task)))
+
+
+def contains(answer: str, task: Mapping[str, Any]) -> float:
+    """1 when an accepted answer appears in the answer (case and spacing ignored)."""
+    return float(any(_normal(a) and _normal(a) in _normal(answer) for a in _accepted(task)))
+
+
+def number(answer: str, task: Mapping[str, Any]) -> float:
+    """1 when the answer's last number equals an accepted number (within 1e-6)."""
+    found = _NUMBER.findall(answer.replace(",", ""))
+    if not found:
+        return 0.0
+    given = float(found[-1])
+    for a in _accepted(task):
+        try:
+            if math.isclose(given, float(a), rel_tol=1e-9, abs_tol=1e-6):
+                return 1.0
+        except (TypeError, ValueError):
+            continue
+    return 0.0
+
+
+REWARDS: dict[str, AnswerReward] = {"exact": exact, "contains": contains, "number": number}
+
+
+def answer_reward(name: str) -> AnswerReward:
+    """The reward called `name`, or the function "package.module:function" names."""
+    if name in REWARDS:
+        return REWARDS[name]
+    if ":" not in name:
+        raise ConfigError(
+            f"unknown reward {name!r}: one of {', '.join(REWARDS)}, or 'package.module:function'"
+        )
+    return load_callable(name, "reward function")
+
+
+def checked_reward(value: Any, name: str) -> float:
+    """The reward function's value as a finite float; ConfigError naming it otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"reward function {name} returned {value!r}, not a finite number")
+    return float(value)

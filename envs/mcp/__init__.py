@@ -1,0 +1,3 @@
+from toolgym.envs.mcp.env import MCPEnv
+
+__all__ = ["MCPEnv"]
