@@ -49,3 +49,4 @@ bench: install system-deps
 	$(PYTHON) bench/gui_step.py
 	$(PYTHON) bench/vision_rollout.py
 	$(PYTHON) bench/scaleout.py
+	$(PYTHON) bench/mcp_tools.py
