@@ -49,15 +49,20 @@ def assert_bounded(obs: list[dict], info: dict) -> None:
         assert len(info["error"]) <= FEEDBACK_CHARS + 100
 
 
-@pytest.mark.parametrize("env_id", ENV_IDS)
+@pytest.fixture(scope="module", params=ENV_IDS)
+def env_per_id(request):
+    """One instance per env, reset before each hostile turn: instances are reused in runs,
+    and making one (a browser, a game worker, an MCP server) costs more than the turn."""
+    env = toolgym.make(request.param)
+    yield request.param, env
+    env.close()
+
+
 @pytest.mark.parametrize("case", list(HOSTILE))
-def test_hostile_turns_are_the_policys_mistake_with_a_bounded_answer(env_id, case):
-    env = toolgym.make(env_id)
-    try:
-        env.reset(seed=0)
-        obs, reward, terminated, truncated, info = env.step(HOSTILE[case])
-    finally:
-        env.close()
+def test_hostile_turns_are_the_policys_mistake_with_a_bounded_answer(env_per_id, case):
+    env_id, env = env_per_id
+    env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(HOSTILE[case])
     assert_bounded(obs, info)
     assert info["infra_error"] is None
     if case != "10,000 calls" or env_id != "toolgym/Arithmetic-v0":
