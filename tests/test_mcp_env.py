@@ -147,6 +147,12 @@ def test_serve_mcp_over_stdio_answers_the_sdk_client():
     assert "run_sql" in instructions  # the env's system prompt and task
 
 
+def test_serve_mcp_refuses_an_env_without_tools(cli):
+    result = cli("serve", "mcp", "fixture_envs:fixture/WrongArity-v0")
+    assert result.returncode != 0 and "is not a tool env" in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+
+
 def test_serve_mcp_over_http_keeps_one_env_per_session(tmp_path):
     """A handshake-era client's session keeps its Python variables; another session does not
     see them; a sessionless (2026-07-28) client gets a fresh episode per call."""

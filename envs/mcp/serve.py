@@ -27,6 +27,7 @@ import mcp_types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 
+from toolgym.envs.core import Env
 from toolgym.envs.registration import make
 from toolgym.envs.tool_env import ToolEnv
 from toolgym.errors import ConfigError
@@ -70,7 +71,8 @@ class EnvToolServer:
     async def _new_env(self) -> ToolEnv:
         env = make(self.env_id, **self.env_kwargs)
         if not isinstance(env.unwrapped, ToolEnv):
-            env.close()
+            if isinstance(env.unwrapped, Env):
+                await env.unwrapped.aclose()
             raise ConfigError(
                 f"{self.env_id} is not a tool env (its actions are not tool calls): "
                 "there are no tools to serve"
