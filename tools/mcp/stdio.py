@@ -71,16 +71,19 @@ async def stdio_transport(
     async def read_stdout() -> None:
         assert process.stdout is not None
         buffer = bytearray()
+        searched = 0  # bytes of `buffer` known to hold no newline: a long line is read once
         async with to_session:
             try:
                 async for chunk in process.stdout:
                     buffer += chunk
-                    while (end := buffer.find(b"\n")) >= 0:
+                    while (end := buffer.find(b"\n", searched)) >= 0:
                         line = bytes(buffer[:end])
                         del buffer[: end + 1]
+                        searched = 0
                         message = _parse(line)
                         if message is not None:
                             await to_session.send(message)
+                    searched = len(buffer)
                     if len(buffer) > max_frame_bytes:
                         process_log.ended = (
                             f"the server wrote a message longer than {max_frame_bytes} bytes"
