@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from toolgym.envs.tasks import SPLITS, Task, TaskSource, check_split
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, did_you_mean
 from toolgym.log import get_logger
 
 log = get_logger(__name__)
@@ -91,8 +91,6 @@ class ReasoningGymTasks(TaskSource):
             if isinstance(weight, bool) or not isinstance(weight, int | float) or weight <= 0:
                 raise ConfigError(f"reasoning_gym dataset {name}: weight must be positive")
             if name not in known:
-                from toolgym.errors import did_you_mean
-
                 raise ConfigError(
                     f"reasoning-gym has no dataset {name!r}.{did_you_mean(name, known)} "
                     f"It has {len(known)}, e.g. {', '.join(sorted(known)[:5])}"
