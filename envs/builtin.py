@@ -88,6 +88,11 @@ def register_builtin_envs() -> None:
         "toolgym.envs.mcp:MCPEnv",
         description="tasks answered with an MCP server's tools; declared in config",
     )
+    register(
+        "toolgym/OpenEnv-v0",
+        "toolgym.envs.openenv:OpenEnvEnv",
+        description="an OpenEnv environment server, through openenv-core's own client",
+    )
     for task in task_names():  # the pages the installed miniwob package ships
         register(
             f"toolgym/miniwob.{task}-v0",

@@ -488,6 +488,31 @@ def serve_mcp(
     )
 
 
+@serve_app.command("env")
+def serve_env(
+    env_id: Annotated[str, typer.Argument(help="An env's id, e.g. toolgym/Arithmetic-v0.")],
+    protocol: Annotated[str, typer.Option(help="The protocol to serve: openenv.")] = "openenv",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    max_sessions: Annotated[
+        int, typer.Option(min=1, help="Most client sessions (envs) alive at once.")
+    ] = 32,
+    idle_timeout: Annotated[
+        float, typer.Option(min=0, help="Close a session idle this many seconds (0: never).")
+    ] = 600.0,
+    env_arg: EnvArgs = None,
+) -> None:
+    """Serve an env to another stack's clients (OpenEnv's), one env per session."""
+    from toolgym.cli.openenv import serve_env_command
+    from toolgym.cli.train import env_kwargs
+
+    raise typer.Exit(
+        serve_env_command(
+            env_id, env_kwargs(env_arg or []), protocol, host, port, max_sessions, idle_timeout
+        )
+    )
+
+
 @serve_app.command("search")
 def serve_search(
     index: Annotated[

@@ -23,7 +23,6 @@ import json
 import re
 from typing import Any
 
-import jsonschema
 import mcp_types
 
 from toolgym.errors import ConfigError
@@ -31,6 +30,7 @@ from toolgym.log import get_logger
 from toolgym.tools.mcp.connection import MCPConnection
 from toolgym.tools.mcp.server_spec import MCPServerSpec
 from toolgym.tools.records import ToolReply
+from toolgym.tools.schema_tool import schema_check
 from toolgym.tools.tool import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_TIMEOUT_S,
@@ -44,7 +44,6 @@ log = get_logger(__name__)
 
 MAX_IMAGE_BYTES = 8 << 20
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
-MAX_ARGUMENT_ERRORS = 8
 _ERROR_PREFIX = re.compile(r"^Error: (tool '[^']*': )?")
 """A toolgym server's (or any server's) own "Error: tool 'x': ", which the client's message
 would otherwise repeat."""
@@ -95,15 +94,12 @@ class MCPTools:
 
     def _tool(self, connection: MCPConnection, listed: mcp_types.Tool) -> Tool:
         schema = dict(listed.input_schema or {}) or {"type": "object", "properties": {}}
-        check = _checker(schema, listed.name)
+        check = schema_check(schema, listed.name)
         server_name = listed.name
         max_images = self.max_images
 
         async def run(**arguments: Any) -> ToolReply:
-            if check is not None:
-                errors = sorted(check.iter_errors(arguments), key=lambda e: list(e.path))
-                if errors:
-                    raise ToolCallError(_explain(errors))
+            check(arguments)
             result = await connection.call_tool(server_name, arguments)
             reply = _reply(result, max_images)
             if result.is_error:
@@ -115,28 +111,6 @@ class MCPTools:
             run, self.prefix + listed.name, description, AnyArguments, schema,
             timeout_s=self.timeout_s, max_output_chars=self.max_output_chars,
         )  # fmt: skip
-
-
-def _checker(schema: dict[str, Any], name: str) -> Any:
-    """A validator of the tool's arguments, or None for a schema that is not valid JSON
-    Schema (the server then checks the arguments alone)."""
-    try:
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
-        return cls(schema)
-    except jsonschema.SchemaError as exc:
-        log.warning("MCP tool %r publishes an invalid input schema (%s)", name, exc.message)
-        return None
-
-
-def _explain(errors: list[Any]) -> str:
-    lines = ["invalid arguments:"]
-    for error in errors[:MAX_ARGUMENT_ERRORS]:
-        where = ".".join(str(p) for p in error.path) or "(arguments)"
-        lines.append(f"- {where}: {error.message[:300]}")
-    if len(errors) > MAX_ARGUMENT_ERRORS:
-        lines.append(f"- ... and {len(errors) - MAX_ARGUMENT_ERRORS} more")
-    return "\n".join(lines)
 
 
 def _reply(result: mcp_types.CallToolResult, max_images: int) -> ToolReply:

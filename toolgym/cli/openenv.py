@@ -1,0 +1,29 @@
+"""`toolgym serve env`: an env served over another stack's protocol (OpenEnv)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from toolgym.errors import ConfigError
+
+PROTOCOLS = ("openenv",)
+
+
+def serve_env_command(
+    env_id: str, kwargs: dict[str, Any], protocol: str, host: str, port: int, max_sessions: int,
+    idle_timeout_s: float,
+) -> int:  # fmt: skip
+    if protocol not in PROTOCOLS:
+        raise ConfigError(
+            f"--protocol is one of {', '.join(PROTOCOLS)}, got {protocol!r} "
+            "(an env's tools over MCP: toolgym serve mcp)"
+        )
+    import uvicorn
+
+    from toolgym.envs.openenv.serve import openenv_app
+
+    app = openenv_app(env_id, kwargs, max_sessions, idle_timeout_s or None)
+    print(f"serving {env_id} over OpenEnv at http://{host}:{port} (WebSocket /ws)", file=sys.stderr)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+    return 0
