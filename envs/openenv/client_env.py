@@ -8,6 +8,8 @@ Tools: act(...), whose arguments are the server's action (its schema from GET /s
     less OpenEnv's `metadata`). With `text_field`, the model writes no call: its whole turn
     is the action's `text_field` (a text game's command, a served toolgym env's turn).
 Reward: the server's reward for each step (none counts 0).
+Reset: each episode opens a new session and sends the server `seed` (a seedless reset sends one
+    drawn from the env's generator, so Gymnasium's seeding holds) with `reset_kwargs`.
 Episode end: terminated when the server says done; truncated after `max_turns` turns.
 state_key: a hash of the latest observation (the default).
 Infrastructure: a server that cannot be reached, closes the session, times out, sends what is
