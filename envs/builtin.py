@@ -93,6 +93,11 @@ def register_builtin_envs() -> None:
         "toolgym.envs.openenv:OpenEnvEnv",
         description="an OpenEnv environment server, through openenv-core's own client",
     )
+    register(
+        "toolgym/Verifiers-v0",
+        "toolgym.envs.verifiers:VerifiersEnv",
+        description="an environment built with verifiers: its tasks, toolsets and rubric",
+    )
     for task in task_names():  # the pages the installed miniwob package ships
         register(
             f"toolgym/miniwob.{task}-v0",

@@ -154,8 +154,7 @@ def test_a_served_env_survives_garbage_and_keeps_sessions_apart(served_arithmeti
             second = json.loads(await two.recv())["data"]["observation"]["messages"][-1]
             assert first["content"] != second["content"]  # each session its own task
             async with connect(ws_url) as three:  # over --max-sessions 2: refused in words
-                await three.send(json.dumps({"type": "reset", "data": {}}))
-                refused = json.loads(await three.recv())
+                refused = json.loads(await three.recv())  # at once, then closed
                 assert refused["type"] == "error" and "capacity" in json.dumps(refused).lower()
 
     asyncio.run(main())

@@ -1,0 +1,144 @@
+"""A server in a child process on a free local port (an env served over OpenEnv, a verifiers
+toolset's MCP server): started in its own session, ready once its URL answers, its output
+kept in a file whose tail explains a failed start, its process group ended on stop.
+
+`process_wide` keeps one such server per key for the whole Python process, stopped at exit:
+for servers that hold no per-episode state, so the many short-lived envs of a check or a
+test session do not each pay a start of several seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Hashable, Mapping
+
+import httpx
+
+from toolgym.tools.tool import InfraError
+
+OUTPUT_TAIL = 4096
+
+
+class ServerProcess:
+    """Args:
+    command: the server's command; `{port}` in any argument is replaced by the port.
+    probe: the path polled until it answers (e.g. "/health"), with `probe_method`.
+    ready: which answer means ready (any HTTP answer by default).
+    env: variables added to this process's environment (`{port}` replaced too).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        probe: str,
+        ready: Callable[[httpx.Response], bool] = lambda response: True,
+        env: Mapping[str, str] | None = None,
+        start_timeout_s: float = 90.0,
+        probe_method: str = "GET",
+    ) -> None:
+        self.name = name
+        self.command = command
+        self.probe = probe
+        self.ready = ready
+        self.env = dict(env or {})
+        self.start_timeout_s = start_timeout_s
+        self.probe_method = probe_method
+        self.port = 0
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> ServerProcess:
+        """Start it and wait until it answers; InfraError (with its output's tail) if it
+        exits first or does not answer in time."""
+        self.port = free_port()
+        port = str(self.port)
+        command = [part.replace("{port}", port) for part in self.command]
+        env = {**os.environ, **{k: v.replace("{port}", port) for k, v in self.env.items()}}
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, env=env,
+            start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + self.start_timeout_s
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if self._process.poll() is not None:
+                    said = self.tail()
+                    self.stop()
+                    raise InfraError(f"{self.name} exited as it started: {said}")
+                try:
+                    answer = await client.request(self.probe_method, self.url + self.probe)
+                    if self.ready(answer):
+                        return self
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.2)
+        said = self.tail()
+        self.stop()
+        raise InfraError(f"{self.name} did not answer in {self.start_timeout_s:g} s: {said}")
+
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def tail(self) -> str:
+        """The last bytes the server printed."""
+        if self._log.closed:
+            return "(no output kept)"
+        self._log.seek(0, os.SEEK_END)
+        self._log.seek(max(0, self._log.tell() - OUTPUT_TAIL))
+        return self._log.read().decode(errors="replace").strip() or "(no output)"
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self._log.close()
+
+    async def aclose(self) -> None:
+        """Stop it (as a shared resource of the runtime)."""
+        await asyncio.to_thread(self.stop)
+
+
+_RUNNING: dict[Hashable, ServerProcess] = {}
+
+
+async def process_wide(key: Hashable, make: Callable[[], ServerProcess]) -> ServerProcess:
+    """The running server under `key`, started from `make()` if there is none alive."""
+    running = _RUNNING.get(key)
+    if running is not None and running.alive():
+        return running
+    started = await make().start()
+    running = _RUNNING.get(key)
+    if running is not None and running is not started and running.alive():
+        started.stop()  # another episode started one first
+        return running
+    _RUNNING[key] = started
+    return started
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in _RUNNING.values():
+        server.stop()
+    _RUNNING.clear()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
