@@ -170,3 +170,15 @@ def test_openenv_v0_plays_a_served_toolgym_env_turn_by_turn(served_arithmetic):
 
 
 HERMES = toolgym.make("toolgym/Arithmetic-v0").unwrapped.parser
+
+
+@pytest.mark.parametrize(
+    "run",
+    ["toolgym.make('toolgym/OpenEnv-v0')",
+     "from toolgym.cli import main; sys.argv = ['toolgym', 'serve', 'env', 'toolgym/Maze-v0']; main()"],
+)  # fmt: skip
+def test_without_the_extra_the_env_and_the_command_say_what_to_install(run):
+    code = f"import sys; sys.modules['openenv'] = None\nimport toolgym\n{run}"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "pip install 'toolgym[openenv]'" in result.stderr.strip().splitlines()[-1]

@@ -6,6 +6,8 @@ its reason."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from difflib import SequenceMatcher
 
 import pytest
@@ -108,3 +110,10 @@ def test_the_trainer_takes_a_step_on_a_verifiers_env(recipe_base, tmp_path, task
                 for line in f.read_text().splitlines()]  # fmt: skip
     assert len(episodes) >= 4
     assert all(e["steps"][-1]["result"]["rewards"] for e in episodes if e["steps"]), episodes[0]
+
+
+def test_without_the_extra_the_env_says_what_to_install():
+    code = ("import sys; sys.modules['verifiers'] = None\nimport toolgym\n"
+            "toolgym.make('toolgym/Verifiers-v0')")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "pip install 'toolgym[verifiers]'" in result.stderr.strip().splitlines()[-1]
