@@ -50,3 +50,4 @@ bench: install system-deps
 	$(PYTHON) bench/vision_rollout.py
 	$(PYTHON) bench/scaleout.py
 	$(PYTHON) bench/mcp_tools.py
+	$(PYTHON) bench/interop_steps.py
