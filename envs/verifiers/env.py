@@ -25,6 +25,7 @@ Versions: v0, first release.
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any
 
@@ -122,7 +123,7 @@ class VerifiersEnv(ToolEnv):
         assert self.task is not None
         for fn in self.task.hooks("stop"):
             result = invoke(fn, {"trace": trace, vf.Trace: trace, "task": self.task.data})
-            if await result if hasattr(result, "__await__") else result:
+            if await result if inspect.isawaitable(result) else result:
                 return True
         return False
 
