@@ -162,8 +162,11 @@ class ToolEnv(Env):
 
     # ----- the contract ---------------------------------------------------------------------
     def system_prompt(self) -> str:
+        """The instructions, then the tools and how to call them (when there are any)."""
         tools = "\n".join(f"- {t.name}: {_summary(t.description)}" for t in self.toolset)
-        parts = [self.instructions.strip(), f"Tools:\n{tools}", self.parser.format_hint()]
+        parts = [self.instructions.strip()]
+        if tools:
+            parts += [f"Tools:\n{tools}", self.parser.format_hint()]
         return "\n\n".join(p for p in parts if p)
 
     def tool_schemas(self) -> list[dict[str, Any]]:

@@ -36,7 +36,7 @@ from openenv.core.generic_client import GenericEnvClient
 
 from toolgym.envs.openenv.local_server import local_server
 from toolgym.envs.tool_env import Outcome, ToolEnv
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, one_line
 from toolgym.tools.parsers import WholeTurnParser
 from toolgym.tools.schema_tool import schema_check
 from toolgym.tools.text import clip
@@ -262,5 +262,5 @@ async def _quietly_disconnect(client: GenericEnvClient) -> None:
 
 
 def _say(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())[:500]
+    text = one_line(exc, 500)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -74,10 +74,8 @@ class VerifiersEnv(ToolEnv):
         self.task: vf.Task | None = None
         self._final = False
         self._scored = False
-
-    def system_prompt(self) -> str:
-        """The task's system prompt, then the tools and how to call them (if there are any)."""
-        return super().system_prompt() if self.toolset.names else self.instructions.strip()
+        self._stop_hooks: list[Any] = []
+        """The task's `@vf.stop`s, found once per episode."""
 
     def task_source(self) -> TaskSource:
         return self.tasks
@@ -91,6 +89,7 @@ class VerifiersEnv(ToolEnv):
             raise ConfigError(f"not a task of this taskset: {clip(str(exc), 2000)}") from None
         self.task = self.task_type(data, self.taskset.config.task)
         self._final = self._scored = False
+        self._stop_hooks = self.task.hooks("stop")
         prompt = data.prompt
         opening = (
             [{"role": "user", "content": prompt}]
@@ -110,6 +109,8 @@ class VerifiersEnv(ToolEnv):
         obs, reward, terminated, truncated, info = await super().astep(action)
         if self._scored or self.task is None:
             return obs, reward, terminated, truncated, info
+        if not (self._final or truncated or self._stop_hooks):
+            return obs, reward, terminated, truncated, info  # nothing can end it: no trace
         trace = episode_trace(self.task, self.transcript, self.tool_schemas(), self.parser)
         stopped = self._final or await self._stops(trace)
         if stopped or truncated:
@@ -121,7 +122,7 @@ class VerifiersEnv(ToolEnv):
 
     async def _stops(self, trace: vf.Trace) -> bool:
         assert self.task is not None
-        for fn in self.task.hooks("stop"):
+        for fn in self._stop_hooks:
             result = invoke(fn, {"trace": trace, vf.Trace: trace, "task": self.task.data})
             if await result if inspect.isawaitable(result) else result:
                 return True
