@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Hashable, Mapping
 
 import httpx
@@ -60,8 +61,11 @@ class ServerProcess:
 
     async def start(self) -> ServerProcess:
         """Start it and wait until it answers; InfraError (with its output's tail) if it
-        exits first or does not answer in time."""
-        self.port = free_port()
+        exits first or does not answer in time. Started again after it died, it keeps its
+        port, so clients that hold its URL reach the new one."""
+        self.port = self.port or free_port()
+        if self._log.closed:
+            self._log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop)
         port = str(self.port)
         command = [part.replace("{port}", port) for part in self.command]
         env = {**os.environ, **{k: v.replace("{port}", port) for k, v in self.env.items()}}
@@ -115,20 +119,24 @@ class ServerProcess:
 
 
 _RUNNING: dict[Hashable, ServerProcess] = {}
+_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 async def process_wide(key: Hashable, make: Callable[[], ServerProcess]) -> ServerProcess:
-    """The running server under `key`, started from `make()` if there is none alive."""
-    running = _RUNNING.get(key)
-    if running is not None and running.alive():
-        return running
-    started = await make().start()
-    running = _RUNNING.get(key)
-    if running is not None and running is not started and running.alive():
-        started.stop()  # another episode started one first
-        return running
-    _RUNNING[key] = started
-    return started
+    """The running server under `key`: made by `make()` the first time, started again (on
+    the same port) when it has died. Callers in one event loop wait for one start."""
+    server = _RUNNING.setdefault(key, make())
+    async with _start_lock(key):
+        if not server.alive():
+            await server.start()
+    return server
+
+
+def _start_lock(key: Hashable) -> asyncio.Lock:
+    locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
+    return locks.setdefault(key, asyncio.Lock())
 
 
 @atexit.register

@@ -107,6 +107,9 @@ def test_a_server_that_dies_is_an_infrastructure_error(tmp_path):
     env.close()
     with pytest.raises(ConfigError, match="not both"):
         toolgym.make("toolgym/OpenEnv-v0", url=url, serve="toolgym/Arithmetic-v0")
+    for bad in ["http://127.0.0.1:1/\x00", "ftp://host", 7]:
+        with pytest.raises(ConfigError, match="url"):
+            toolgym.make("toolgym/OpenEnv-v0", url=bad)
 
 
 def test_openenv_cores_client_plays_a_served_toolgym_env_to_the_end(served_arithmetic):

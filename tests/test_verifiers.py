@@ -117,3 +117,22 @@ def test_without_the_extra_the_env_says_what_to_install():
             "toolgym.make('toolgym/Verifiers-v0')")  # fmt: skip
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "pip install 'toolgym[verifiers]'" in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_toolset_server_that_dies_is_an_infrastructure_error_then_comes_back():
+    import os
+    import signal
+
+    from toolgym.envs import server_process
+
+    env = toolgym.make("toolgym/Verifiers-v0", taskset="vf_glossary")
+    env.reset(seed=0)
+    (server,) = [s for s in server_process._RUNNING.values() if "GlossaryToolset" in s.name]
+    os.killpg(server._process.pid, signal.SIGKILL)
+    server._process.wait()
+    *_, info = call(env, "facts_lookup", name="red fox")
+    assert info["infra_error"] and "facts_lookup" in info["infra_error"]
+    env.reset(seed=1)  # started again, on its port, for the next episode
+    obs, *_, info = call(env, "facts_lookup", name="red fox")
+    assert obs[0]["content"] == FACTS["red fox"] and info["infra_error"] is None
+    env.close()

@@ -74,6 +74,8 @@ class OpenEnvEnv(ToolEnv):
             raise ConfigError("give an OpenEnv server's url, or an env id to serve, not both")
         if url is None and serve is None:
             serve, text_field = DEMO_ENV, text_field or "message"
+        if url is not None:
+            _check_url(url)
         if text_field is not None:
             kwargs["parser"] = WholeTurnParser(ACT, text_field)
         super().__init__(max_turns=max_turns, tool_sources=[_ActionTool(self)], **kwargs)
@@ -204,6 +206,15 @@ class _ActionTool:
         timeout_s = env.step_timeout_s + env.connect_timeout_s
         text = f"Act in the environment. {description}".strip()
         return [Tool(run, ACT, text, AnyArguments, action, timeout_s=timeout_s)]
+
+
+def _check_url(url: Any) -> None:
+    try:
+        scheme = httpx.URL(url).scheme
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ConfigError(f"url {str(url)[:200]!r} is not a URL: {one_line(exc)}") from None
+    if scheme not in ("http", "https", "ws", "wss"):
+        raise ConfigError(f"url {str(url)[:200]!r}: an OpenEnv server is at http(s):// or ws(s)://")
 
 
 def action_schema(schema: Any) -> dict[str, Any]:

@@ -68,6 +68,7 @@ class VerifiersEnv(ToolEnv):
         toolsets = [*task_type.toolsets(made.config.task), *type(made).toolsets(made.config)]
         sources = [ToolsetTools(t, DEFAULT_TIMEOUT_S) for t in toolsets]
         super().__init__(max_turns=max_turns, tool_sources=sources, **kwargs)
+        self.toolset_servers = sources
         self.taskset = made
         self.task_type = task_type
         self.tasks = ListTasks.load([task_row(t) for t in tasks], eval_fraction)
@@ -81,6 +82,8 @@ class VerifiersEnv(ToolEnv):
         return self.tasks
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[Message]:
+        for server in self.toolset_servers:  # one that died is back for this episode
+            await server.ensure_running()
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         row = choose_task(task_seed, options, self.tasks, lambda s: self.tasks.task("train", s))
         try:

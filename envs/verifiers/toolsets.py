@@ -30,16 +30,25 @@ class ToolsetTools:
         self.timeout_s = timeout_s
 
     async def load(self, shared: Shared) -> list[Tool]:
-        url = getattr(self.toolset.config, "url", None)
-        if url is None:
-            cls = type(self.toolset)
-            config = self.toolset.config.model_dump_json()
-            key = ("verifiers-toolset", cls.__module__, cls.__qualname__, config)
-            server = await process_wide(key, self._server)
-            url = f"{server.url}/mcp"
         name = self.toolset.server_name
+        url = await self.ensure_running()
         tools = MCPTools(url, prefix=f"{name}_" if name else "", timeout_s=self.timeout_s)
         return await tools.load(shared)
+
+    async def ensure_running(self) -> str:
+        """The server's MCP URL; a server of ours that died is started again, on its port."""
+        url = getattr(self.toolset.config, "url", None)
+        if url is not None:
+            return str(url)
+        cls = type(self.toolset)
+        key = (
+            "verifiers-toolset",
+            cls.__module__,
+            cls.__qualname__,
+            self.toolset.config.model_dump_json(),
+        )
+        server = await process_wide(key, self._server)
+        return f"{server.url}/mcp"
 
     def _server(self) -> ServerProcess:
         cls = type(self.toolset)
