@@ -127,7 +127,9 @@ _LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, asyn
 async def process_wide(key: Hashable, make: Callable[[], ServerProcess]) -> ServerProcess:
     """The running server under `key`: made by `make()` the first time, started again (on
     the same port) when it has died. Callers in one event loop wait for one start."""
-    server = _RUNNING.setdefault(key, make())
+    server = _RUNNING.get(key)
+    if server is None:
+        server = _RUNNING[key] = make()
     async with _start_lock(key):
         if not server.alive():
             await server.start()
