@@ -140,6 +140,16 @@ class Env(gymnasium.Env[list[Message], str]):
         seeds. Envs over a task list return a `ListTasks`."""
         return SeedTasks()
 
+    def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
+        """`task` as sent by a client of a served env (`--allow-client-tasks`), checked for
+        play, or a ConfigError saying what a client may not set (envs/client_tasks.py). An
+        env takes no client tasks unless it says which fields are plain data: a task's
+        fields may name files or code that only the server's operator may choose."""
+        raise ConfigError(
+            f"{type(self).__name__} takes no tasks from clients: reset with a seed (and a "
+            "split) to play one of its own"
+        )
+
     def use_resources(self, resources: Resources) -> None:
         """Share `resources` (the runtime's) instead of making a private set."""
         self._resources, self._owns_resources = resources, False

@@ -292,6 +292,30 @@ class LoopThread:
         self.loop.close()
 
 
+def serve_app(app: Any, ws_max_size: int = 8 << 20) -> Iterator[str]:
+    """Run an ASGI app with uvicorn on loopback, in a thread of this process (so a test can
+    look at the app's own state), until it stops; yield its base URL."""
+    import time
+
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                            ws_max_size=ws_max_size)  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the app did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
 @pytest.fixture(scope="module")
 def loop_thread() -> Iterator[LoopThread]:
     thread = LoopThread()

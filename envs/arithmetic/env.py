@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from toolgym.envs import client_tasks
 from toolgym.envs.arithmetic.calculator import evaluate
 from toolgym.envs.task_loading import GradesAnswers, load_tasks, source_grade
 from toolgym.envs.tasks import SeedTasks, TaskSource, needs_keys
@@ -83,6 +84,17 @@ class ArithmeticEnv(ToolEnv):
 
     def task_source(self) -> TaskSource:
         return self.tasks if self.tasks is not None else SeedTasks()
+
+    def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
+        """A question and its number; none when the env's own tasks are graded by their
+        source (a client's task would not be)."""
+        if isinstance(self.tasks, GradesAnswers):
+            return super().client_task(task)
+        given = client_tasks.only_fields(task, ("question", "answer"), "arithmetic task")
+        check_task(given)
+        client_tasks.text(given["question"], "question")
+        client_tasks.number(given["answer"], "answer")
+        return given
 
     @tool
     async def calculator(self, expression: str) -> str:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs import client_tasks
 from toolgym.envs.code.math_problems import generate_problem
 from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig, UsesSandbox
 from toolgym.envs.task_loading import GradesAnswers, load_tasks, source_grade
@@ -92,6 +93,20 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
 
     def task_source(self) -> TaskSource:
         return self.tasks if self.tasks is not None else SeedTasks()
+
+    def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
+        """A question and its numeric answer; none when the env's own tasks are graded by
+        their source."""
+        if isinstance(self.tasks, GradesAnswers):
+            return super().client_task(task)
+        given = client_tasks.only_fields(task, ("question", "answer"), "math task")
+        check_task(given)
+        client_tasks.text(given["question"], "question")
+        if isinstance(given["answer"], str):
+            client_tasks.text(given["answer"], "answer", 200)
+        else:
+            client_tasks.number(given["answer"], "answer")
+        return given
 
     @tool
     async def python(self, code: str) -> str:

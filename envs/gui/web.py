@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from toolgym.envs import client_tasks
 from toolgym.envs.gui.browser_env import BrowserEnv
 from toolgym.envs.tasks import ListTasks, TaskSource, choose_task
 from toolgym.errors import ConfigError
@@ -60,6 +61,17 @@ class WebEnv(BrowserEnv):
 
     def task_source(self) -> TaskSource:
         return self.tasks
+
+    def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
+        """A public http(s) page, an instruction and a `check_js` run in that page: never a
+        Python `check` (code the server would import), a file or a loopback page."""
+        given = client_tasks.only_fields(task, ("url", "instruction", "check_js"), "web task")
+        client_tasks.public_url(given.get("url"))
+        client_tasks.text(given.get("instruction"), "instruction")
+        if "check_js" in given:
+            client_tasks.text(given["check_js"], "check_js", 4000)
+        self.check_task(given, "a client's web task")
+        return given
 
     async def open_task(self, page: Any, seed: int | None, options: dict[str, Any] | None) -> str:
         seed = seed if seed is not None else int(self.np_random.integers(2**31))

@@ -38,6 +38,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from toolgym.envs import client_tasks
 from toolgym.envs.search.engine import choose_engine
 from toolgym.envs.search.scoring import exact_match, f1
 from toolgym.envs.search.world import World
@@ -101,6 +102,18 @@ class _SearchEnvBase(ToolEnv):
         self.answered: float | None = None
         self.reading = False
         """The task gave its documents (a self-play grounding check): search is off."""
+
+    def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
+        """A question, its accepted answers and, for a reading task, its documents."""
+        fields = ("question", "answers", "documents")
+        given = client_tasks.only_fields(task, fields, "search task")
+        check_task(given)
+        client_tasks.text(given["question"], "question")
+        answers = given["answers"]
+        client_tasks.texts([answers] if isinstance(answers, str) else answers, "answers")
+        if "documents" in given:
+            client_tasks.texts(given["documents"], "documents", MAX_DOCUMENTS)
+        return given
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))

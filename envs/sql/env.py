@@ -37,6 +37,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs import client_tasks
 from toolgym.envs.needs import Need
 from toolgym.envs.sql.access import Databases, SQLConfig, ensure_generated
 from toolgym.envs.sql.grading import MODES, compare, gold_mode, normalize
@@ -129,6 +130,17 @@ class SQLEnv(ToolEnv):
 
     def task_source(self) -> TaskSource:
         return self.tasks if self.tasks is not None else SeedTasks()
+
+    def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
+        """A question about one of the env's databases (by its plain name) and its gold
+        query, which runs read-only as any query does."""
+        fields = ("db_id", "question", "gold_sql", "evidence")
+        given = client_tasks.only_fields(task, fields, "SQL task")
+        check_task(given)
+        for field in fields:
+            if field in given:
+                client_tasks.text(given[field], field, 200 if field == "db_id" else 20_000)
+        return given
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))

@@ -500,15 +500,24 @@ def serve_env(
     idle_timeout: Annotated[
         float, typer.Option(min=0, help="Close a session idle this many seconds (0: never).")
     ] = 600.0,
+    allow_client_tasks: Annotated[
+        bool,
+        typer.Option(
+            help="Let a client reset to a task of its own (checked by the env: plain data, "
+            "never code, a file or a loopback address); by default clients play the env's "
+            "own tasks by seed and split."
+        ),
+    ] = False,
     env_arg: EnvArgs = None,
 ) -> None:
     """Serve an env to another stack's clients (OpenEnv's), one env per session."""
     from toolgym.cli.openenv import serve_env_command
     from toolgym.cli.train import env_kwargs
 
+    kwargs = env_kwargs(env_arg or [])
     raise typer.Exit(
         serve_env_command(
-            env_id, env_kwargs(env_arg or []), protocol, host, port, max_sessions, idle_timeout
+            env_id, kwargs, protocol, host, port, max_sessions, idle_timeout, allow_client_tasks
         )
     )
 

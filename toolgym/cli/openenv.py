@@ -12,7 +12,7 @@ PROTOCOLS = ("openenv",)
 
 def serve_env_command(
     env_id: str, kwargs: dict[str, Any], protocol: str, host: str, port: int, max_sessions: int,
-    idle_timeout_s: float,
+    idle_timeout_s: float, allow_client_tasks: bool = False,
 ) -> int:  # fmt: skip
     if protocol not in PROTOCOLS:
         raise ConfigError(
@@ -22,8 +22,9 @@ def serve_env_command(
     import uvicorn
 
     from toolgym.envs.openenv.serve import openenv_app
+    from toolgym.envs.openenv.wire import MAX_FRAME_BYTES
 
-    app = openenv_app(env_id, kwargs, max_sessions, idle_timeout_s or None)
+    app = openenv_app(env_id, kwargs, max_sessions, idle_timeout_s or None, allow_client_tasks)
     print(f"serving {env_id} over OpenEnv at http://{host}:{port} (WebSocket /ws)", file=sys.stderr)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", ws_max_size=MAX_FRAME_BYTES)
     return 0
