@@ -54,7 +54,8 @@ class Session:
     """One client's env and when the client last used it."""
 
     key: str
-    env: Env
+    env: Env | None
+    """Built when the session opens, or at its first use (`EnvHost.env`)."""
     on_expire: Callable[[str], Awaitable[None]] | None = None
     """Told the reason when the idle rule closes this session (a WebSocket closes itself)."""
     last_used: float = field(default_factory=time.monotonic)
@@ -123,8 +124,14 @@ class EnvHost:
 
     @property
     def live(self) -> int:
-        """Envs alive or being built."""
+        """Sessions, envs of single calls, and slots reserved for sessions being opened."""
         return len(self.sessions) + self._building
+
+    def capacity_message(self) -> str:
+        return (
+            f"the server is at capacity: {self.max_sessions} sessions are live "
+            "(--max-sessions); try again later"
+        )
 
     # ----- sessions -------------------------------------------------------------------------
     async def open(
@@ -138,6 +145,31 @@ class EnvHost:
         self._building -= 1
         self._ended.pop(key, None)
         return session
+
+    def reserve(self) -> bool:
+        """Hold a slot for a session a protocol is opening (False when full); `adopt` it
+        under the session's key, or `release` it."""
+        if self.live >= self.max_sessions:
+            return False
+        self._building += 1
+        return True
+
+    def release(self) -> None:
+        self._building -= 1
+
+    def adopt(self, key: str) -> None:
+        """Turn a reserved slot into a session whose env is built at its first use."""
+        self._building -= 1
+        self.sessions[key] = Session(key, None)
+        self._ended.pop(key, None)
+
+    async def env(self, session: Session) -> Env:
+        """The session's env, built now if the session was opened without one."""
+        if session.env is None:  # its slot is the session's, counted when it opened
+            env = self.check()
+            env.use_resources(self.resources)
+            session.env = env
+        return session.env
 
     def get(self, key: str) -> Session:
         """The live session under `key` (marked used); SessionEnded for one that ended,
@@ -159,7 +191,8 @@ class EnvHost:
         self._ended[key] = reason
         while len(self._ended) > REMEMBERED_ENDINGS:
             self._ended.popitem(last=False)
-        await _close_env(session.env)
+        if session.env is not None:
+            await _close_env(session.env)
 
     @contextlib.asynccontextmanager
     async def single_use(self) -> AsyncIterator[Env]:
@@ -174,12 +207,8 @@ class EnvHost:
     async def _build(self) -> Env:
         """An env on the server's resources, its slot counted from the start (so a burst of
         clients cannot build past the cap while earlier builds are still running)."""
-        if self.live >= self.max_sessions:
-            raise CapacityError(
-                f"the server is at capacity: {self.max_sessions} sessions are live "
-                "(--max-sessions); try again later"
-            )
-        self._building += 1
+        if not self.reserve():
+            raise CapacityError(self.capacity_message())
         try:
             env = self.check()
             env.use_resources(self.resources)
@@ -219,7 +248,7 @@ class EnvHost:
             raise ConfigError(f"seed is an integer, got {str(seed)[:40]!r}")
         if seed is not None and not 0 <= seed < 2**63:
             raise ConfigError(f"seed {seed} is out of range [0, 2^63)")
-        env = session.env
+        env = await self.env(session)
         options: dict[str, Any] | None = None
         if task is not None:
             if not self.allow_client_tasks:

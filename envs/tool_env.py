@@ -186,14 +186,9 @@ class ToolEnv(Env):
         return copy_messages(obs), make_info(self.state_key(), tools=self.tool_schemas())
 
     async def astep(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
-        if self.turn is None or self.done:
-            raise EpisodeOverError(
-                f"{type(self).__name__}.step() needs reset() first (the episode is over or not started)"
-            )
         if not isinstance(action, str):
             raise TypeError(f"an action is the model's text (str), got {type(action).__name__}")
-        self.turn += 1
-        self.transcript.append({"role": "assistant", "content": action})
+        self._begin_turn(action)
         parsed = parse_safely(self.parser, action)
         problems = list(parsed.errors)
         calls = parsed.calls
@@ -236,11 +231,7 @@ class ToolEnv(Env):
         valid = not problems and all(r.error not in _POLICY_MISTAKES for r in results)
         if not valid:
             reward += self.invalid_action_reward
-        terminated = outcome.terminated
-        truncated = not terminated and self.turn >= self.max_turns
-        self.done = terminated or truncated
-        self._last_obs = obs
-        self.transcript += copy_messages(obs)
+        terminated, truncated = self._end_turn(outcome, obs)
         result, self._result = self._result, None
         extra = {} if result is None else {"result": result}
         info = make_info(
@@ -253,6 +244,37 @@ class ToolEnv(Env):
             **extra,
         )
         return copy_messages(obs), float(reward), terminated, truncated, info
+
+    async def acall(self, call: ToolCall) -> tuple[ToolResult, float, bool, bool]:
+        """One tool call as a whole turn, for a client that calls tools directly (an MCP
+        client of `toolgym serve mcp`): (its result, reward, terminated, truncated). It counts
+        against `max_turns`, is scored by `outcome`, and, as `astep`, is refused
+        (EpisodeOverError) once the episode is over: a client gets no second verdict."""
+        self._begin_turn(self.parser.render([call]))
+        call.id = f"call_{self.turn}_0"
+        results, outcome, reward = await self._run_calls([call])
+        obs = clean_messages([results[0].to_message(), *await self.observe()])
+        terminated, truncated = self._end_turn(outcome, obs)
+        self._result = None
+        return results[0], reward, terminated, truncated
+
+    def _begin_turn(self, action: str) -> None:
+        if self.turn is None or self.done:
+            raise EpisodeOverError(
+                f"{type(self).__name__}.step() needs reset() first (the episode is over or not started)"
+            )
+        self.turn += 1
+        self.transcript.append({"role": "assistant", "content": action})
+
+    def _end_turn(self, outcome: Outcome, obs: list[Message]) -> tuple[bool, bool]:
+        """Close the turn: (terminated, truncated), the episode's end, the transcript."""
+        assert self.turn is not None
+        terminated = outcome.terminated
+        truncated = not terminated and self.turn >= self.max_turns
+        self.done = terminated or truncated
+        self._last_obs = obs
+        self.transcript += copy_messages(obs)
+        return terminated, truncated
 
     async def _run_calls(
         self, calls: Sequence[ToolCall]

@@ -2,52 +2,61 @@
 (an agent framework, a chat app, another trainer) can use toolgym's search, sandbox, SQL or
 browser tools.
 
-Each client session gets an env instance of its own, reset on the chosen task: tools that
-keep state (a browser page, a Python session) keep it for that client alone. Over stdio a
-client starts its own server process, so the process's one env is its session. Over HTTP a
-client of the handshake protocol (2025-11-25 and before) is known by its `Mcp-Session-Id`;
-one of the 2026-07-28 protocol has no session at all, so each of its calls gets a fresh
-episode on the same task. Live sessions are capped (the oldest is closed first).
+Each client session plays one episode of the env, on the task the operator chose (`seed`,
+`task`), in an env of its own: tools that keep state (a browser page, a Python session) keep
+it for that client alone. Each call is a turn (`ToolEnv.acall`): it counts against the env's
+turn limit, and once the episode is over (the task ended, or its turns ran out) further calls
+are refused, so the verdict a client reads is final.
+
+- stdio: a client starts its own server process, whose one env is its session.
+- HTTP: a client of the handshake protocol (2025-11-25 and before) is known by the session
+  the SDK opened for it, as the gate (envs/mcp/gate.py) checked; one of the 2026-07-28
+  protocol has no session, so each of its calls is a fresh episode, whatever session id it
+  sends. Sessions and single calls share one cap (`max_sessions`) and one idle rule
+  (`idle_timeout_s`), and all envs share the server's resources (envs/serving.py).
 
 A call's result is the tool's text (images as image content); a call the tool refuses is an
-`isError` result in the tool's words, and the env's verdict after the call (its reward and
+`isError` result in the tool's words, and the env's verdict after the call (its reward, and
 whether the episode ended) rides in the result's `_meta` under "toolgym".
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import mcp_types
 from mcp.server.lowlevel.server import Server
-from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 
 from toolgym.envs.core import Env
-from toolgym.envs.registration import make
-from toolgym.envs.tool_env import ToolEnv
-from toolgym.errors import ConfigError
+from toolgym.envs.mcp.gate import SessionGate, request_session
+from toolgym.envs.mcp.stdio import stdio_streams
+from toolgym.envs.serving import CapacityError, EnvHost, SessionEnded
+from toolgym.envs.tool_env import EpisodeOverError, ToolEnv
+from toolgym.errors import ConfigError, one_line
 from toolgym.log import get_logger
-from toolgym.tools.records import ToolCall
+from toolgym.tools.records import ToolCall, ToolResult
 from toolgym.tools.text import clean_text
 
 log = get_logger(__name__)
 
-SESSION_HEADER = "mcp-session-id"
+STDIO = "stdio"
 _DATA_URL = re.compile(r"^data:(image/[\w.+-]+);base64,(.*)$", re.DOTALL)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class EnvToolServer:
-    """The tools of `env_id` (built with `env_kwargs`), one env per client session.
+    """The tools of `env_id` (built with `env_kwargs`), one episode per client session.
 
     Args:
         seed: the reset seed of each session's episode (train task `seed` of the env).
-        task: a task to play instead (the env's task fields).
-        max_sessions: the most envs alive at once over HTTP.
+        task: a task to play instead (the env's task fields; the operator's, so trusted).
+        max_sessions: the most envs alive at once over HTTP (sessions and single calls).
+        idle_timeout_s: an HTTP session unused this long is closed (None: never).
     """
 
     def __init__(
@@ -57,49 +66,37 @@ class EnvToolServer:
         seed: int = 0,
         task: dict[str, Any] | None = None,
         max_sessions: int = 32,
+        idle_timeout_s: float | None = 600.0,
     ) -> None:
         self.env_id = env_id
-        self.env_kwargs = dict(env_kwargs or {})
         self.seed = seed
         self.options = {"task": task} if task is not None else None
-        self.max_sessions = max_sessions
-        self._sessions: OrderedDict[str, ToolEnv] = OrderedDict()
-        self._locks: dict[str, asyncio.Lock] = {}
+        self.host = EnvHost(env_id, env_kwargs, max_sessions, idle_timeout_s)
         self._tools: list[mcp_types.Tool] = []
         self._instructions = ""
 
-    async def _new_env(self) -> ToolEnv:
-        env = make(self.env_id, **self.env_kwargs)
-        if not isinstance(env.unwrapped, ToolEnv):
-            if isinstance(env.unwrapped, Env):
-                await env.unwrapped.aclose()
-            raise ConfigError(
-                f"{self.env_id} is not a tool env (its actions are not tool calls): "
-                "there are no tools to serve"
-            )
-        await env.unwrapped.areset(seed=self.seed, options=self.options)
-        return env.unwrapped
-
     async def start(self) -> None:
-        """Make the first env: its tools are the server's, its opening the instructions."""
-        env = await self._new_env()
-        self._tools = [
-            mcp_types.Tool(
-                name=s["function"]["name"],
-                description=s["function"].get("description", ""),
-                input_schema=s["function"].get("parameters") or {"type": "object"},
+        """Check the env and describe the server: its tools, its opening as instructions."""
+        env = self.host.check()
+        try:
+            tool_env = _tool_env(env, self.env_id)
+            await tool_env.areset(seed=self.seed, options=self.options)
+            self._tools = [
+                mcp_types.Tool(
+                    name=s["function"]["name"],
+                    description=s["function"].get("description", ""),
+                    input_schema=s["function"].get("parameters") or {"type": "object"},
+                )
+                for s in tool_env.tool_schemas()
+            ]
+            self._instructions = "\n\n".join(
+                str(m["content"]) for m in tool_env.transcript if isinstance(m["content"], str)
             )
-            for s in env.tool_schemas()
-        ]
-        self._instructions = "\n\n".join(
-            str(m["content"]) for m in env.transcript if isinstance(m["content"], str)
-        )
-        self._sessions["stdio"] = env
+        finally:
+            await env.aclose()
 
     async def close(self) -> None:
-        sessions, self._sessions = self._sessions, OrderedDict()
-        for env in sessions.values():
-            await env.aclose()
+        await self.host.aclose()
 
     def server(self) -> Server[Any]:
         @asynccontextmanager
@@ -114,67 +111,113 @@ class EnvToolServer:
             on_call_tool=self._call_tool,
         )
 
+    async def serve_stdio(self) -> None:
+        await self.host.open(STDIO)
+        server = self.server()
+        async with stdio_streams() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    def http_app(self, host: str) -> Any:
+        """The streamable HTTP app (POST/GET/DELETE /mcp), behind the session gate."""
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        security = None
+        if host in LOOPBACK:  # as the SDK's own app: DNS rebinding protection on loopback
+            security = TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+                allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+            )
+        manager = StreamableHTTPSessionManager(
+            app=self.server(), security_settings=security,
+            session_idle_timeout=self.host.idle_timeout_s,
+        )  # fmt: skip
+        endpoint = SessionGate(StreamableHTTPASGIApp(manager), self.host)
+
+        @asynccontextmanager
+        async def lifespan(_: Any) -> AsyncIterator[None]:
+            self.host.start()
+            try:
+                async with manager.run():
+                    yield
+            finally:
+                await self.host.aclose()
+
+        return Starlette(routes=[Route("/mcp", endpoint=endpoint)], lifespan=lifespan)
+
+    async def serve_http(self, host: str, port: int) -> None:
+        """Streamable HTTP at http://HOST:PORT/mcp until interrupted."""
+        import uvicorn
+
+        config = uvicorn.Config(self.http_app(host), host=host, port=port, log_level="warning")
+        await uvicorn.Server(config).serve()
+
+    # ----- the handlers -----------------------------------------------------------------
     async def _list_tools(self, ctx: Any, params: Any) -> mcp_types.ListToolsResult:
         return mcp_types.ListToolsResult(tools=self._tools)
 
     async def _call_tool(
         self, ctx: Any, params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult:
-        key = _session_key(ctx)
-        if key is None:  # a sessionless (2026-07-28) HTTP client: one episode per call
-            env = await self._new_env()
-            try:
-                return await _run(env, params)
-            finally:
-                await env.aclose()
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:  # one call at a time per session: its env keeps state
-            live = self._sessions.get(key)
-            if live is None:
-                live = self._sessions[key] = await self._new_env()
-                while len(self._sessions) > self.max_sessions:
-                    oldest, evicted = self._sessions.popitem(last=False)
-                    self._locks.pop(oldest, None)
-                    await evicted.aclose()
-            self._sessions.move_to_end(key)
-            return await _run(live, params)
+        key = STDIO if ctx.request is None else request_session(ctx.request)
+        call = ToolCall(params.name, dict(params.arguments or {}), id="mcp")
+        try:
+            if key is None:  # no session: one episode for this call alone
+                async with self.host.single_use() as env:
+                    return await self._play(env, call)
+            session = self.host.get(key)
+            async with session.lock:  # one call at a time per session: its env keeps state
+                return await self._play(await self.host.env(session), call)
+        except (CapacityError, SessionEnded) as exc:
+            return _refusal(str(exc), "refused")
+        except EpisodeOverError:
+            return _refusal(
+                "the episode is over (its task ended or its turns ran out): its verdict "
+                "stands; start a new session to play again",
+                "episode_over",
+            )
+        except Exception as exc:
+            log.exception("a served env failed a call")
+            return _refusal(f"the env failed: {one_line(exc)}", "env_failed")
 
-    async def serve_stdio(self) -> None:
-        server = self.server()
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-
-    async def serve_http(self, host: str, port: int) -> None:
-        """Streamable HTTP at http://HOST:PORT/mcp until interrupted."""
-        import uvicorn
-
-        app = self.server().streamable_http_app(streamable_http_path="/mcp", host=host)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning")
-        await uvicorn.Server(config).serve()
+    async def _play(self, env: Env, call: ToolCall) -> mcp_types.CallToolResult:
+        tool_env = _tool_env(env, self.env_id)
+        if tool_env.turn is None:  # the session's first call starts its one episode
+            await tool_env.areset(seed=self.seed, options=self.options)
+        result, reward, terminated, truncated = await tool_env.acall(call)
+        return _result(result, reward, terminated, truncated, tool_env.turn)
 
 
-def _session_key(ctx: Any) -> str | None:
-    """ "stdio" for the process's one client; the HTTP session id; None for none."""
-    request = getattr(ctx, "request", None)
-    if request is None:
-        return "stdio"
-    headers = getattr(request, "headers", None) or {}
-    value = headers.get(SESSION_HEADER)
-    return f"http:{value}" if value else None
+def _tool_env(env: Env, env_id: str) -> ToolEnv:
+    if not isinstance(env, ToolEnv):
+        raise ConfigError(
+            f"{env_id} is not a tool env (its actions are not tool calls): "
+            "there are no tools to serve"
+        )
+    return env
 
 
-async def _run(env: ToolEnv, params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
-    call = ToolCall(params.name, dict(params.arguments or {}), id="mcp")
-    result = await env.toolset.call(call, env.injections())
-    outcome = env.outcome()
+def _result(
+    result: ToolResult, reward: float, terminated: bool, truncated: bool, turn: int | None
+) -> mcp_types.CallToolResult:
     content: list[Any] = [mcp_types.TextContent(type="text", text=clean_text(result.content))]
     for url in result.images:
         match = _DATA_URL.match(url)
         if match:
             content.append(mcp_types.ImageContent(type="image", data=match[2], mime_type=match[1]))
-    verdict: dict[str, Any] = {"reward": outcome.reward, "terminated": outcome.terminated}
+    verdict: dict[str, Any] = {"reward": reward, "terminated": terminated,
+                               "truncated": truncated, "turn": turn}  # fmt: skip
     if result.error is not None:
         verdict["error"] = result.error.value
     return mcp_types.CallToolResult(
         content=content, is_error=result.error is not None, meta={"toolgym": verdict}
+    )
+
+
+def _refusal(text: str, why: str) -> mcp_types.CallToolResult:
+    return mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text=text)],
+        is_error=True,
+        meta={"toolgym": {"error": why}},
     )

@@ -189,9 +189,11 @@ async def _step(session: Session, episode: _Episode, action: TurnAction) -> Base
     if session.episode_over:
         raise ClientError("step needs reset first: no episode is running (it ended, or never "
                           "started)", WSErrorCode.EXECUTION_ERROR)  # fmt: skip
+    env = session.env
+    assert env is not None  # a WebSocket session's env is built when it opens
     async with session.lock:
         try:
-            messages, reward, terminated, truncated, info = await session.env.astep(action.message)
+            messages, reward, terminated, truncated, info = await env.astep(action.message)
         except Exception as exc:
             session.episode_over = True
             log.exception("a served env failed a step")

@@ -475,15 +475,20 @@ def serve_mcp(
     max_sessions: Annotated[
         int, typer.Option(min=1, help="Most client sessions (envs) alive at once (http).")
     ] = 32,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(min=0, help="Close an http session idle this many seconds (0: never)."),
+    ] = 600.0,
     env_arg: EnvArgs = None,
 ) -> None:
-    """Serve an env's tools as an MCP server, one env per client session."""
+    """Serve an env's tools as an MCP server, one episode per client session."""
     from toolgym.cli.mcp import serve_mcp_command
     from toolgym.cli.train import env_kwargs
 
+    kwargs = env_kwargs(env_arg or [])
     raise typer.Exit(
         serve_mcp_command(
-            env_id, env_kwargs(env_arg or []), transport, host, port, seed, task, max_sessions
+            env_id, kwargs, transport, host, port, seed, task, max_sessions, idle_timeout
         )
     )
 
