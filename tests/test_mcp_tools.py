@@ -131,10 +131,16 @@ async def test_a_server_that_hangs_dies_or_floods_is_bounded():
         obs, info = await call(env, "add", a=1, b=1)  # started again
         assert obs[0]["content"] == "2" and connection.starts == 2
 
+        obs, info = await call(env, "huge", megabytes=2)  # an answer over the frame limit:
+        assert info["tool_calls"][0]["error"] == "invalid_arguments"  # the tool's outcome,
+        assert "over 1 MiB" in obs[0]["content"] and not info["infra_error"]  # never a mask
+        obs, info = await call(env, "add", a=2, b=2)  # the same server goes on
+        assert obs[0]["content"] == "4" and connection.starts == 2
+
         start = time.monotonic()
         obs, info = await call(env, "flood")  # a line with no end on the protocol channel
         assert info["tool_calls"][0]["error"] == "infra"
-        assert "longer than 1048576 bytes" in info["infra_error"]
+        assert "with no end of line" in info["infra_error"]
         assert time.monotonic() - start < 10
         obs, info = await call(env, "add", a=1, b=2)
         assert obs[0]["content"] == "3" and connection.starts == 3

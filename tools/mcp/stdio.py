@@ -1,8 +1,9 @@
 """The stdio transport to an MCP server process, with every way the process can misbehave
-bounded: a line longer than `max_frame_bytes` (a flood with no newline) ends the connection
-instead of growing a buffer without limit, a line that is not JSON-RPC is skipped (servers
-that print logs to stdout), and stderr keeps only its last few kilobytes, which the error
-of a dead server quotes.
+bounded: a line longer than `max_frame_bytes` is dropped as it streams in (never held whole),
+and the request it answered gets an error result in its place, so a tool that floods its
+output is the tool's outcome (the model reads why), never a dead connection that masks the
+episode; a line that is not JSON-RPC is skipped (servers that print logs to stdout), and
+stderr keeps only its last few kilobytes, which the error of a dead server quotes.
 
 The MCP SDK's own stdio transport reads a line of any length into memory; this one differs
 only in these bounds. The process runs in its own session so that closing ends its children
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import re
 import signal
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -28,6 +31,15 @@ from toolgym.log import get_logger
 log = get_logger(__name__)
 
 STDERR_TAIL_BYTES = 4096
+ENDLESS_FRAMES = 4
+"""A line still without its end after this many times `max_frame_bytes` is no message: the
+server is broken, and the connection ends (the next call starts it again)."""
+HEAD_BYTES = 256
+"""How much of a dropped line is kept, to find the id of the request it answered."""
+_HEAD_ID = re.compile(
+    rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")'
+)
+"""A response's id, where the SDKs write it: first, or right after "jsonrpc"."""
 INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "VIRTUAL_ENV")
 """The variables a server process inherits (its own `env` adds to them): a tool server
 gets no credentials or tokens that happen to be in the trainer's environment."""
@@ -72,6 +84,8 @@ async def stdio_transport(
         assert process.stdout is not None
         buffer = bytearray()
         searched = 0  # bytes of `buffer` known to hold no newline: a long line is read once
+        dropping: bytes | None = None  # the head of a line over the limit, being skipped
+        skipped = 0
         async with to_session:
             try:
                 async for chunk in process.stdout:
@@ -80,15 +94,24 @@ async def stdio_transport(
                         line = bytes(buffer[:end])
                         del buffer[: end + 1]
                         searched = 0
-                        message = _parse(line)
+                        if dropping is not None or len(line) > max_frame_bytes:
+                            message = _dropped(dropping or line, max_frame_bytes)
+                            dropping, skipped = None, 0
+                        else:
+                            message = _parse(line)
                         if message is not None:
                             await to_session.send(message)
                     searched = len(buffer)
                     if len(buffer) > max_frame_bytes:
-                        process_log.ended = (
-                            f"the server wrote a message longer than {max_frame_bytes} bytes"
-                        )
-                        return
+                        dropping = dropping or bytes(buffer[:HEAD_BYTES])
+                        skipped += len(buffer)
+                        buffer.clear()
+                        searched = 0
+                        if skipped > ENDLESS_FRAMES * max_frame_bytes:  # no line at all
+                            process_log.ended = (
+                                f"the server wrote over {skipped} bytes with no end of line"
+                            )
+                            return
                 process_log.ended = process_log.ended or "the server closed its output"
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return
@@ -123,6 +146,28 @@ async def stdio_transport(
     finally:
         with anyio.CancelScope(shield=True):
             await _stop(process)
+
+
+def _dropped(head: bytes, limit: int) -> SessionMessage | None:
+    """The answer standing in for a response over `limit` bytes: an error result for the
+    request it answered (found by the id at its head), or None when its id cannot be read
+    there (the request then runs into its own time limit)."""
+    found = _HEAD_ID.match(head)
+    if found is None:
+        log.warning("dropped a message over %d bytes from an MCP server", limit)
+        return None
+    text = (
+        f"the tool's answer was over {limit >> 20} MiB (the server's max_frame_bytes) and "
+        "was dropped unread; ask for less"
+    )
+    result = mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text=text)], is_error=True
+    )
+    response = mcp_types.JSONRPCResponse(
+        jsonrpc="2.0", id=json.loads(found[1]),
+        result=result.model_dump(by_alias=True, exclude_none=True, mode="json"),
+    )  # fmt: skip
+    return SessionMessage(response)
 
 
 def _parse(line: bytes) -> SessionMessage | None:
