@@ -8,10 +8,12 @@ Sizes are bounded here, so a 1 MB question is a rejection with its reason, never
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 MAX_INSTRUCTION_CHARS = 2000
 MAX_ANSWER_CHARS = 1000
 
@@ -39,6 +41,21 @@ class ProposedTask(BaseModel):
     check: dict[str, Any] = Field(default_factory=dict)
     """What the domain's checker needs beside the answer."""
     provenance: Provenance | None = None
+
+    @field_validator("instruction", "answer")
+    @classmethod
+    def _plain_text(cls, value: str | None) -> str | None:
+        """A solver reads these: text with no NUL or other control character (tab and
+        newline aside) and no lone surrogate, which no tokenizer or terminal reads alike."""
+        if value is None:
+            return value
+        if _CONTROL.search(value):
+            raise ValueError("holds a control character (a NUL, an escape)")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("holds a lone surrogate: not valid Unicode") from None
+        return value
 
 
 def example_instructions(examples: Any, k: int, chars: int) -> list[str]:

@@ -92,6 +92,15 @@ def test_a_proposal_s_outputs_come_from_the_sandbox_and_solvers_are_graded_on_th
         ("def g(x):\n    return x", ["1"], "execution: the program defines no function f"),
         ("def f(x):\n    return [0] * 10**4", ["1"],
          "execution: f(1) failed: the output has over 200 characters"),
+        ("def f(x):\n    return hash(str(x)) % 1000", ["1"],
+         "execution: the program uses a banned builtin: hash"),
+        ("def f(x):\n    return id(object()) % 97", ["1"],
+         "execution: the program uses a banned builtin: id"),
+        # no name to refuse: a set of strings iterates in the order of their hashes, which a
+        # fresh interpreter with another hash seed changes
+        ("def f(x):\n    return ''.join({'alpha', 'beta', 'gamma', 'delta', x})", ["'eps'"],
+         "execution: f('eps') gave"),
+        ("def f(x):\n    return repr(object())[-6:]", ["1"], "execution: f(1) gave"),
     ],
 )  # fmt: skip
 def test_hostile_programs_are_rejected_with_their_reason(program, inputs, reason):

@@ -62,7 +62,7 @@ def test_the_proposer_env_hands_back_its_task_with_the_database_s_answer():
     assert verdict(result) is None
     assert (
         verdict(result, explored=False)
-        == "rules: the proposer made 2 distinct tool calls (at least 3)"
+        == "rules: the proposer made 0 distinct calls to run_sql or describe_table (at least 1)"
     )
 
 
@@ -72,7 +72,13 @@ def test_the_proposer_env_hands_back_its_task_with_the_database_s_answer():
         ("Remove all students.", "DELETE FROM students",
          "execution: the gold query failed: the database is read-only: DELETE is not allowed"),
         ("Pick a random number for me.", "SELECT random()",
-         "execution: two runs of the gold query gave different results"),
+         "execution: the gold query has no one answer: it calls random()"),
+        ("Which students are picked?", "SELECT name FROM students WHERE abs(random()) % 1000 = 0",
+         "execution: the gold query has no one answer: it calls random()"),
+        ("Which students enrolled today?", "SELECT name FROM students WHERE date('now') > '2000'",
+         "execution: the gold query has no one answer: it reads the clock"),
+        ("What is the oldest age over 200?", "SELECT MAX(age) FROM students WHERE age > 200",
+         "execution: the gold query returns only NULLs"),
         ("Which students are 200 years old?", "SELECT name FROM students WHERE age = 200",
          "execution: the gold query returns no rows"),
         ("Answer SELECT COUNT(*) FROM students please", "SELECT COUNT(*) FROM students",

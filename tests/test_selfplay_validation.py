@@ -70,9 +70,14 @@ def test_rules_count_the_proposers_distinct_tool_calls():
                            calls=[("search", {"q": "paris"}), ("search", {"q": "seine"})])  # fmt: skip
     repeated = proposal_of(task("Which river flows through Lyon?", "Rhone"),
                            calls=[("search", {"q": "lyon"}), ("search", {"q": "lyon"})])  # fmt: skip
-    validate([searched, repeated], [("rules", Rules(min_distinct_tool_calls=2))])
+    searching = Rules(min_distinct_tool_calls=2, explored_with=("search",))
+    validate([searched, repeated], [("rules", searching)])
     assert searched.rejected is None
-    assert repeated.rejected == "rules: the proposer made 1 distinct tool calls (at least 2)"
+    assert repeated.rejected == "rules: the proposer made 1 distinct calls to search (at least 2)"
+    proposed = proposal_of(task("Which river flows through Nantes?", "Loire"),
+                           calls=[("search", {"q": "nantes"}), ("propose", {"question": "?"})])  # fmt: skip
+    validate([proposed], [("rules", searching)])  # writing the task is not exploring
+    assert proposed.rejected == "rules: the proposer made 1 distinct calls to search (at least 2)"
 
 
 def test_near_duplicates_of_the_pool_or_of_this_step_are_refused():

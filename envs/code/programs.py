@@ -67,6 +67,9 @@ BANNED_NAMES = frozenset(
         "exit",
         "quit",
         "memoryview",
+        # an object's hash and address change from one interpreter to the next
+        "hash",
+        "id",
     ]
 )
 KINDS = ("deduction", "abduction", "induction")
@@ -174,6 +177,16 @@ def same_value(answer: str, expected: str) -> bool:
         return answer.strip() == expected.strip()
 
 
+FRESH = """import subprocess, sys
+done = subprocess.run([sys.executable, "-S", "-c", {code}], capture_output=True, text=True,
+                      env={{"PYTHONHASHSEED": "{seed}", "PATH": "/usr/bin:/bin"}})
+sys.stdout.write(done.stdout)
+sys.stderr.write(done.stderr)
+sys.exit(done.returncode)
+"""
+"""Runs a script in a new interpreter with a chosen hash seed (inside the sandbox)."""
+
+
 @dataclass(frozen=True)
 class Call:
     output: str | None
@@ -182,11 +195,19 @@ class Call:
 
 
 async def call_f(
-    pool: SandboxPool, program: str, value: str, timeout_s: float | None = None
+    pool: SandboxPool,
+    program: str,
+    value: str,
+    timeout_s: float | None = None,
+    hash_seed: int | None = None,
 ) -> Call:
     """f(value) in the sandbox. `value` must be a literal (static_problem says), so the only
-    code that runs is the program's."""
+    code that runs is the program's. With `hash_seed`, in a fresh interpreter of its own with
+    that hash seed (not the warm sandbox's forked one), so that a proposal checked twice with
+    two seeds shows any answer that hangs on string hashing, a set's order or an address."""
     script = f"{program}\n\nprint(repr(f({value})))\n"
+    if hash_seed is not None:
+        script = FRESH.format(code=repr(script), seed=hash_seed)
     result = await run_in_pool(pool, script, timeout_s=timeout_s)
     if result.status is not Status.OK:
         last = (result.stderr.strip().splitlines() or [result.status.value])[-1]

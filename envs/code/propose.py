@@ -8,8 +8,9 @@ Actions (tags): <program>def f(x): ...</program> and <input>literal</input> (one
     ends, once the program and its inputs are written.
 Result: a ProposedTask (kind "code.KIND") whose `check` holds the program, its inputs and
     the outputs the sandbox computed, or why none were: a static problem (a banned module such
-    as `random`, a banned builtin, an input that is not a literal) or a run that failed,
-    timed out, or gave a different output the second time. Every run is in the sandbox, each
+    as `random`, a banned builtin such as `hash` or `id`, an input that is not a literal) or a
+    run that failed, timed out, or gave a different output the second time (each run in a
+    fresh interpreter with its own hash seed, so a set's order or an address shows). Every run is in the sandbox, each
     within `timeout_s`; the self-play builder's execution stage turns what went wrong into
     the rejection's reason.
 Reward: 0 (the builder pays the proposer from its solvers' results).
@@ -138,9 +139,9 @@ class ProposeCodeEnv(UsesSandbox, ToolEnv):
         outputs: list[str] = []
         if error is None:
             pool = await self.sandbox.pool(self)
-            for value in inputs:
-                first = await call_f(pool, program, value)
-                second = await call_f(pool, program, value)
+            for value in inputs:  # two fresh interpreters, two hash seeds: one answer
+                first = await call_f(pool, program, value, hash_seed=1)
+                second = await call_f(pool, program, value, hash_seed=2)
                 if first.output is None or second.output is None:
                     error = f"f({value[:40]}) failed: {first.error or second.error}"
                     break

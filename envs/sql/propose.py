@@ -99,7 +99,7 @@ class ProposeSQLEnv(SQLEnv):
         if self.question is None:
             raise ToolCallError("write the question first (write_question), then its query")
         query = str(query)[: MAX_ANSWER_CHARS + 1]
-        runs, rows, error = [], 0, None
+        runs, rows, error, blank = [], 0, None, False
         databases = await self.databases()
         for _ in range(2):  # a query that answers differently twice has no one answer
             try:
@@ -109,11 +109,12 @@ class ProposeSQLEnv(SQLEnv):
                 break
             runs.append(result_digest(result) + ("+" if result.truncated else ""))
             rows = len(result.rows)
+            blank = all(value is None for row in result.rows for value in row)
         self.proposed = {
             "kind": "sql",
             "instruction": self.question,
             "check": {"db_id": self.task["db_id"], "gold_sql": query, "runs": runs,
-                      "rows": rows, "error": error},
+                      "rows": rows, "error": error, "blank": blank},
         }  # fmt: skip
         self.hand_back(self.proposed)
         if error is not None:

@@ -3,7 +3,7 @@ the task with its reason, and the later (dearer) stages never run.
 
 A stage is a function (task, proposal) -> reason or None. The domain-independent ones are
 here: `rules` (the answer not given away by the question, no tool-call markup in it, enough
-distinct tool calls by the proposer) and `near_duplicates` (a task too like one already in
+distinct exploring calls by the proposer) and `near_duplicates` (a task too like one already in
 the pool or proposed this step). Domains add theirs (execution twice with the same result,
 grounding against distractors) between them. Format (the typed task's shape and sizes) is
 checked before any stage, when the result is read.
@@ -67,8 +67,11 @@ class Rules:
     needs_answer: bool = False
     """The domain grades by a reference answer (search), so a task without one is refused."""
     min_distinct_tool_calls: int = 0
-    """Distinct (tool, arguments) calls the proposer must have made (a search proposer that
-    never searched wrote from memory, not from the world)."""
+    """Distinct (tool, arguments) calls to `explored_with` the proposer must have made (a
+    search proposer that never searched wrote from memory, not from the world)."""
+    explored_with: tuple[str, ...] | None = None
+    """The tools that explore (search, run_sql); None counts every call. The calls that
+    write the task (write_question, propose) are not exploration."""
     markup: tuple[str, ...] = ("hermes", "xml")
     """Parsers (tools/parsers) whose tool calls an instruction may not hold: a question that
     looks like a call or its result is an injection, not a task. Fenced code is left out by
@@ -90,10 +93,12 @@ class Rules:
             (c.get("name"), repr(c.get("arguments")))
             for s in proposal.trajectory.steps
             for c in s.tool_calls
+            if self.explored_with is None or c.get("name") in self.explored_with
         }
         if len(calls) < self.min_distinct_tool_calls:
+            tools = " or ".join(self.explored_with or ("any tool",))
             return (
-                f"the proposer made {len(calls)} distinct tool calls "
+                f"the proposer made {len(calls)} distinct calls to {tools} "
                 f"(at least {self.min_distinct_tool_calls})"
             )
         return None

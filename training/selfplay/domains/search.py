@@ -21,12 +21,27 @@ from toolgym.agents.trajectory import TrajectoryGroup
 from toolgym.envs import make
 from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
-from toolgym.training.selfplay.validation import Rules, Stage
+from toolgym.envs.search.scoring import normalize_answer
+from toolgym.training.selfplay.validation import Proposal, Rules, Stage
 
 REFERENCE_INDICES = 10**6
 """Reference tasks are the solver's train tasks from here on (past what a step draws)."""
 REMEMBERED = 64
 """Documents of earlier steps kept as distractors."""
+
+
+def searched_per_hop(task: ProposedTask, proposal: Proposal) -> str | None:
+    """A question of N hops needs at least N distinct searches of its proposer's own."""
+    hops = int(task.kind.removeprefix("search.").removesuffix("hop") or 1)
+    searches = {
+        repr(c.get("arguments"))
+        for s in proposal.trajectory.steps
+        for c in s.tool_calls
+        if c.get("name") == "search"
+    }
+    if len(searches) < hops:
+        return f"a {hops}-hop question after {len(searches)} distinct searches (one per hop)"
+    return None
 
 
 class SearchDomain:
@@ -43,7 +58,9 @@ class SearchDomain:
         self.remembered: deque[str] = deque(maxlen=REMEMBERED)
 
     def stages(self) -> list[tuple[str, Stage]]:
-        return [("rules", Rules(min_distinct_tool_calls=2, needs_answer=True))]
+        explored = Rules(min_distinct_tool_calls=1, explored_with=("search", "open"),
+                         needs_answer=True)  # fmt: skip
+        return [("rules", explored), ("hops", searched_per_hop)]
 
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
         return {"question": task.instruction, "answers": [task.answer or ""]}
@@ -61,14 +78,20 @@ class SearchDomain:
                              answer=t["answers"][0]) for t, h in zip(tasks, hops, strict=True)]  # fmt: skip
 
     def grounding_tasks(self, tasks: Sequence[ProposedTask], step: int) -> list[dict[str, Any]]:
-        """Each task's evidence with distractors from the others' (and earlier steps')."""
+        """Each task's evidence with distractors from the others' (and earlier steps'),
+        never one that holds the task's answer: a distractor that answers the question
+        would let an ungrounded question pass on another proposer's evidence."""
         rng = random.Random(f"grounding-{step}")
         evidence = [[str(d) for d in t.check.get("documents") or []] for t in tasks]
         out = []
         for i, task in enumerate(tasks):
             own = set(evidence[i])
             others = [d for j, docs in enumerate(evidence) if j != i for d in docs]
-            pool = list(dict.fromkeys(d for d in [*others, *self.remembered] if d not in own))
+            answer = f" {normalize_answer(task.answer or '')} "
+            pool = list(dict.fromkeys(
+                d for d in [*others, *self.remembered]
+                if d not in own and (answer.isspace() or answer not in f" {normalize_answer(d)} ")
+            ))  # fmt: skip
             shown = [*evidence[i], *rng.sample(pool, min(self.distractors, len(pool)))]
             rng.shuffle(shown)
             out.append({"question": task.instruction, "answers": [task.answer or ""],

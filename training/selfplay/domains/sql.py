@@ -4,9 +4,10 @@ agent, graded by execution match against that query.
 
 Stages after the shared rules (which need the proposer to have run a query of its own before
 proposing): `execution` refuses a gold query that failed (a write is refused by the
-read-only database, and the error is the reason), one whose two runs differ (`random()`), one
-whose result is empty (any wrong query that finds nothing would match it) or too long for the
-grader, and a question that holds SQL (the solver would copy it, not answer it).
+read-only database, and the error is the reason), one that calls a random or clock function
+(read from its text: two runs that agree prove little), one whose two runs differ, one whose
+result is empty or only NULLs (any wrong query that finds nothing would match it) or too long
+for the grader, and a question that holds SQL (the solver would copy it, not answer it).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
+from toolgym.envs.sql.determinism import nondeterminism
 from toolgym.envs.sql.questions import check_templates, generate_question
 from toolgym.training.selfplay.validation import Proposal, Rules, Stage
 
@@ -28,6 +30,8 @@ def execution(task: ProposedTask, proposal: Proposal) -> str | None:
     check = task.check
     if check.get("error"):
         return f"the gold query failed: {check['error']}"
+    if (why := nondeterminism(str(check.get("gold_sql", "")))) is not None:
+        return f"the gold query has no one answer: {why}"
     runs = check.get("runs") or []
     if len(runs) != 2 or runs[0] != runs[1]:
         return "two runs of the gold query gave different results"
@@ -35,6 +39,8 @@ def execution(task: ProposedTask, proposal: Proposal) -> str | None:
         return "the gold query returns more rows than the grader reads"
     if not check.get("rows"):
         return "the gold query returns no rows"
+    if check.get("blank"):
+        return "the gold query returns only NULLs (any query that finds nothing would match)"
     if SQL_IN_TEXT.search(task.instruction):
         return "the question holds SQL"
     return None
@@ -50,7 +56,8 @@ class SQLDomain:
                                {**shared, **(proposer_kwargs or {})})  # fmt: skip
 
     def stages(self) -> list[tuple[str, Stage]]:
-        return [("rules", Rules(min_distinct_tool_calls=3)), ("execution", execution)]
+        explored = Rules(min_distinct_tool_calls=1, explored_with=("run_sql", "describe_table"))
+        return [("rules", explored), ("execution", execution)]
 
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
         return {"db_id": task.check["db_id"], "question": task.instruction,
