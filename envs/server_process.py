@@ -2,7 +2,9 @@
 toolset's MCP server): started in its own session, ready once its URL answers, its output
 kept in a file whose tail explains a failed start, its process group ended on stop.
 
-`process_wide` keeps one such server per key for the whole Python process, stopped at exit:
+A server dies with the process that started it, even one killed with SIGKILL (no orphans
+left with PPID 1). `process_wide` keeps one such server per key for the whole Python process,
+stopped at exit:
 for servers that hold no per-episode state, so the many short-lived envs of a check or a
 test session do not each pay a start of several seconds."""
 
@@ -10,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
+import ctypes
+import functools
 import os
 import signal
 import socket
@@ -24,6 +29,7 @@ import httpx
 from toolgym.tools.tool import InfraError
 
 OUTPUT_TAIL = 4096
+PR_SET_PDEATHSIG = 1
 
 
 class ServerProcess:
@@ -71,7 +77,7 @@ class ServerProcess:
         env = {**os.environ, **{k: v.replace("{port}", port) for k, v in self.env.items()}}
         self._process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, env=env,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=functools.partial(_die_with, os.getpid()),
         )  # fmt: skip
         deadline = time.monotonic() + self.start_timeout_s
         async with httpx.AsyncClient(timeout=2.0) as client:
@@ -146,6 +152,17 @@ def _stop_all() -> None:
     for server in _RUNNING.values():
         server.stop()
     _RUNNING.clear()
+
+
+def _die_with(parent: int) -> None:
+    """In the child, before it runs the server: have the kernel send SIGTERM when the
+    parent dies, even by SIGKILL, which no atexit hook outlives (Linux; the signal follows
+    the thread that started the child, the event loop's, which lives as long as its run).
+    A parent already gone by now takes the child with it."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 def free_port() -> int:
