@@ -267,12 +267,18 @@ def serve_model(
     max_choices: Annotated[
         int, typer.Option(help="Most completions one request may ask for (prompts x n).")
     ] = 256,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Threads for the model's compute (0: this process's share of the host)."
+        ),
+    ] = 0,
 ) -> None:
     """Serve a model over an OpenAI-compatible API (completions, chat, LoRA routes)."""
     from toolgym.cli.models import serve_command
 
     raise typer.Exit(
-        serve_command(model_dir, host, port, served_model_name, max_body_mb, max_choices)
+        serve_command(model_dir, host, port, served_model_name, max_body_mb, max_choices, threads)
     )
 
 
@@ -564,6 +570,13 @@ def serve_search(
         int, typer.Option(help="Most queries in one request (Search-R1 sends a whole batch's).")
     ] = 16384,
     max_body_mb: Annotated[int, typer.Option(help="Largest request body, in MiB.")] = 64,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Threads for the encoder or writer model (0: this process's share of the host).",
+        ),
+    ] = 0,
 ) -> None:
     """Serve an index, or a model that writes the results, over Search-R1's retriever API
     (POST /retrieve, GET /health)."""
@@ -572,7 +585,7 @@ def serve_search(
     sim = Simulator(simulator, simulator_url, simulator_model, noise, total_steps, doc_tokens,
                     temperature, cache, max_documents)  # fmt: skip
     raise typer.Exit(
-        serve_command(index, sim, host, port, topk, max_topk, max_queries, max_body_mb)
+        serve_command(index, sim, host, port, topk, max_topk, max_queries, max_body_mb, threads)
     )
 
 

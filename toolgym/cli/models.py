@@ -20,9 +20,10 @@ def init_command(arch: str, size: str, out: Path, seed: int) -> int:
 
 def serve_command(
     model_dir: Path, host: str, port: int, served_model_name: str | None, max_body_mb: int = 16,
-    max_choices: int = 256,
+    max_choices: int = 256, threads: int = 0,
 ) -> int:  # fmt: skip
     from toolgym.agents.server import ServerLimits, serve_model
+    from toolgym.cores import size_compute_pools
 
     if not (model_dir / "config.json").is_file():
         from toolgym.errors import ConfigError
@@ -31,6 +32,7 @@ def serve_command(
             f"{model_dir} is not a model directory (no config.json); make one with `toolgym model init`"
         )
     limits = ServerLimits(max_body_bytes=max_body_mb * 1024 * 1024, max_choices=max_choices)
+    size_compute_pools(threads or None)
     serve_model(model_dir, host, port, served_model_name, limits=limits)
     return 0
 

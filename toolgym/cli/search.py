@@ -106,8 +106,9 @@ class Simulator:
 
 def serve_command(
     index: Path | None, simulator: Simulator, host: str, port: int, topk: int, max_topk: int,
-    max_queries: int, max_body_mb: int,
+    max_queries: int, max_body_mb: int, threads: int = 0,
 ) -> int:  # fmt: skip
+    from toolgym.cores import size_compute_pools
     from toolgym.http import serve
     from toolgym.tools.search.server import Limits, SearchServer
 
@@ -124,11 +125,15 @@ def serve_command(
         meta = read_meta(index)
         server = SearchServer(load_engine(index), meta["documents"], limits, default_topk=topk)
         what = f"{meta['kind']} index {index} ({meta['documents']} documents)"
+        computes = meta["kind"] != "bm25"  # an encoder embeds each query
     else:
         simulator.check()
         engine, writer = simulator.engine()
         server = SearchServer(engine, None, limits, default_topk=topk)
         what = f"documents written by {simulator.model_dir or simulator.url}"
+        computes = simulator.model_dir is not None  # a model writes here
+    if computes:
+        size_compute_pools(threads or None)
     app = server.app()
     if index is None:
         app.on_cleanup.append(lambda _: writer.aclose())
