@@ -32,7 +32,7 @@ from typing import Any
 from toolgym.agents.content_spans import mark_texts, text_spans
 from toolgym.agents.vision import text_only
 from toolgym.log import get_logger
-from toolgym.tools.text import map_texts
+from toolgym.tools.text import clean_text, map_texts
 
 log = get_logger(__name__)
 
@@ -90,7 +90,9 @@ class ChatRenderer:
         return []
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text`, special tokens written in it included, nothing added."""
+        """Token ids of `text`, special tokens written in it included, nothing added. A lone
+        surrogate (text no tokenizer can read) is read as U+FFFD, as the envs write it."""
+        text = clean_text(text)
         if self._backend is not None:  # the Rust tokenizer, without the Python wrapper's cost
             return list(self._backend.encode(text, add_special_tokens=False).ids)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -98,6 +100,7 @@ class ChatRenderer:
     def encode_plain(self, text: str) -> list[int]:
         """Token ids of `text` read as plain text: a control token written in it is its
         characters, never the control token."""
+        text = clean_text(text)
         if self._plain_backend is not None:
             return list(self._plain_backend.encode(text, add_special_tokens=False).ids)
         return list(

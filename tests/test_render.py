@@ -154,3 +154,15 @@ def test_a_template_that_refuses_the_probe_keeps_tools_in_its_deltas(tiny_tokeni
     assert renderer._tools_reach_the_tail
     delta = tiny_tokenizer.decode(renderer.delta_ids(TURNS[0][2], [], TOOLS))
     assert "pick_up" in delta
+
+
+@pytest.mark.parametrize("name", list(CLOSING))
+def test_a_library_user_s_lone_surrogate_renders_as_a_replacement_character(name, tiny_tokenizer):
+    renderer = renderer_for(name, tiny_tokenizer)
+    broken = [*OPENING[:1], {"role": "user", "content": "Map:\n#@\ud800#\nFind G."}]
+    fixed = [*OPENING[:1], {"role": "user", "content": "Map:\n#@\ufffd#\nFind G."}]
+    assert renderer.prompt_ids(broken, TOOLS) == renderer.prompt_ids(fixed, TOOLS)
+    tool = [{"role": "tool", "tool_call_id": "c1", "name": "move", "content": "moved \udfff"}]
+    assert renderer.delta_ids(tool, [1]) == renderer.delta_ids(
+        [{**tool[0], "content": "moved \ufffd"}], [1]
+    )
