@@ -45,7 +45,7 @@ bench: install system-deps
 	cd bench && $(PYTHON) rollout_overhead.py && $(PYTHON) async_vs_lockstep.py && $(PYTHON) engine.py
 	$(PYTHON) bench/search_server.py
 	$(PYTHON) bench/simulated_search.py
-	cd bench && $(PYTHON) server_threads.py
+	$(PYTHON) bench/server_threads.py
 	$(PYTHON) bench/sandbox_pool.py
 	$(PYTHON) bench/gui_step.py
 	$(PYTHON) bench/vision_rollout.py
