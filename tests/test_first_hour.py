@@ -115,7 +115,7 @@ def test_one_env_arg_to_eval_keeps_the_other_saved_settings(tiny_model_dir, tmp_
     ones stay (one --env-arg used to drop them all, silently) and the override is named."""
     import shutil
 
-    from toolgym.cli.env_settings import write_env_settings
+    from toolgym.envs.saved_settings import write_env_settings
 
     model = tmp_path / "model"
     shutil.copytree(tiny_model_dir, model)
@@ -264,3 +264,19 @@ def test_hostile_files_and_paths_are_one_line_each(tmp_path):
     unwritable = run_cli("search", "world", "--corpus", "/proc/no/world.jsonl")
     assert unwritable.returncode == 2 and "Traceback" not in unwritable.stderr
     assert "cannot write /proc/no" in unwritable.stderr
+
+
+def test_saved_env_settings_name_files_absolutely(tmp_path, monkeypatch):
+    """A model fine-tuned with `--env-arg tasks=q.jsonl` run from one folder plays from any
+    other: a relative path that exists is saved absolute; other text stays as given."""
+    from toolgym.envs.saved_settings import read_env_settings, write_env_settings
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "q.jsonl").write_text("{}\n")
+    (tmp_path / "games").mkdir()
+    kwargs = {"tasks": "q.jsonl", "game": {"folder": "games"}, "style": "tags", "size": 2}
+    write_env_settings(tmp_path, "toolgym/SQL-v0", kwargs, True)
+    monkeypatch.chdir("/")
+    saved = read_env_settings(tmp_path, "toolgym/SQL-v0")["env_kwargs"]
+    assert saved == {"tasks": str(tmp_path / "q.jsonl"), "game": {"folder": str(tmp_path / "games")},
+                     "style": "tags", "size": 2}  # fmt: skip

@@ -41,3 +41,7 @@ def test_quickstart_improves_on_its_sft_start(quickstart_run):
     )
     assert (out / "curves.png").stat().st_size > 5000
     assert (out / "rl" / "policy" / "config.json").is_file()
+    # saved with the settings it was trained with, so `toolgym eval --model` plays it alike
+    settings = json.loads((out / "rl" / "policy" / "toolgym_env.json").read_text())
+    assert settings["env_id"] == "toolgym/Maze-v0" and settings["tool_schemas"] is False
+    assert settings["env_kwargs"]["size"] == 2

@@ -68,6 +68,9 @@ def test_a_short_run_logs_every_phase(tool_calling_model_dir, tmp_path):
         1.0, abs=1e-3
     )
     assert checkpoint.read(tmp_path / checkpoint.FILE)["step"] == 2
+    saved = json.loads((tmp_path / "policy" / "toolgym_env.json").read_text())  # as trained
+    assert saved == {"env_id": config.env.id, "env_kwargs": dict(config.env.kwargs),
+                     "tool_schemas": config.rollout.tool_schemas_in_prompt}  # fmt: skip
     assert tensorboard_scalars(tmp_path, "rollout/success") == [
         (m["step"], m["rollout/success"]) for m in metrics
     ]
@@ -615,8 +618,8 @@ def test_evaluation_before_the_first_update_is_logged_as_step_minus_1(
 
 
 def test_a_fine_tuned_models_env_settings_fill_what_the_config_leaves_unset(tmp_path, capsys):
-    from toolgym.cli.env_settings import write_env_settings
     from toolgym.cli.train import with_model_env_settings
+    from toolgym.envs.saved_settings import write_env_settings
 
     write_env_settings(tmp_path, "toolgym/Maze-v0", {"size": 3, "hints": False}, False)
     filled = with_model_env_settings(load_config(TrainConfig, None, [f"model={tmp_path}"]))

@@ -55,6 +55,7 @@ from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.rollout import Prefix, RolloutConfig
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup, write_jsonl
+from toolgym.envs.saved_settings import write_env_settings
 from toolgym.envs.tasks import TaskSource
 from toolgym.errors import ConfigError, EnvBuildError, RunFailedError, ToolgymError, one_line
 from toolgym.log import get_logger
@@ -498,6 +499,10 @@ class Trainer:
         self.tokenizer.save_pretrained(path)
         if self.images is not None:  # a vision-language model reads images through it
             self.images.processor.save_pretrained(path)
+        if not self.config.envs:  # one env: later commands play the policy as it was trained
+            env = self.config.env
+            schemas = self.config.rollout.tool_schemas_in_prompt
+            write_env_settings(path, env.id, dict(env.kwargs), schemas)
         return path
 
     def _claim_run_dir(self, overwrite: bool) -> None:

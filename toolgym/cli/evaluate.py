@@ -42,9 +42,10 @@ def eval_command(
     from toolgym.agents.rollout import RolloutConfig
     from toolgym.agents.runtime import Runtime
     from toolgym.agents.trajectory import write_jsonl
-    from toolgym.cli.env_settings import merge_env_kwargs, read_env_settings
+    from toolgym.cli.env_settings import merge_env_kwargs
     from toolgym.cli.train import env_kwargs
     from toolgym.envs import EnvRef, spec
+    from toolgym.envs.saved_settings import read_env_settings
     from toolgym.errors import ConfigError
 
     spec(env_id)  # unknown ids and bad env arguments fail here, before any model loads

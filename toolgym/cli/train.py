@@ -43,9 +43,9 @@ def sft_command(
     from toolgym.agents.loading import check_model_dir, load_model, load_tokenizer
     from toolgym.agents.render_vision import make_renderer
     from toolgym.agents.vision import ImageEncoder
-    from toolgym.cli.env_settings import write_env_settings
     from toolgym.cli.progress import Ticker
     from toolgym.envs import make
+    from toolgym.envs.saved_settings import write_env_settings
     from toolgym.errors import ConfigError
     from toolgym.training.sft import SFTConfig, demonstration_nll, sft, sft_draws
 
@@ -205,12 +205,6 @@ def train_command(
                 resume=resume is not None, overwrite=overwrite, on_step=steps
             )
     policy = Path(config.run_dir) / "policy"
-    if not config.envs and policy.is_dir():  # `toolgym eval --model RUN/policy` prompts alike
-        from toolgym.cli.env_settings import write_env_settings
-
-        write_env_settings(
-            policy, config.env.id, dict(config.env.kwargs), config.rollout.tool_schemas_in_prompt
-        )
     last = metrics[-1] if metrics else {}
     summary = (
         ("success", "rollout/success"),
@@ -231,7 +225,8 @@ def with_model_env_settings(config: Any) -> Any:
     """The config, completed from the env settings saved with its model (by `toolgym sft`):
     the env's kwargs (the config's own on top) and, unless set, whether prompts carry
     schemas."""
-    from toolgym.cli.env_settings import merge_env_kwargs, read_env_settings
+    from toolgym.cli.env_settings import merge_env_kwargs
+    from toolgym.envs.saved_settings import read_env_settings
 
     if config.envs:
         return config
