@@ -247,7 +247,9 @@ def test_a_game_that_cannot_be_made_or_played_is_an_infra_error(tmp_path):
         asyncio.run(env.aclose())
 
 
-def test_tasks_name_game_files_or_settings_and_a_folder_of_games_splits_by_game(tmp_path):
+def test_tasks_name_game_files_or_settings_and_a_folder_of_games_splits_by_game(
+    tmp_path, monkeypatch
+):
     games = tmp_path / "games"
     made = TextWorldEnv(cache_dir=tmp_path / "cache")
     asyncio.run(made.areset(options={"task": {"family": "coin_collector", "level": 2, "seed": 1}}))
@@ -263,6 +265,12 @@ def test_tasks_name_game_files_or_settings_and_a_folder_of_games_splits_by_game(
     train = {t["game"] for t in source.splits["train"]}
     held = {t["game"] for t in source.splits["eval"]}
     assert train and held and not train & held and len(train | held) == 4
+    obs, info = env.reset(seed=0)
+    assert info["infra_error"] is None and env.walkthrough()
+    env.close()
+    monkeypatch.chdir(tmp_path)  # the folder named relative to where the command runs
+    env = TextWorldEnv(games="games")
+    assert env.task_source().splits == source.splits  # the same games, the same splits
     obs, info = env.reset(seed=0)
     assert info["infra_error"] is None and env.walkthrough()
     env.close()

@@ -117,8 +117,9 @@ class TextWorldEnv(ToolEnv):
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.tasks: ListTasks | None = None
         self.base = Path.cwd()
-        if games is not None:
-            self.tasks = ListTasks.load([{"game": str(p)} for p in game_files(Path(games))])
+        if games is not None:  # games named relative to their folder
+            self.base = Path(games).resolve()
+            self.tasks = ListTasks.load([{"game": name} for name in game_files(self.base)])
         elif tasks is not None:
             if isinstance(tasks, str | Path):
                 self.base = Path(tasks).resolve().parent

@@ -40,11 +40,16 @@ def game_path(name: Any, base: Path) -> Path:
     return path
 
 
-def game_files(folder: Path) -> list[Path]:
-    """Every playable game in `folder` (recursively), sorted; a clear error when none is."""
+def game_files(folder: Path) -> list[str]:
+    """Every playable game in `folder` (recursively), sorted, named relative to the folder
+    (so a game's identity does not depend on where the folder lies, or on the directory a
+    command runs from); a clear error when none is."""
     if not folder.is_dir():
         raise ConfigError(f"games folder {folder} does not exist")
     found = sorted(p for p in folder.rglob("*") if _ZMACHINE.search(p.name) or p.suffix == ".ulx")
     if not found:
         raise ConfigError(f"no games (.z8) in {folder}")
-    return [game_path(str(p), folder) for p in found]
+    names = [p.relative_to(folder).as_posix() for p in found]
+    for name in names:
+        game_path(name, folder)
+    return names
