@@ -54,3 +54,30 @@ def test_sft_refuses_zero_epochs_episodes_or_batch_before_it_loads_anything(cli)
         result = cli(*start, option, "0")
         assert result.returncode == 2, result.stdout + result.stderr
         assert f"Invalid value for '{option}'" in result.stdout + result.stderr
+
+
+def test_play_shorthand_reads_each_tool_s_own_schema():
+    """`tool words...` is read by the tool's schema: a text parameter keeps the rest of the
+    line and its text as written, a number parameter takes a number."""
+    from toolgym.cli.play import parse_shorthand
+
+    def schemas(env_id: str, **kwargs) -> list[dict]:
+        env = toolgym.make(env_id, **kwargs)
+        try:
+            return env.unwrapped.tool_schemas()
+        finally:
+            env.close()
+
+    search = schemas("toolgym/Search-v0", hops=1)
+    assert parse_shorthand("search capital of france", search).arguments == {
+        "query": "capital of france"
+    }
+    arithmetic = schemas("toolgym/Arithmetic-v0")
+    assert parse_shorthand("answer 5.08", arithmetic).arguments == {"value": 5.08}
+    assert parse_shorthand("calculator 5.08", arithmetic).arguments == {"expression": "5.08"}
+    assert parse_shorthand("calculator 2 * 3", arithmetic).arguments == {"expression": "2 * 3"}
+    sql = schemas("toolgym/SQL-v0")
+    assert parse_shorthand("run_sql SELECT name FROM t", sql).arguments == {
+        "query": "SELECT name FROM t"
+    }
+    assert parse_shorthand("no_such_tool x", sql) is None

@@ -114,28 +114,86 @@ def to_action(line: str, schemas: list[dict[str, Any]], parser: Any) -> str:
 
 
 def parse_shorthand(line: str, schemas: list[dict[str, Any]]) -> ToolCall | None:
+    """`tool value ...` or `tool name=value ...` as a call, read by the tool's own schema:
+    words fill its required parameters in order (all of them, in order, when it requires
+    none), a text parameter taking every word the later ones do not need (`command take
+    brass key`, `search capital of france`); optional ones are given by name. Each value is
+    read as its parameter's type: a string stays text (`5.08` and `true` are not a number and
+    a boolean there). None when the first word names no tool, words are left over, or the
+    line does not split into words."""
     try:
         words = shlex.split(line)
     except ValueError:
         return None
-    tools = {s["function"]["name"]: s["function"]["parameters"] for s in schemas}
+    tools = {s["function"]["name"]: s["function"].get("parameters") or {} for s in schemas}
     if not words or words[0] not in tools:
         return None
-    params = list(tools[words[0]].get("properties", {}))
+    properties: dict[str, Any] = tools[words[0]].get("properties") or {}
     arguments: dict[str, Any] = {}
-    positional = iter(p for p in params)
+    positional: list[str] = []
     for word in words[1:]:
         key, sep, raw = word.partition("=")
-        if not (sep and key in params):
-            key, raw = next(positional, f"arg{len(arguments)}"), word
-        while key in arguments:
-            key = next(positional, f"arg{len(arguments)}")
-        arguments[key] = _value(raw)
+        if sep and key in properties and key not in arguments:
+            arguments[key] = _typed(raw, properties[key])
+        else:
+            positional.append(word)
+    schema = tools[words[0]]
+    required = [p for p in schema.get("required") or [] if p in properties and p not in arguments]
+    order = required or [name for name in properties if name not in arguments]
+    for index, name in enumerate(order):
+        if not positional:
+            break
+        after = len(order) - index - 1  # one word kept for each parameter still to fill
+        take = max(1, len(positional) - after) if _types(properties[name]) <= {"string"} else 1
+        arguments[name] = _typed(" ".join(positional[:take]), properties[name])
+        positional = positional[take:]
+    if positional:  # words left and no parameter to take them: the env says what is wrong
+        return None
     return ToolCall(words[0], arguments)
 
 
-def _value(raw: str) -> Any:
+def _typed(raw: str, schema: Any) -> Any:
+    """`raw` as the JSON type `schema` declares; text when it declares a string (or a value
+    that does not read as the declared type: the env's own check then says so)."""
+    kinds = _types(schema)
+    if "string" in kinds and len(kinds) == 1:
+        return raw
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except json.JSONDecodeError:
         return raw
+    if (
+        kinds
+        and _json_type(value) not in kinds
+        and not ("number" in kinds and _json_type(value) == "integer")
+    ):
+        return raw
+    return value
+
+
+def _types(schema: Any) -> set[str]:
+    if not isinstance(schema, dict):
+        return set()
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return {declared}
+    if isinstance(declared, list):
+        return {t for t in declared if isinstance(t, str)}
+    found: set[str] = set()
+    for option in schema.get("anyOf") or schema.get("oneOf") or []:
+        found |= _types(option)
+    return found
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
