@@ -50,8 +50,10 @@ def test_a_short_run_logs_every_phase(tool_calling_model_dir, tmp_path):
             *SMALL,
         ],
     )
-    metrics = Trainer(config).run()
+    played = []
+    metrics = Trainer(config).run(on_episode=played.append)
     assert [m["step"] for m in metrics] == [0, 1]
+    assert len(played) == 2 * 2 * 3 + 4  # each step's 2 tasks x 3 rollouts, the eval's 4
     for key in (
         "rollout/success",
         "adv/std",

@@ -148,6 +148,7 @@ class Trainer:
         self.groups: GroupBuilder = groups or build_groups(config, self.tasks)
         self.step = 0
         self.on_step: Callable[[dict[str, Any]], None] | None = None
+        self.on_episode: Callable[[Trajectory], None] | None = None
 
     # ----- the loop -----------------------------------------------------------------------
     def run(
@@ -155,11 +156,13 @@ class Trainer:
         resume: bool = False,
         overwrite: bool = False,
         on_step: Callable[[dict[str, Any]], None] | None = None,
+        on_episode: Callable[[Trajectory], None] | None = None,
     ) -> list[dict[str, Any]]:
         """Train to `steps`. A new run refuses a directory that holds one already, unless
         `overwrite` (its checkpoint, metrics and policy are removed first). `on_step` sees
-        each step's record once it is logged (the CLI prints a line from it)."""
-        self.on_step = on_step
+        each step's record once it is logged (the CLI prints a line from it); `on_episode`
+        each training episode as it ends (the CLI shows a long step is alive)."""
+        self.on_step, self.on_episode = on_step, on_episode
         if resume:
             self._resume()
         else:
@@ -365,8 +368,9 @@ class Trainer:
         rollout = replace(self.rollout_config(temperature, sampling_seed), gate=gate)
         concurrency = self.config.rollout.concurrency
         collector = RolloutCollector(
-            self.engine, self.renderer, rollout, self.runtime.pool_for, concurrency=concurrency
-        )
+            self.engine, self.renderer, rollout, self.runtime.pool_for, concurrency=concurrency,
+            on_episode=self.on_episode,
+        )  # fmt: skip
         return await collector.collect(requests, adapter=self.adapter, options=options)
 
     def rollout_config(self, temperature: float, sampling_seed: int | None) -> RolloutConfig:

@@ -112,15 +112,37 @@ STEP_FIELDS = (
 """What a training step's line shows, and the record keys it reads (the first present)."""
 
 
+HEARTBEAT_S = 30.0
+"""Within a long step, a line at most this often says how many episodes it has played."""
+
+
 class TrainSteps(Ticker):
     """A training run's progress: one line per step (step, success, reward, valid calls,
-    loss, KL, seconds, ETA) on a terminal or off it, and a bar as well on a terminal."""
+    loss, KL, seconds, ETA) on a terminal or off it, and a bar as well on a terminal. A step
+    that runs long (text games play minutes a step) says every HEARTBEAT_S how many episodes
+    it has played (`episode`, the trainer's on_episode), so the run is seen to be alive."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, heartbeat_s: float = HEARTBEAT_S) -> None:
         super().__init__("training", total)
         self.first: int | None = None
         """The first step this process plays (a resumed run starts past 0)."""
         self.previous = self.started
+        self.heartbeat_s = heartbeat_s
+        self.played = 0
+        self.heard = self.started
+        self.step_shown = 0
+
+    def episode(self, trajectory: Any) -> None:
+        self.played += 1
+        now = time.perf_counter()
+        if now - self.heard < self.heartbeat_s:
+            return
+        self.heard = now
+        self.say(
+            f"step {self.step_shown + 1}/{self.total}: {self.played} "
+            f"episode{'s' if self.played != 1 else ''} played so far, "
+            f"{clock(now - self.previous)} into the step"
+        )
 
     def __call__(self, record: dict[str, Any]) -> None:
         now = time.perf_counter()
@@ -130,7 +152,8 @@ class TrainSteps(Ticker):
         done = step + 1 - self.first
         eta = (now - self.started) / max(done, 1) * max((self.total or 0) - step - 1, 0)
         self.say(step_line(record, self.total or 0, now - self.previous, eta))
-        self.previous = now
+        self.previous = self.heard = now
+        self.played, self.step_shown = 0, step + 1
         if self.bar is not None:
             self.bar.update(self.task, completed=step + 1)
 

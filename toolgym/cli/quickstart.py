@@ -68,7 +68,7 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     console.rule(f"3/4 GiGPO for {steps} steps (metrics: {config.run_dir}/metrics.jsonl)")
     # the run ends with an evaluation at eval.temperature
     with TrainSteps(config.steps) as progress:
-        last = trainer.run(overwrite=True, on_step=progress)[-1]
+        last = trainer.run(overwrite=True, on_step=progress, on_episode=progress.episode)[-1]
     console.rule("4/4 the same held-out mazes, before and after RL")
     after = {
         t: {k: v for k, v in last.items() if k.startswith("eval/")}

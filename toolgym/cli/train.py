@@ -202,7 +202,10 @@ def train_command(
         else:
             trainer = Trainer(config)
             metrics = trainer.run(  # closes the trainer's runtime
-                resume=resume is not None, overwrite=overwrite, on_step=steps
+                resume=resume is not None,
+                overwrite=overwrite,
+                on_step=steps,
+                on_episode=steps.episode if steps is not None else None,
             )
     policy = Path(config.run_dir) / "policy"
     last = metrics[-1] if metrics else {}
