@@ -28,6 +28,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # help texts are plain: an extra such as 'toolgym[dist]' is text, not a markup tag
+    rich_markup_mode=None,
 )
 
 
