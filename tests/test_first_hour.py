@@ -142,7 +142,7 @@ def test_eval_is_greedy_by_default_as_the_in_run_evaluation():
     from toolgym.cli import app
 
     shown = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "200"})
-    assert re.search(r"0 is greedy, as the evaluation inside a training run.*\[default: 0\.0\]",
+    assert re.search(r"0 is greedy, as the evaluation inside a training run.*\[default: 0\.0[];]",
                      " ".join(shown.output.split()))  # fmt: skip
     assert EvalSection().temperature == 0.0
 
@@ -280,3 +280,25 @@ def test_saved_env_settings_name_files_absolutely(tmp_path, monkeypatch):
     saved = read_env_settings(tmp_path, "toolgym/SQL-v0")["env_kwargs"]
     assert saved == {"tasks": str(tmp_path / "q.jsonl"), "game": {"folder": str(tmp_path / "games")},
                      "style": "tags", "size": 2}  # fmt: skip
+
+
+def test_a_long_step_says_how_many_episodes_it_has_played(capsys):
+    from toolgym.cli.progress import TrainSteps
+
+    progress = TrainSteps(4, heartbeat_s=0.0)
+    progress.episode(None)
+    progress.episode(None)
+    assert "step 1/4: 2 episodes played so far" in capsys.readouterr().out
+    progress({"step": 0})
+    progress.episode(None)
+    assert "step 2/4: 1 episode played so far" in capsys.readouterr().out
+
+
+def test_help_texts_are_plain_text_not_markup():
+    """`pip install 'toolgym[dist]'` in a help text lost its [dist] to rich markup."""
+    from typer.testing import CliRunner
+
+    from toolgym.cli import app
+
+    shown = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    assert "pip install 'toolgym[dist]'" in " ".join(shown.output.split())
