@@ -36,7 +36,10 @@ def start(command: list[str], cwd: Path | None = None) -> tuple[subprocess.Popen
 def echo_env_server(root: Path) -> tuple[subprocess.Popen, str]:
     """openenv-core's own template env, made by its CLI and served by its own server (with
     four sessions, as the generated app's comment invites)."""
-    subprocess.run(["openenv", "init", "echo_env"], cwd=root, check=True, capture_output=True)
+    # its CLI through the interpreter running the tests (not `openenv` by name, which an
+    # unactivated venv does not have on PATH)
+    subprocess.run([sys.executable, "-m", "openenv.cli", "init", "echo_env"], cwd=root,
+                   check=True, capture_output=True)  # fmt: skip
     app = root / "echo_env" / "server" / "app.py"
     app.write_text(app.read_text().replace("max_concurrent_envs=1", "max_concurrent_envs=4"))
     command = [sys.executable, "-m", "uvicorn", "server.app:app", "--port", str(free_port())]
