@@ -4,7 +4,8 @@ Checks, in order: the env builds; it is a toolgym Env with spaces; reset and ste
 right shapes with every info key and a hashable state_key; a seeded reset is deterministic;
 its task source has training tasks and keeps eval tasks apart from them, and a reset with a
 task (on an instance that already played) starts exactly as the first reset did;
-malformed turns become observations instead of exceptions; tool schemas are valid; scripted
+malformed turns become observations instead of exceptions; tool schemas are valid; each tool
+answers odd inputs its schema allows (an empty text, a bound of a number) without raising; scripted
 (or random) episodes end properly; Gymnasium's own `check_env` passes; close is idempotent.
 Later checks are skipped once the env cannot even reset or step.
 """
@@ -25,7 +26,9 @@ from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 from toolgym.envs.core import INFO_KEYS, Env
 from toolgym.envs.spaces import message_problem
 from toolgym.envs.tasks import TaskSource, content_key
+from toolgym.envs.tool_env import ToolEnv
 from toolgym.errors import one_line
+from toolgym.tools.records import ToolCall
 
 MALFORMED_TURNS = {
     "plain text without a tool call": "I think I should look around first.",
@@ -34,6 +37,8 @@ MALFORMED_TURNS = {
     "an unclosed tool call": '<tool_call>{"name": "x"',
 }
 MAX_EPISODE_STEPS = 500
+ODD_SETS = 3
+"""Odd inputs each tool is called with (one value per parameter in each)."""
 
 
 class CheckFailed(Exception):
@@ -121,6 +126,7 @@ class _Checks:
             "tasks",
             "malformed turns",
             "tool schemas",
+            "odd tool inputs",
             "episodes",
             "gymnasium check_env",
             "close",
@@ -137,6 +143,7 @@ class _Checks:
         self.record("tasks", lambda: _run(_tasks(self.factory)))
         self.record("malformed turns", lambda: _run(_malformed(self.factory, self.seed)))
         self.record("tool schemas", lambda: _tool_schemas(env))
+        self.record("odd tool inputs", lambda: _run(_odd_inputs(self.factory, self.seed)))
         self.record("episodes", lambda: _run(_episodes(self.factory, self.seed, self.episodes)))
         self.record("gymnasium check_env", lambda: _gymnasium(self.factory))
         self.record("close", lambda: _close_twice(self.factory))
@@ -325,6 +332,72 @@ def _tool_schemas(env: Env) -> str | None:
             )
         json.dumps(s)
     return None
+
+
+async def _odd_inputs(factory: Callable[[], Any], seed: int) -> str | None:
+    """Each tool called with inputs its schema allows but a careless tool trips on (an empty
+    text, a name nothing has, a NUL, the bounds of a number): it must answer, with a result
+    or a ToolCallError the model reads, never raise."""
+    env = factory()
+    try:
+        if not isinstance(env.unwrapped, ToolEnv):
+            return None
+        tool_env = env.unwrapped
+        await tool_env.areset(seed=seed)
+        for schema in tool_env.tool_schemas():
+            function = schema["function"]
+            for k in range(ODD_SETS):
+                if tool_env.done:
+                    await tool_env.areset(seed=seed)
+                arguments = _odd_arguments(function.get("parameters") or {}, k)
+                call = ToolCall(function["name"], arguments)
+                returned = await tool_env.astep(tool_env.parser.render([call]))
+                _check_step(returned)
+                raised = [c for c in returned[4]["tool_calls"] if c.get("error") == "exception"]
+                if raised:
+                    shown = one_line(json.dumps(arguments, ensure_ascii=True), 160)
+                    raise CheckFailed(
+                        f"tool '{function['name']}' raised on the input {shown}: "
+                        f"{one_line(returned[4].get('error'))}. A tool answers a bad input "
+                        "it can be given with ToolCallError (the model reads why); an "
+                        "exception is a bug"
+                    )
+    finally:
+        await env.aclose()
+    return None
+
+
+def _odd_arguments(parameters: dict[str, Any], k: int) -> dict[str, Any]:
+    """The k-th set of odd values for a tool's parameters, each within its schema."""
+    properties = parameters.get("properties") or {}
+    return {name: _odd_value(spec, k) for name, spec in properties.items()}
+
+
+def _odd_value(spec: Any, k: int) -> Any:
+    if not isinstance(spec, dict):
+        return ""
+    if spec.get("enum"):
+        return spec["enum"][k % len(spec["enum"])]
+    options = [
+        o for o in spec.get("anyOf") or [] if isinstance(o, dict) and o.get("type") != "null"
+    ]
+    if options:
+        return _odd_value(options[0], k)
+    kind = spec.get("type")
+    if kind in ("integer", "number"):
+        low, high = spec.get("minimum", -1), spec.get("maximum", 10**9)
+        value = [low, high, 0][k % 3]
+        value = min(max(value, low), high)
+        return int(value) if kind == "integer" else float(value)
+    if kind == "boolean":
+        return k % 2 == 0
+    if kind == "array":
+        return []
+    if kind == "object":
+        return {}
+    low, high = spec.get("minLength", 0), spec.get("maxLength", 5000)
+    text = ["", "no_such_name_xyz", "\x00 ../../x"][k % 3] if k < 3 else "x" * 5000
+    return (text + "x" * low)[: max(low, min(high, len(text) + low))]
 
 
 async def _episodes(factory: Callable[[], Any], seed: int, episodes: int) -> str | None:

@@ -80,3 +80,13 @@ def test_an_env_that_carries_state_into_the_next_episode_is_refused():
     failed = {f.check: f.message for f in check_env("fixture/Leaky-v0").failures()}
     assert {"determinism", "tasks"} <= set(failed)
     assert "instances are reused" in failed["tasks"]
+
+
+def test_a_tool_that_raises_on_an_input_its_solver_never_gives_is_found():
+    """The scripted episodes pass (the solver only says heads or tails); a model may say
+    anything the schema allows, and the tool raised KeyError on it."""
+    found = {f.check: f for f in check_env("fixture/FragileTool-v0").findings}
+    assert found["episodes"].status == "pass"
+    assert found["odd tool inputs"].status == "fail"
+    assert "tool 'guess' raised on the input" in found["odd tool inputs"].message
+    assert "KeyError" in found["odd tool inputs"].message
