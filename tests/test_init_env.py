@@ -7,27 +7,37 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import run_cli
 
 
-def test_a_new_env_package_installs_and_passes_as_written(tmp_path):
-    made = run_cli("init-env", "word_games", "--out", str(tmp_path / "word_games"))
+@pytest.mark.parametrize(
+    ("name", "mcp"), [("word_games", False), ("card_server", True)], ids=["tool", "mcp"]
+)
+def test_a_new_env_package_installs_and_passes_as_written(tmp_path, name, mcp):
+    """With --mcp the package's peek tool is served by its own MCP server (the installed SDK's
+    MCPServer over stdio), which the env reaches through MCPTools."""
+    title = "".join(part.capitalize() for part in name.split("_"))
+    made = run_cli("init-env", name, "--out", str(tmp_path / name), *(["--mcp"] if mcp else []))
     assert made.returncode == 0, made.stderr
-    assert "pip install -e . && toolgym check word_games/WordGames-v0" in made.stdout
+    assert f"pip install -e . && toolgym check {name}/{title}-v0" in made.stdout
+    assert (tmp_path / name / name / "server.py").is_file() == mcp
+    assert (tmp_path / name / "configs" / "train.yaml").is_file()
     site = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--target", str(site), str(tmp_path / "word_games")],
+         "--target", str(site), str(tmp_path / name)],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     env = {"PYTHONPATH": str(site)}
-    listed = run_cli("list", "--filter", "word_games", env=env)
-    assert listed.stdout.split("\t")[0] == "word_games/WordGames-v0", listed.stdout
-    checked = run_cli("check", "word_games/WordGames-v0", env=env)
+    listed = run_cli("list", "--filter", name, env=env)
+    assert listed.stdout.split("\t")[0] == f"{name}/{title}-v0", listed.stdout
+    checked = run_cli("check", f"{name}/{title}-v0", env=env)
     assert checked.returncode == 0 and "All checks passed." in checked.stdout, checked.stdout
     tested = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=tmp_path / "word_games", capture_output=True, text=True, timeout=300,
+        cwd=tmp_path / name, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(site)},
     )  # fmt: skip
     assert tested.returncode == 0 and "2 passed" in tested.stdout, tested.stdout[-2000:]

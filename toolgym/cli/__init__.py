@@ -113,11 +113,20 @@ def init_env(
     out: Annotated[
         Path | None, typer.Option(help="Folder to write (default: ./NAME); must be new or empty.")
     ] = None,
+    mcp: Annotated[
+        bool,
+        typer.Option(
+            "--mcp",
+            help="Serve the env's peek tool from an MCP server in the package "
+            "(the installed MCP SDK's MCPServer), reached through MCPTools.",
+        ),
+    ] = False,
 ) -> None:
-    """Write a new environment package (env, tasks, entry point, test) that installs as is."""
+    """Write a new environment package (env, tasks, config, entry point, test) that installs
+    as is."""
     from toolgym.cli.init_env import init_env_command
 
-    raise typer.Exit(init_env_command(name, out))
+    raise typer.Exit(init_env_command(name, out, mcp))
 
 
 @app.command("play")
