@@ -48,7 +48,7 @@ def test_the_readme_has_three_paths():
 
 def test_your_own_environment(venv, tmp_path):
     out = run_path(venv, start_here_blocks()[0], tmp_path, stdin=":quit\n")
-    assert "All checks passed." in out and "Reverse this word" in out
+    assert "All checks passed." in out and "Find the word under the card" in out
 
 
 def test_train_on_a_shipped_domain(venv, tmp_path):
