@@ -10,8 +10,8 @@ new.
 
 An actor that dies (killed, its node lost) fails the calls in flight: their episodes end
 ENV_FAILED and are masked, as any env failure is. Ray restarts the actor (`max_restarts`),
-which builds its env afresh, and later episodes use it. Ray is optional
-(`pip install 'toolgym[dist]'`).
+which builds its env afresh; while it restarts, new episodes go to the other actors. Ray is
+optional (`pip install 'toolgym[dist]'`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ from toolgym.envs.ref import EnvRef
 from toolgym.envs.registration import make
 from toolgym.envs.tasks import TaskSource
 from toolgym.errors import EnvBuildError, one_line
+
+RETRY_S = 0.5
+"""How long to wait before asking actors that were all down again."""
 
 
 class EnvHost:
@@ -127,17 +130,36 @@ class RayEnvPool:
             raise EnvBuildError(f"env '{self.env_id}' on Ray actors: {cause}") from None
 
     async def acquire(self) -> RemoteEnv:
-        host = self.usage.least_loaded()
-        self.usage.start(host)
-        try:
-            lease = await asyncio.wait_for(
-                self.hosts[host].acquire.remote(), self.timeout_s
-            )  # fmt: skip
-        except BaseException:
-            self.usage.end(host)
-            raise
-        self.lent += 1
-        return RemoteEnv(self, host, lease)
+        """An instance from the least-loaded actor. An actor that is down (killed, being
+        restarted) is passed over for the others; when all are down, asked again until
+        `timeout_s`. Nothing has run on an instance yet, so trying elsewhere loses nothing."""
+        ray = import_ray()
+        down = (ray.exceptions.ActorUnavailableError, ray.exceptions.RayActorError)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        failed: set[int] = set()
+        while True:
+            host = self.usage.least_loaded(avoid=failed)
+            self.usage.start(host)
+            try:
+                lease = await asyncio.wait_for(
+                    self.hosts[host].acquire.remote(), max(deadline - loop.time(), 0.1)
+                )  # fmt: skip
+            except down:
+                self.usage.end(host)
+                failed.add(host)
+                if len(failed) < len(self.hosts):
+                    continue
+                if loop.time() >= deadline:
+                    raise
+                failed.clear()
+                await asyncio.sleep(RETRY_S)
+                continue
+            except BaseException:
+                self.usage.end(host)
+                raise
+            self.lent += 1
+            return RemoteEnv(self, host, lease)
 
     def release(self, env: Any) -> None:
         self.usage.end(env.host)
