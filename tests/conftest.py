@@ -27,6 +27,27 @@ os.environ["TOOLGYM_TEXTWORLD_CACHE"] = tempfile.mkdtemp(prefix="toolgym-tw-cach
 atexit.register(shutil.rmtree, os.environ["TOOLGYM_TEXTWORLD_CACHE"], True)
 
 
+SHARED_BUILDS = ("recipe_base", "quickstart_run")
+"""Session fixtures that take minutes to build: the tests using one run on one xdist worker,
+which builds it once."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deal the suite to `make test`'s workers (`--dist loadgroup`) a file at a time, except
+    that the files using one of SHARED_BUILDS go together (their Ray clusters, too), and
+    first: they are the longest."""
+    group: dict[Path, str] = {}
+    for item in items:
+        names = item.fixturenames if isinstance(item, pytest.Function) else ()
+        shared = next((f for f in SHARED_BUILDS if f in names), None)
+        if shared or item.path not in group:
+            group[item.path] = shared or group.get(item.path) or item.path.name
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group[item.path]))
+    rank = {name: i for i, name in enumerate(SHARED_BUILDS)}
+    items.sort(key=lambda item: rank.get(group[item.path], len(rank)))
+
+
 def run_cli(
     *args: str, stdin: str | None = None, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:

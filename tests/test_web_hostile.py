@@ -61,18 +61,30 @@ def button(env: WebEnv) -> int:
 
 
 def chromium_busy_ticks(seconds: float = 1.0) -> int:
-    """The most CPU ticks any Chromium process used over `seconds` (100 a second is a core)."""
+    """The most CPU ticks any of this process's Chromium descendants used over `seconds`
+    (100 a second is a core); others' browsers (a parallel test's) are not counted."""
 
     def ticks() -> dict[str, int]:
-        found = {}
+        stats: dict[str, list[str]] = {}
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
+                stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")
                 if b"chrom" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-                    found[pid] = int(fields[11]) + int(fields[12])
+                    stats[pid] = stat[2].split()
+                else:
+                    stats[pid] = stat[2].split()[:2]  # only the parent is needed
             except OSError:
                 continue
-        return found
+        mine, grew = {str(os.getpid())}, True
+        while grew:
+            found = {pid for pid, fields in stats.items() if fields[1] in mine} - mine
+            mine |= found
+            grew = bool(found)
+        return {
+            pid: int(fields[11]) + int(fields[12])
+            for pid, fields in stats.items()
+            if pid in mine and len(fields) > 12
+        }
 
     before = ticks()
     time.sleep(seconds)
