@@ -32,6 +32,7 @@ SHARED_BUILDS = ("recipe_base", "quickstart_run")
 which builds it once."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups on each worker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deal the suite to `make test`'s workers (`--dist loadgroup`) a file at a time, except
     that the files using one of SHARED_BUILDS go together (their Ray clusters, too), and
