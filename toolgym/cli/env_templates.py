@@ -32,9 +32,10 @@ packages = ["{name}"]
 """
 
 CARDS = '''\
-"""The cards of the game. Each card has a tag ("amber-42"), and the word under it is fixed by
-the tag alone (a hash), so nobody knows it without looking. A task is three cards on the
-table and the one whose word to find."""
+"""The cards of the game. A task lays three cards on a numbered table, each with a tag
+("amber-42"), and names the one whose word to find. The word under a card is fixed by the
+table and the tag together (a hash): nobody knows it without looking, and no word learned on
+one table says anything about another, so a held-out task is new to the model."""
 
 from __future__ import annotations
 
@@ -46,35 +47,35 @@ SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "so", "ta", "vi", "be", "do", "fu", "
              "jo", "pe", "zu"]
 
 
-def word_under(tag: str) -> str:
-    """The word under the card tagged `tag`: three syllables drawn by its hash."""
-    digest = hashlib.sha256(f"word:{{tag}}".encode()).digest()
-    return "".join(SYLLABLES[byte % len(SYLLABLES)] for byte in digest[:3])
+def word_under(table: int, tag: str) -> str:
+    """The word under the card tagged `tag` on table `table`: two syllables by a hash."""
+    digest = hashlib.sha256(f"{{table}}:{{tag}}".encode()).digest()
+    return "".join(SYLLABLES[byte % len(SYLLABLES)] for byte in digest[:2])
 
 
 def make_task(index: int) -> dict:
-    """Task `index`: three distinct tags, and which one the question names."""
+    """Task `index`: a table, three distinct tags on it, and the one the question names."""
     rng = random.Random(index)
     tags: list[str] = []
     while len(tags) < 3:
         tag = f"{{rng.choice(COLOURS)}}-{{rng.randint(10, 99)}}"
         if tag not in tags:
             tags.append(tag)
-    return {{"cards": tags, "target": rng.choice(tags)}}
+    return {{"table": rng.randint(1000, 9999), "cards": tags, "target": rng.choice(tags)}}
 
 
 def question(task: dict) -> str:
-    return (f"Cards on the table: {{', '.join(task['cards'])}}. "
+    return (f"Table {{task['table']}}. Cards on it: {{', '.join(task['cards'])}}. "
             f"Find the word under the card {{task['target']}} and submit it.")
 '''
 
 ENV = '''\
 """{name}/{title}-v0: find the word under a card; peek, then submit.
 
-Observation: the tags of three cards on the table and the one to find.
-Tools: peek(tag) shows the word under a card{peek_where}; submit(word) ends the episode.
+Observation: a table's number, the tags of three cards on it, and the one to find.
+Tools: peek shows the word under a card{peek_where}; submit(word) ends the episode.
 Reward: 1 for the named card's word, else 0; truncated after max_turns turns.
-Tasks: `size` generated tasks (cards.py), or a JSONL of {{"cards", "target"}} rows. ListTasks
+Tasks: `size` generated tasks (cards.py), or a JSONL of {{"table", "cards", "target"}} rows. ListTasks
     holds 10% of the distinct tasks out for evaluation, chosen by content, so an eval task
     never appears in training.
 Solver: peek at the named card, submit its word (for `toolgym sft` and `toolgym check`).
@@ -118,25 +119,30 @@ class {title}Env(toolgym.ToolEnv):
             word: the word, as peek showed it.
         """
         self.submitted = word.strip()
-        return "correct" if self.submitted == word_under(self.task["target"]) else "wrong"
+        return "correct" if self.submitted == self.answer() else "wrong"
+
+    def answer(self) -> str:
+        return word_under(self.task["table"], self.task["target"])
 
     def outcome(self) -> toolgym.Outcome:
         if self.submitted is None:
             return toolgym.Outcome()
-        right = self.submitted == word_under(self.task["target"])
-        return toolgym.Outcome(reward=float(right), terminated=True)
+        return toolgym.Outcome(reward=float(self.submitted == self.answer()), terminated=True)
 
     def scripted_action(self) -> str:
         """Peek at the named card, then submit its word."""
         target = self.task["target"]
         if target not in self.peeked:
-            return self.parser.render([ToolCall("peek", {{"tag": target}})])
-        return self.parser.render([ToolCall("submit", {{"word": word_under(target)}})])
+            return self.parser.render([ToolCall("peek", self.peek_arguments(target))])
+        return self.parser.render([ToolCall("submit", {{"word": self.answer()}})])
 
     def mistake_action(self, rng) -> str:
         """A peek at a card the task does not name (demonstrations of recovering)."""
         others = [t for t in self.task["cards"] if t != self.task["target"]]
-        return self.parser.render([ToolCall("peek", {{"tag": rng.choice(others)}})])
+        return self.parser.render([ToolCall("peek", self.peek_arguments(rng.choice(others)))])
+
+    def peek_arguments(self, tag: str) -> dict[str, Any]:
+        return {peek_arguments}
 {peek_record}
 
 def register_envs() -> None:
@@ -156,7 +162,7 @@ PEEK_TOOL = '''
             cards = ", ".join(self.task["cards"])
             raise toolgym.ToolCallError(f"no card is tagged {{tag!r}}; the cards: {{cards}}")
         self.peeked.append(tag)
-        return f"Under {{tag}}: {{word_under(tag)}}"
+        return f"Under {{tag}}: {{word_under(self.task['table'], tag)}}"
 '''
 
 SERVER_LINE = """
@@ -191,13 +197,15 @@ server = MCPServer("{name}")
 
 
 @server.tool()
-def peek(tag: str) -> str:
-    """Look at the word under a card on the table.
+def peek(table: int, tag: str) -> str:
+    """Look at the word under a card on a table (a server keeps no episode, so it is told
+    which table).
 
     Args:
+        table: the table's number, e.g. 4817.
         tag: the card's tag, e.g. "amber-42".
     """
-    return f"Under {{tag}}: {{word_under(tag)}}"
+    return f"Under {{tag}}: {{word_under(table, tag)}}"
 
 
 if __name__ == "__main__":
@@ -207,24 +215,28 @@ if __name__ == "__main__":
 CONFIG = """\
 # Train {name}/{title}-v0 with GiGPO from a fine-tuned model (docs: "Train your own env").
 #   toolgym model pretrain --out models/base --size tiny --env {name}/{title}-v0
-#   toolgym sft {name}/{title}-v0 --model models/base --out runs/sft --episodes 600 --epochs 3
+#   toolgym sft {name}/{title}-v0 --model models/base --out runs/sft \\
+#       --episodes 1200 --epochs 4 --no-tool-schemas
 #   toolgym train --config configs/train.yaml model=runs/sft run_dir=runs/rl
 steps: 20
 env:
   id: {name}/{title}-v0
+  kwargs: {{invalid_action_reward: -0.2}}  # a malformed turn costs: a signal for the format
 rollout:
   tasks_per_step: 8
   rollouts_per_task: 4
   max_tokens: 48
+  tool_schemas_in_prompt: false  # as the SFT above was trained
 advantage:
   estimator: gigpo
 optim:
-  lr: 5.0e-4
+  lr: 2.0e-4
   micro_batch_size: 16
   minibatches: 2
 eval:
-  every_steps: 10
-  episodes: 64
+  every_steps: 20
+  episodes: 128
+  at_start: true
 """
 
 TEST = '''\
@@ -285,6 +297,7 @@ def package_files(name: str, mcp: bool) -> dict[str, str]:
         "tool_sources": " tool_sources=[server]," if mcp else "",
         "peek_tool": "" if mcp else PEEK_TOOL.format(**fields),
         "peek_record": PEEK_RECORD if mcp else "",
+        "peek_arguments": '{"table": self.task["table"], "tag": tag}' if mcp else '{"tag": tag}',
     }  # fmt: skip
     files = {
         "pyproject.toml": PYPROJECT.format(**fields),
