@@ -21,6 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 
+# Under xdist's workers (`make test`), each worker's torch (and every CLI run it starts) gets
+# its share of the cores: left alone, each takes them all and the workers' threads fight.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(share))
+    os.environ.setdefault("MKL_NUM_THREADS", str(share))
+
 # TextWorld games are generated into a cache that lives for this session only (and is shared
 # by its CLI runs): no test finds games that an earlier session or the user made.
 os.environ["TOOLGYM_TEXTWORLD_CACHE"] = tempfile.mkdtemp(prefix="toolgym-tw-cache-")
