@@ -49,6 +49,7 @@ bench: install system-deps
 	$(PYTHON) bench/server_threads.py
 	$(PYTHON) bench/sandbox_pool.py
 	$(PYTHON) bench/gui_step.py
+	$(PYTHON) bench/held_out_items.py
 	$(PYTHON) bench/vision_rollout.py
 	$(PYTHON) bench/scaleout.py
 	$(PYTHON) bench/mcp_tools.py

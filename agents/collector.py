@@ -26,6 +26,7 @@ from toolgym.envs.pool import Pool
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.tasks import TaskDraw
 from toolgym.errors import RunFailedError, one_line
+from toolgym.intervals import wilson
 
 PoolSource = Callable[[EnvRef], Pool]
 """The pool that runs a referenced env's episodes (the runtime's `pool_for`)."""
@@ -88,6 +89,10 @@ class RolloutStats:
     episodes: int
     masked: int
     success_rate: float
+    successes: int
+    """Unmasked episodes with a positive return (`success_rate` of them)."""
+    items: int
+    """Distinct items played (`Trajectory.item`): fewer than the episodes when draws repeat."""
     mean_reward: float
     mean_turns: float
     valid_action_rate: float
@@ -97,6 +102,11 @@ class RolloutStats:
     generated_tokens: int
     tokens_per_s: float
     seconds: float
+
+    @property
+    def success_interval(self) -> tuple[float, float]:
+        """The 95% (Wilson) interval of `success_rate`."""
+        return wilson(self.successes, self.episodes - self.masked)
 
 
 def summarize(trajectories: Sequence[Trajectory], seconds: float = 0.0) -> RolloutStats:
@@ -109,6 +119,8 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float = 0.0) -> Rollo
         episodes=len(trajectories),
         masked=len(trajectories) - len(kept),
         success_rate=sum(t.total_reward > 0 for t in kept) / n,
+        successes=sum(t.total_reward > 0 for t in kept),
+        items=len({t.item for t in kept}),
         mean_reward=sum(t.total_reward for t in kept) / n,
         mean_turns=len(steps) / n,
         valid_action_rate=sum(s.valid_action for s in steps) / max(len(steps), 1),

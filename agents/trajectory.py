@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
+from toolgym.envs.held_out import opening_item
 from toolgym.errors import ConfigError, ToolgymError, one_line
 
 Message = dict[str, Any]
@@ -93,6 +94,13 @@ class Trajectory:
     @property
     def total_reward(self) -> float:
         return float(sum(s.reward for s in self.steps))
+
+    @property
+    def item(self) -> str:
+        """What the policy saw at reset (the env and its opening messages), hashed: episodes
+        of one item share it whatever seed or task drew them, so distinct items, and items
+        shared between splits, are counted by it."""
+        return opening_item([self.env_id, self.messages])
 
     @property
     def masked(self) -> bool:

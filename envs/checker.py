@@ -3,7 +3,8 @@
 Checks, in order: the env builds; it is a toolgym Env with spaces; reset and step return the
 right shapes with every info key and a hashable state_key; a seeded reset is deterministic;
 its task source has training tasks and keeps eval tasks apart from them, and a reset with a
-task (on an instance that already played) starts exactly as the first reset did;
+task (on an instance that already played) starts exactly as the first reset did; eval draws
+do not open as train draws do (held-out items);
 malformed turns become observations instead of exceptions; tool schemas are valid; each tool
 answers odd inputs its schema allows (an empty text, a bound of a number) without raising; scripted
 (or random) episodes end properly; Gymnasium's own `check_env` passes; close is idempotent.
@@ -24,6 +25,7 @@ import gymnasium
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from toolgym.envs.core import INFO_KEYS, Env
+from toolgym.envs.held_out import draw_items, shared_share
 from toolgym.envs.spaces import message_problem
 from toolgym.envs.tasks import TaskSource, content_key
 from toolgym.envs.tool_env import ToolEnv
@@ -39,6 +41,12 @@ MALFORMED_TURNS = {
 MAX_EPISODE_STEPS = 500
 ODD_SETS = 3
 """Odd inputs each tool is called with (one value per parameter in each)."""
+ITEM_DRAWS = {"train": 256, "eval": 64}
+"""Draws of each split whose opening observations the held-out check compares."""
+ITEM_CHECK_S = 10.0
+"""The held-out check stops drawing after this long (envs with a browser reset slowly)."""
+MAX_LEAK = 0.02
+"""The share of eval items that training may also draw before the check warns."""
 
 
 class CheckFailed(Exception):
@@ -124,6 +132,7 @@ class _Checks:
             "contract",
             "determinism",
             "tasks",
+            "held-out items",
             "malformed turns",
             "tool schemas",
             "odd tool inputs",
@@ -141,6 +150,7 @@ class _Checks:
             return
         self.record("determinism", lambda: _run(_determinism(self.factory, self.seed)))
         self.record("tasks", lambda: _run(_tasks(self.factory)))
+        self.record("held-out items", lambda: _run(_held_out_items(self.factory)))
         self.record("malformed turns", lambda: _run(_malformed(self.factory, self.seed)))
         self.record("tool schemas", lambda: _tool_schemas(env))
         self.record("odd tool inputs", lambda: _run(_odd_inputs(self.factory, self.seed)))
@@ -290,6 +300,29 @@ async def _tasks(factory: Callable[[], Any]) -> str | None:
             "anything over from the episode before"
         )
     return None if held else "no eval tasks: evaluation will have nothing to play"
+
+
+async def _held_out_items(factory: Callable[[], Any]) -> str | None:
+    """Eval items (what the policy sees at reset) that training draws too: where a generator
+    has few distinct items, seeds apart are not items apart, and held-out success measures
+    training items."""
+    env = factory()
+    until = asyncio.get_running_loop().time() + ITEM_CHECK_S
+    try:
+        source = env.task_source()
+        train = await draw_items(env, source, "train", ITEM_DRAWS["train"], until)
+        held = await draw_items(env, source, "eval", ITEM_DRAWS["eval"], until)
+    finally:
+        await env.aclose()
+    shared = shared_share(held, train)
+    if not held or shared <= MAX_LEAK:
+        return None  # no eval tasks at all: the tasks check says so
+    return (
+        f"{shared:.0%} of {len(held)} eval draws ({len(set(held))} distinct items) open "
+        f"exactly as one of {len(train)} train draws ({len(set(train))} distinct items): "
+        "held-out results would measure training items; settings with more distinct items "
+        "(a larger space) or a task list split by content keep them apart"
+    )
 
 
 async def _malformed(factory: Callable[[], Any], seed: int) -> str | None:

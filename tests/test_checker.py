@@ -90,3 +90,15 @@ def test_a_tool_that_raises_on_an_input_its_solver_never_gives_is_found():
     assert found["odd tool inputs"].status == "fail"
     assert "tool 'guess' raised on the input" in found["odd tool inputs"].message
     assert "KeyError" in found["odd tool inputs"].message
+
+
+def test_eval_items_that_training_also_draws_are_reported_with_their_counts():
+    """Maze size 2 without doors has 8 layouts: seeds apart are not mazes apart, so its
+    held-out split replays training's mazes. The default size has thousands."""
+    small = {
+        f.check: f for f in check_env("toolgym/Maze-v0", kwargs={"size": 2, "n_doors": 0}).findings
+    }
+    assert small["held-out items"].status == "warn"
+    assert "100% of 64 eval draws (8 distinct items)" in small["held-out items"].message
+    default = {f.check: f for f in check_env("toolgym/Maze-v0").findings}
+    assert default["held-out items"].status == "pass"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from toolgym.agents.trajectory import read_jsonl
 
 
@@ -63,3 +65,18 @@ def test_eval_with_the_hf_engine(cli, tiny_model_dir, tmp_path):
     assert len(read_jsonl(out)) == 3 and all(len(t.steps) <= 2 for t in read_jsonl(out))
     unknown = cli("eval", "toolgym/Nope-v0", "--model", str(tiny_model_dir))
     assert unknown.returncode == 2 and "not registered" in unknown.stderr
+
+
+def test_eval_says_how_many_tasks_it_played_and_prints_the_interval(cli, tiny_model_dir, tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    rows = [{"question": f"{a}+1?", "answer": a + 1} for a in range(3)]
+    rows += [{"question": f"{a}*2?", "answer": 2 * a, "split": "eval"} for a in (4, 5)]
+    tasks.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result = cli("eval", "toolgym/Arithmetic-v0", "--model", str(tiny_model_dir), "-n", "5",
+                 "--max-tokens", "8", "--env-arg", f"tasks={tasks}", "--env-arg", "max_turns=1",
+                 "--out", str(tmp_path / "e.jsonl"))  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "holds 2 tasks: playing those 2, not 5" in result.stdout
+    header, row = [line for line in result.stdout.splitlines() if "│" in line][:2]
+    assert "distinct items" in header and "95% interval" in header
+    assert "0.0% to 65.8%" in row  # Wilson's for 0 of 2: two episodes say little

@@ -558,15 +558,20 @@ def rollout_metrics(
     prefix: str, trajectories: list[Trajectory], seconds: float, per_env: list[str],
     full: bool = True,
 ) -> dict[str, float]:  # fmt: skip
-    """`prefix/success`, reward, turns and valid_actions, overall and for each env named in
-    `per_env`; with `full`, the overall masked count and tokens_per_s too."""
+    """`prefix/success` (with its 95% interval, `success_low` and `success_high`, and the
+    distinct `items` played), reward, turns and valid_actions, overall and for each env named
+    in `per_env`; with `full`, the overall masked count and tokens_per_s too."""
     out: dict[str, float] = {}
     for name in ["", *per_env]:
         chosen = [t for t in trajectories if not name or t.env_name == name]
         stats = summarize(chosen, seconds)
         key = f"{prefix}/{name}/" if name else f"{prefix}/"
+        low, high = stats.success_interval
         out |= {
             f"{key}success": stats.success_rate,
+            f"{key}success_low": low,
+            f"{key}success_high": high,
+            f"{key}items": stats.items,
             f"{key}reward": stats.mean_reward,
             f"{key}turns": stats.mean_turns,
             f"{key}valid_actions": stats.valid_action_rate,

@@ -65,6 +65,11 @@ def eval_command(
         draws = tasks.head(split, episodes)
         if not draws:
             raise ConfigError(f"{env_id} has no {split} tasks to evaluate on")
+        if len(draws) < episodes:
+            console.print(
+                f"the {split} split of {env_id} holds {len(draws)} tasks: playing those "
+                f"{len(draws)}, not {episodes}"
+            )
         engine_args: dict[str, Any] = {"model": model}
         if engine_name == "openai":
             if not base_url:
@@ -122,7 +127,9 @@ def eval_command(
     table = Table(title=f"{env_id} · {engine_name} · {model}")
     for column in (
         "episodes",
+        "distinct items",
         "success",
+        "95% interval",
         "mean turns",
         "valid tool calls",
         "tokens / episode",
@@ -130,9 +137,12 @@ def eval_command(
         "tokens/s",
     ):
         table.add_column(column)
+    low, high = stats.success_interval
     table.add_row(
         str(stats.episodes),
+        str(stats.items),
         f"{stats.success_rate:.1%}",
+        f"{low:.1%} to {high:.1%}",
         f"{stats.mean_turns:.2f}",
         f"{stats.valid_action_rate:.1%}",
         f"{stats.generated_tokens / max(stats.episodes, 1):.1f}",

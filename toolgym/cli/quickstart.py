@@ -22,6 +22,7 @@ from typing import Any
 from rich.table import Table
 
 from toolgym.cli.show import console, show_message
+from toolgym.intervals import percent
 
 ENV_ID = "toolgym/Maze-v0"
 ENV_ARGS = {"size": 2, "n_doors": 0, "max_turns": 6, "invalid_action_reward": -0.2}
@@ -93,8 +94,9 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
 
 
 def results_table(before: dict[float, Any], after: dict[float, Any], episodes: int) -> Table:
-    table = Table(title=f"{ENV_ID} {ENV_ARGS}, {episodes} held-out mazes")
-    for column in ("policy", "sampling", "success", "valid tool calls", "mean turns"):
+    table = Table(title=f"{ENV_ID} {ENV_ARGS}, {episodes} held-out episodes")
+    for column in ("policy", "sampling", "success (95% interval)", "distinct mazes",
+                   "valid tool calls", "mean turns"):  # fmt: skip
         table.add_column(column)
     for name, results in (("SFT", before), ("SFT + GiGPO", after)):
         for temperature, r in results.items():
@@ -102,7 +104,8 @@ def results_table(before: dict[float, Any], after: dict[float, Any], episodes: i
             table.add_row(
                 name,
                 sampling,
-                f"{r['eval/success']:.1%}",
+                percent(r["eval/success"], r["eval/success_low"], r["eval/success_high"]),
+                str(r["eval/items"]),
                 f"{r['eval/valid_actions']:.1%}",
                 f"{r['eval/turns']:.2f}",
             )

@@ -1,0 +1,39 @@
+"""Items, as a held-out split must keep them apart: an item is what the policy sees when an
+episode opens, hashed. Two seeds (or tasks) that open alike are one item, so "disjoint by
+seed" is not "held out" where a generator has few distinct items; counting items by what
+the policy sees is what tells them apart (`toolgym check`, bench/held_out_items.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import Any
+
+from toolgym.envs.tasks import TaskSource
+
+
+def opening_item(seen: Any) -> str:
+    """The item of an episode whose opening (observation, messages) is `seen`."""
+    text = json.dumps(seen, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+async def draw_items(
+    env: Any, source: TaskSource, split: str, n: int, until: float | None = None
+) -> list[str]:
+    """The items of the first `n` draws of `split`, reset on `env` (a ToolEnv), stopping
+    early at loop time `until`."""
+    loop, items = asyncio.get_running_loop(), []
+    for draw in source.head(split, n):
+        if until is not None and loop.time() > until:
+            break
+        obs, _ = await env.areset(seed=draw.seed, options={"task": draw.task})
+        items.append(opening_item(obs))
+    return items
+
+
+def shared_share(held: list[str], train: list[str]) -> float:
+    """The share of `held` draws whose item some `train` draw opens as too."""
+    drawn = set(train)
+    return sum(item in drawn for item in held) / len(held) if held else 0.0

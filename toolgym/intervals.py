@@ -1,0 +1,57 @@
+"""95% intervals for the figures a learning claim rests on: a success rate over episodes
+(Wilson's interval, right at 0% and 100% and on few episodes, where the normal one is not), a
+mean over seeds (Student's t), and the difference between two policies played on the same
+items (paired, so the items' own difficulty cancels)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+Z95 = 1.959964
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+       2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+       2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
+"""Student's t, two-sided 95%, for 1 to 30 degrees of freedom (beyond: the normal's)."""
+
+
+def t95(degrees: int) -> float:
+    return T95[degrees - 1] if degrees <= len(T95) else Z95
+
+
+def wilson(successes: int, n: int) -> tuple[float, float]:
+    """The 95% interval of a rate seen as `successes` of `n` (0 to 1 when n is 0)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """The mean of `values` (one per seed, say) and its 95% interval; a single value has no
+    spread to measure, so its interval is unbounded."""
+    if not values:
+        raise ValueError("no values to average")
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, -math.inf, math.inf
+    half = t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def paired_difference(
+    after: Sequence[float], before: Sequence[float]
+) -> tuple[float, float, float]:
+    """The mean of `after[i] - before[i]` over items played by both policies, with its 95%
+    interval."""
+    if len(after) != len(before):
+        raise ValueError(f"{len(after)} outcomes against {len(before)}: pair them by item")
+    return mean_interval([a - b for a, b in zip(after, before, strict=True)])
+
+
+def percent(rate: float, low: float, high: float) -> str:
+    """`12.5% (7.7-19.5)`: a rate and its interval, in percent."""
+    return f"{rate:.1%} ({100 * low:.1f}-{100 * high:.1f})"
