@@ -37,9 +37,8 @@ typecheck:
 docs:
 	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict --quiet
 
-# two workers: the suite waits on servers, browsers and subprocesses as much as it computes
 test: install system-deps lint typecheck docs
-	$(PYTHON) -m pytest -n 2 --dist loadgroup --no-loadscope-reorder
+	$(PYTHON) -m pytest
 
 bench: install system-deps
 	$(PYTHON) bench/env_step.py

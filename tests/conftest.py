@@ -21,39 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 
-# Under xdist's workers (`make test`), each worker's torch (and every CLI run it starts) gets
-# its share of the cores: left alone, each takes them all and the workers' threads fight.
-if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
-    os.environ.setdefault("OMP_NUM_THREADS", str(share))
-    os.environ.setdefault("MKL_NUM_THREADS", str(share))
-
 # TextWorld games are generated into a cache that lives for this session only (and is shared
 # by its CLI runs): no test finds games that an earlier session or the user made.
 os.environ["TOOLGYM_TEXTWORLD_CACHE"] = tempfile.mkdtemp(prefix="toolgym-tw-cache-")
 atexit.register(shutil.rmtree, os.environ["TOOLGYM_TEXTWORLD_CACHE"], True)
-
-
-SHARED_BUILDS = ("recipe_base", "quickstart_run")
-"""Session fixtures that take minutes to build: the tests using one run on one xdist worker,
-which builds it once."""
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups on each worker
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deal the suite to `make test`'s workers (`--dist loadgroup`) a file at a time, except
-    that the files using one of SHARED_BUILDS go together (their Ray clusters, too), and
-    first: they are the longest."""
-    group: dict[Path, str] = {}
-    for item in items:
-        names = item.fixturenames if isinstance(item, pytest.Function) else ()
-        shared = next((f for f in SHARED_BUILDS if f in names), None)
-        if shared or item.path not in group:
-            group[item.path] = shared or group.get(item.path) or item.path.name
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group[item.path]))
-    rank = {name: i for i, name in enumerate(SHARED_BUILDS)}
-    items.sort(key=lambda item: rank.get(group[item.path], len(rank)))
 
 
 def run_cli(
