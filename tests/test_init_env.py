@@ -61,7 +61,8 @@ def test_the_train_your_env_page_at_a_small_scale(tmp_path):
     base, out = tmp_path / "base", tmp_path / "sft"
     steps = [
         ["model", "pretrain", "--out", str(base), "--size", "tiny", "--env",
-         "word_games/WordGames-v0", "--steps", "4", "--seq-len", "128", "--probes", "0"],
+         "word_games/WordGames-v0", "--steps", "4", "--copy-warmup-steps", "0", "--seq-len", "128",
+         "--probes", "0"],
         [*sft[1:sft.index("--model")], "--model", str(base), "--out", str(out),
          *[a for a in sft[sft.index("--out") + 2 :] if a not in ("--episodes", "--epochs")
            and not a.isdigit()], "--episodes", "8", "--epochs", "1"],

@@ -77,6 +77,7 @@ def test_an_env_actor_killed_mid_run_costs_its_episodes_in_flight_and_the_run_go
     while not (metrics.exists() and metrics.read_text().strip() and pool.usage.in_flight[0] > 2):
         assert time.monotonic() < deadline and thread.is_alive()
         time.sleep(0.05)
+    time.sleep(0.5)  # past their acquire (which would move to actor 1), into their steps
     ray.kill(pool.hosts[0], no_restart=False)  # Ray restarts it
     thread.join(timeout=300)
     assert not thread.is_alive() and done, "the run did not finish"
