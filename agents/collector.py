@@ -115,11 +115,12 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float = 0.0) -> Rollo
     steps = [s for t in kept for s in t.steps]
     tokens = sum(t.generated_tokens for t in trajectories)
     n = max(len(kept), 1)
+    successes = sum(t.total_reward > 0 for t in kept)
     return RolloutStats(
         episodes=len(trajectories),
         masked=len(trajectories) - len(kept),
-        success_rate=sum(t.total_reward > 0 for t in kept) / n,
-        successes=sum(t.total_reward > 0 for t in kept),
+        success_rate=successes / n,
+        successes=successes,
         items=len({t.item for t in kept}),
         mean_reward=sum(t.total_reward for t in kept) / n,
         mean_turns=len(steps) / n,

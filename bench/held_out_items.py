@@ -18,7 +18,7 @@ import asyncio
 from pathlib import Path
 
 from toolgym.config import load_config
-from toolgym.envs.held_out import draw_items, shared_share
+from toolgym.envs.held_out import shared_share, split_items
 from toolgym.envs.registration import make
 from toolgym.errors import one_line
 from toolgym.training.config import TrainConfig
@@ -33,9 +33,7 @@ async def measure(config_path: Path, train_draws: int, seconds: float) -> str:
         env = make(ref.env_id, **dict(ref.kwargs))
         until = asyncio.get_running_loop().time() + seconds
         try:
-            source = env.unwrapped.task_source()
-            held = await draw_items(env, source, "eval", config.eval.episodes, until)
-            train = await draw_items(env, source, "train", train_draws, until)
+            train, held = await split_items(env.unwrapped, train_draws, config.eval.episodes, until)
         finally:
             await env.aclose()
         rows.append(

@@ -25,7 +25,7 @@ import gymnasium
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from toolgym.envs.core import INFO_KEYS, Env
-from toolgym.envs.held_out import draw_items, shared_share
+from toolgym.envs.held_out import shared_share, split_items
 from toolgym.envs.spaces import message_problem
 from toolgym.envs.tasks import TaskSource, content_key
 from toolgym.envs.tool_env import ToolEnv
@@ -309,9 +309,7 @@ async def _held_out_items(factory: Callable[[], Any]) -> str | None:
     env = factory()
     until = asyncio.get_running_loop().time() + ITEM_CHECK_S
     try:
-        source = env.task_source()
-        train = await draw_items(env, source, "train", ITEM_DRAWS["train"], until)
-        held = await draw_items(env, source, "eval", ITEM_DRAWS["eval"], until)
+        train, held = await split_items(env, ITEM_DRAWS["train"], ITEM_DRAWS["eval"], until)
     finally:
         await env.aclose()
     shared = shared_share(held, train)

@@ -33,6 +33,16 @@ async def draw_items(
     return items
 
 
+async def split_items(
+    env: Any, train: int, held: int, until: float | None = None
+) -> tuple[list[str], list[str]]:
+    """The items of the first `train` train draws and `held` eval draws of `env`'s tasks;
+    eval first, so a deadline cuts the longer train side, not the measured one."""
+    source = env.task_source()
+    held_items = await draw_items(env, source, "eval", held, until)
+    return await draw_items(env, source, "train", train, until), held_items
+
+
 def shared_share(held: list[str], train: list[str]) -> float:
     """The share of `held` draws whose item some `train` draw opens as too."""
     drawn = set(train)
