@@ -5,6 +5,7 @@ Importing this package registers the built-in envs with toolgym and with Gymnasi
 """
 
 from toolgym.envs.builtin import register_builtin_envs
+from toolgym.envs.content_tasks import ContentTasks
 from toolgym.envs.core import INFO_KEYS, Env, Message, make_info
 from toolgym.envs.pool import EnvBuildError, EnvPool
 from toolgym.envs.ref import EnvRef
@@ -18,6 +19,7 @@ register_builtin_envs()
 
 __all__ = [
     "INFO_KEYS",
+    "ContentTasks",
     "Env",
     "EnvBuildError",
     "EnvPool",

@@ -4,8 +4,8 @@ Checks, in order: the env builds; it is a toolgym Env with spaces; reset and ste
 right shapes with every info key and a hashable state_key; a seeded reset is deterministic;
 its task source has training tasks and keeps eval tasks apart from them, and a reset with a
 task (on an instance that already played) starts exactly as the first reset did; eval draws
-do not open as train draws do (held-out items);
-malformed turns become observations instead of exceptions; tool schemas are valid; each tool
+do not open as train draws do, unless the env says why (held-out items), and a held-out split
+of few items says so; malformed turns become observations instead of exceptions; tool schemas are valid; each tool
 answers odd inputs its schema allows (an empty text, a bound of a number) without raising; scripted
 (or random) episodes end properly; Gymnasium's own `check_env` passes; close is idempotent.
 Later checks are skipped once the env cannot even reset or step.
@@ -46,7 +46,8 @@ ITEM_DRAWS = {"train": 256, "eval": 64}
 ITEM_CHECK_S = 10.0
 """The held-out check stops drawing after this long (envs with a browser reset slowly)."""
 MAX_LEAK = 0.02
-"""The share of eval items that training may also draw before the check warns."""
+"""The share of eval items that training may also draw before the check fails (or, where the
+env says why in `shared_items`, warns)."""
 
 
 class CheckFailed(Exception):
@@ -274,7 +275,7 @@ async def _tasks(factory: Callable[[], Any]) -> str | None:
         if not isinstance(source, TaskSource):
             raise CheckFailed(
                 f"task_source() returned a {type(source).__name__}, not a TaskSource (SeedTasks, "
-                "ListTasks or a subclass, envs/tasks.py)"
+                "ContentTasks, ListTasks or a subclass, envs/tasks.py)"
             )
         train, held = source.head("train", 8), source.head("eval", 8)
         if not train:
@@ -305,22 +306,36 @@ async def _tasks(factory: Callable[[], Any]) -> str | None:
 async def _held_out_items(factory: Callable[[], Any]) -> str | None:
     """Eval items (what the policy sees at reset) that training draws too: where a generator
     has few distinct items, seeds apart are not items apart, and held-out success measures
-    training items."""
+    training items. A held-out split of few items says so: its rates have wide intervals."""
     env = factory()
     until = asyncio.get_running_loop().time() + ITEM_CHECK_S
     try:
-        train, held = await split_items(env, ITEM_DRAWS["train"], ITEM_DRAWS["eval"], until)
+        source = env.task_source()
+        train, held = await split_items(env, ITEM_DRAWS["train"], ITEM_DRAWS["eval"], until, source)
+        held_size = source.size("eval")  # known once a held-out split ran out
     finally:
         await env.aclose()
     shared = shared_share(held, train)
-    if not held or shared <= MAX_LEAK:
-        return None  # no eval tasks at all: the tasks check says so
-    return (
-        f"{shared:.0%} of {len(held)} eval draws ({len(set(held))} distinct items) open "
-        f"exactly as one of {len(train)} train draws ({len(set(train))} distinct items): "
-        "held-out results would measure training items; settings with more distinct items "
-        "(a larger space) or a task list split by content keep them apart"
-    )
+    if held and shared > MAX_LEAK:
+        leak = (
+            f"{shared:.0%} of {len(held)} eval draws ({len(set(held))} distinct items) open "
+            f"exactly as one of {len(train)} train draws ({len(set(train))} distinct items): "
+            "held-out results would measure training items"
+        )
+        declared = type(env.unwrapped).shared_items
+        if declared:
+            return f"{leak} (declared: {declared})"
+        raise CheckFailed(
+            f"{leak}; split the tasks by content (envs/content_tasks.py, or a task list, "
+            "which splits by content), or say why they are shared in the env's `shared_items`"
+        )
+    if held_size is not None and 0 < held_size < ITEM_DRAWS["eval"]:
+        return (
+            f"the eval split holds {held_size} distinct items ({len(set(train))} distinct in "
+            f"{len(train)} train draws): too few for a tight held-out rate; settings with more "
+            "distinct items (a larger space) hold more out"
+        )
+    return None  # no eval tasks at all: the tasks check says so
 
 
 async def _malformed(factory: Callable[[], Any], seed: int) -> str | None:

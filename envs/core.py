@@ -41,7 +41,7 @@ import asyncio
 import random
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import gymnasium
 
@@ -108,6 +108,10 @@ class Env(gymnasium.Env[list[Message], str]):
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012  (Gymnasium's declaration)
     observation_space = MessagesSpace()
     action_space = TextSpace()
+    shared_items: ClassVar[str | None] = None
+    """Why eval episodes may open exactly as train episodes do, where that is by design (a
+    proposer's prompt, the same every episode); None: they must not, and `toolgym check`
+    fails an env whose eval items training also draws."""
 
     _loop: asyncio.AbstractEventLoop | None = None
     _resources: Resources | None = None

@@ -34,11 +34,12 @@ async def draw_items(
 
 
 async def split_items(
-    env: Any, train: int, held: int, until: float | None = None
+    env: Any, train: int, held: int, until: float | None = None, source: TaskSource | None = None
 ) -> tuple[list[str], list[str]]:
-    """The items of the first `train` train draws and `held` eval draws of `env`'s tasks;
-    eval first, so a deadline cuts the longer train side, not the measured one."""
-    source = env.task_source()
+    """The items of the first `train` train draws and `held` eval draws of `env`'s tasks (or
+    of `source`, one of them); eval first, so a deadline cuts the longer train side, not the
+    measured one."""
+    source = source or env.task_source()
     held_items = await draw_items(env, source, "eval", held, until)
     return await draw_items(env, source, "train", train, until), held_items
 

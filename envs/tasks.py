@@ -1,10 +1,13 @@
 """Task sources: the tasks of an env in named splits (train, eval, test) that never share a task.
 
-Two kinds:
-- `SeedTasks`, for envs that generate their tasks from a seed (Maze, Arithmetic's own
-  problems): task i of a split is {"seed": base + i}, each split in its own range of 10^9
-  seeds, so train and eval seeds are disjoint by construction (two seeds may still generate
-  alike tasks where the env has few distinct ones, e.g. tiny mazes).
+Three kinds:
+- `SeedTasks`, for envs that generate their tasks from a seed: task i of a split is
+  {"seed": base + i}, each split in its own range of 10^9 seeds, so train and eval seeds are
+  disjoint by construction; two seeds may still generate alike tasks where the env has few
+  distinct ones, so generators that can name their item use:
+- `ContentTasks` (envs/content_tasks.py), the built-in generators' (Maze, Arithmetic,
+  MathCode, CodeReason): the same seed ranges, each keeping only the seeds whose item (what
+  the seed generates) belongs to that split by a hash of the item.
 - `ListTasks`, for a fixed list (JSONL or Python dicts): splits given explicitly (a mapping
   of split to source, or a "split" field in each task), or else a held-out share chosen by a
   hash of each task's content, so a task and its duplicates land on the same side whatever

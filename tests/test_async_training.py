@@ -54,11 +54,15 @@ def config(model, run_dir, *extra):
 
 
 def test_with_eta_0_async_trains_on_exactly_what_sync_does(tool_calling_model_dir, tmp_path):
-    sync = Recording(config(tool_calling_model_dir, tmp_path / "sync", "steps=3"))
+    """One episode at a time (concurrency 1): a batched decode pads its rows by whichever
+    episodes share the batch, which the two modes' timing decides, and a different padding
+    can flip a sampled token; a batch of one row computes the same numbers in both."""
+    one_at_a_time = "rollout.concurrency=1"
+    sync = Recording(config(tool_calling_model_dir, tmp_path / "sync", "steps=3", one_at_a_time))
     sync_metrics = sync.run()
     eager = Recording(
         config(tool_calling_model_dir, tmp_path / "async", "steps=3", "mode=async",
-               "max_staleness=0")
+               "max_staleness=0", one_at_a_time)
     )  # fmt: skip
     async_metrics = eager.run()
     assert eager.engine.model is not eager.model  # it samples from its own copy

@@ -92,13 +92,27 @@ def test_a_tool_that_raises_on_an_input_its_solver_never_gives_is_found():
     assert "KeyError" in found["odd tool inputs"].message
 
 
-def test_eval_items_that_training_also_draws_are_reported_with_their_counts():
-    """Maze size 2 without doors has 8 layouts: seeds apart are not mazes apart, so its
-    held-out split replays training's mazes. The default size has thousands."""
+def test_eval_items_that_training_also_draws_fail_the_check_with_their_counts():
+    """2x2 mazes without doors are 8 layouts: seeds apart are not mazes apart, so a split by
+    seed replays training's mazes as held-out ones."""
+    f = failure("fixture/SeedSplitMaze-v0")
+    assert f.check == "held-out items"
+    assert "100% of 64 eval draws (" in f.message and "distinct items" in f.message
+    assert "shared_items" in f.message  # how to say why, where it is by design
+
+
+def test_a_declared_reason_turns_shared_items_into_a_warning():
+    found = {f.check: f for f in check_env("fixture/Coin-v0").findings}
+    assert found["held-out items"].status == "warn"
+    assert "(declared: every episode asks the same question" in found["held-out items"].message
+
+
+def test_a_space_too_small_to_hold_out_says_how_few_it_holds():
+    """Maze splits by the maze itself: 2x2 mazes leave only a few for eval, and it says so."""
     small = {
         f.check: f for f in check_env("toolgym/Maze-v0", kwargs={"size": 2, "n_doors": 0}).findings
     }
     assert small["held-out items"].status == "warn"
-    assert "100% of 64 eval draws (8 distinct items)" in small["held-out items"].message
+    assert "the eval split holds " in small["held-out items"].message
     default = {f.check: f for f in check_env("toolgym/Maze-v0").findings}
     assert default["held-out items"].status == "pass"

@@ -11,6 +11,7 @@ import toolgym
 from toolgym.envs.maze import game
 from toolgym.envs.maze.layout import DIRECTIONS, generate
 from toolgym.envs.maze.solver import solve
+from toolgym.errors import ConfigError
 
 
 def play(env, actions):
@@ -138,3 +139,30 @@ def test_reset_without_seed_draws_new_mazes_reproducibly():
     env.reset(seed=7)
     env.reset()
     assert env.layout == a
+
+
+def test_any_goal_makes_walks_of_every_length_and_many_small_mazes():
+    """far_goal=False: the goal is any cell but the start, so 3x3 mazes are ~1,000 distinct
+    (against 140 with the farthest goal), enough to hold a hundred out."""
+    far = {generate(s, 3, 0).render(generate(s, 3, 0).start) for s in range(3000)}
+    anywhere = [generate(s, 3, 0, far_goal=False) for s in range(3000)]
+    assert len(far) <= 140 < 800 < len({m.render(m.start) for m in anywhere})
+    lengths = {len(solve(m, game.initial_state(m))) for m in anywhere}
+    assert {1, 2, 3, 4} <= lengths
+    assert generate(7, 4, 1) == generate(7, 4, 1, far_goal=True)  # the default is unchanged
+
+
+def test_a_slipping_solver_makes_one_wrong_move_then_walks_back():
+    env = toolgym.make("toolgym/Maze-v0", size=4, n_doors=0, solver_slips=1.0)
+    for seed in range(5):
+        env.reset(seed=seed)
+        optimal, turns, wrong = len(env.solution()), 0, 0
+        while True:
+            before = len(env.solution())
+            *_, terminated, truncated, _ = env.step(env.scripted_action())
+            turns, wrong = turns + 1, wrong + (len(env.solution()) >= before and not terminated)
+            if terminated or truncated:
+                break
+        assert terminated and wrong == 1 and turns in (optimal + 1, optimal + 2)
+    with pytest.raises(ConfigError, match="solver_slips 2"):
+        toolgym.make("toolgym/Maze-v0", solver_slips=2)

@@ -14,7 +14,7 @@ from conftest import free_port
 from toolgym.agents.engines import EngineError, SamplingParams
 from toolgym.agents.engines.openai_http import OpenAIEngine
 from toolgym.agents.trajectory import read_jsonl
-from toolgym.envs import SeedTasks
+from toolgym.envs.maze import MazeEnv
 
 
 def test_token_ids_and_logprobs_over_http_match_a_local_forward_pass(
@@ -145,8 +145,9 @@ def test_eval_over_http_then_show_the_trajectories(
     )
     trajectories = read_jsonl(out)
     assert len(trajectories) == 6 and all(not t.masked and len(t.steps) >= 1 for t in trajectories)
-    # The eval split's first six tasks: generated mazes whose seeds training never draws.
-    assert {t.seed for t in trajectories} == {SeedTasks.SPAN + i for i in range(6)}
+    # The eval split's first six tasks: generated mazes training never draws.
+    eval_seeds = {d.seed for d in MazeEnv().task_source().head("eval", 6)}
+    assert {t.seed for t in trajectories} == eval_seeds
     shown = cli("rollouts", "show", str(out), "--index", "2")
     assert shown.returncode == 0
     assert (

@@ -1,19 +1,17 @@
-"""The README's main job as CI runs it: a tiny model's SFT policy must get much better under
-GiGPO on the same held-out mazes (fixed seeds).
+"""The README's main job as CI runs it: on held-out 3x3 mazes that training never drew (the env
+splits its mazes by content), GiGPO must make the SFT policy's sampled tool calls valid, and
+the run must report success with its interval on the held-out and the 4x4 transfer mazes.
 
+Measured (toolgym quickstart, seeds 0, 1 and 2; 91 held-out 3x3 mazes, temperature 1):
+SFT -> SFT + 40 GiGPO steps
+- valid tool calls: 75.7% -> 95.8%, 89.4% -> 97.5%, 89.5% -> 97.3% (+20.1, +8.1, +7.8 points);
+  asserted: +5 points;
+- success: 14.3% -> 15.4%, 16.5% -> 11.0%, 12.1% -> 17.6% (+1.1, -5.5, +5.5 points; greedy
+  19.8% -> 7.7%, 15.4% -> 3.3%, 19.8% -> 14.3%): no lift at this scale, where the tiny model
+  does not learn to read a maze it has not seen (docs/getting-started.md), so none is
+  asserted.
 The SFT stage is deterministic on a given machine; the RL stage is not bit-reproducible
-(batched decoding pads rows differently from run to run, which can flip a sample and then the
-run), so the margins sit under the least that was measured. On the eval split (seeds from
-10^9, disjoint from training; 128 held-out mazes) the SFT policy scores 31.2% sampled, 56.2%
-greedy, 54.1% valid tool calls, reward -0.14. Two runs of the recipe (8 SFT epochs, 4
-mini-batches a step) measured:
-- success at temperature 1 (the policy RL trains): 72.7% and 67.2% (+41.5, +36.0 points);
-  on the earlier eval seeds, +36.7, +32.0 and +36.7; asserted: +20 points (128 episodes give
-  a standard error of about 4 points);
-- valid tool calls at temperature 1: +0.156 and +0.090 (earlier seeds: +0.36, +0.36, +0.18);
-  asserted: +0.05;
-- mean reward at temperature 1: -0.14 -> 0.51 and 0.39 (+0.65, +0.54); asserted: +0.4;
-- greedy success: 56.2% -> 100% in the run that measured it; asserted: not worse.
+(batched decoding pads rows differently from run to run).
 """
 
 from __future__ import annotations
@@ -22,26 +20,36 @@ import json
 
 import pytest
 
+from toolgym.cli.quickstart import ENV_ARGS, EVAL_EPISODES
+from toolgym.envs.maze import MazeEnv
+
 pytestmark = pytest.mark.timeout(1500)
 
+MARGIN_VALID = 0.05
+STEPS, TASKS_PER_STEP = 40, 16
 
-def test_quickstart_improves_on_its_sft_start(quickstart_run):
+
+def test_quickstart_trains_on_mazes_it_is_not_evaluated_on(quickstart_run):
     out, result = quickstart_run
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "SFT + GiGPO" in result.stdout
+    assert "SFT + GiGPO" in result.stdout and "4x4 transfer" in result.stdout
     results = json.loads((out / "results.json").read_text())
     before, after = results["before_rl"]["1.0"], results["after_rl"]["1.0"]
-    assert after["eval/success"] >= before["eval/success"] + 0.2, (before, after)
-    assert after["eval/valid_actions"] >= before["eval/valid_actions"] + 0.05, (before, after)
-    assert after["eval/reward"] >= before["eval/reward"] + 0.4, (before, after)
-    greedy_before, greedy_after = results["before_rl"]["0.0"], results["after_rl"]["0.0"]
-    assert greedy_after["eval/success"] >= greedy_before["eval/success"], (
-        greedy_before,
-        greedy_after,
-    )
+    assert after["eval/valid_actions"] >= before["eval/valid_actions"] + MARGIN_VALID
+    for policy in (before, after, results["before_rl"]["0.0"], results["after_rl"]["0.0"]):
+        for key in ("eval/", "eval/4x4/"):
+            assert policy[f"{key}items"] == EVAL_EPISODES  # distinct mazes, each played once
+            low, rate, high = (policy[f"{key}success{s}"] for s in ("_low", "", "_high"))
+            assert 0 <= low <= rate <= high <= 1 and high - low < 0.3
+    # the held-out mazes are none of those training drew, by what the policy sees
+    env = MazeEnv(**ENV_ARGS)
+    source = env.task_source()
+    trained = {source.item_of(d.seed) for d in source.head("train", STEPS * TASKS_PER_STEP)}
+    held = {source.item_of(d.seed) for d in source.head("eval", EVAL_EPISODES)}
+    assert len(held) == EVAL_EPISODES and not trained & held
     assert (out / "curves.png").stat().st_size > 5000
     assert (out / "rl" / "policy" / "config.json").is_file()
     # saved with the settings it was trained with, so `toolgym eval --model` plays it alike
     settings = json.loads((out / "rl" / "policy" / "toolgym_env.json").read_text())
     assert settings["env_id"] == "toolgym/Maze-v0" and settings["tool_schemas"] is False
-    assert settings["env_kwargs"]["size"] == 2
+    assert settings["env_kwargs"]["size"] == 3 and settings["env_kwargs"]["far_goal"] is False

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.conftest import FIXTURES, ROOT
+from toolgym.cli.quickstart import ENV_ARGS
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
 from toolgym.training.trainer import Trainer
@@ -19,7 +20,7 @@ ray = pytest.importorskip("ray", reason="Ray is the dist extra; `make install` i
 from toolgym.agents.ray_envs import RayEnvPool, RayRuntime  # noqa: E402
 
 RECIPE = ROOT / "configs" / "maze_gigpo.yaml"
-MAZE = {"size": 2, "n_doors": 0, "max_turns": 6, "invalid_action_reward": -0.2}
+MAZE = ENV_ARGS  # the quickstart's mazes, which its SFT policy plays
 SETTINGS = ["rollout.tasks_per_step=8", "optim.minibatches=2", "optim.micro_batch_size=8",
             "eval.episodes=8", "tensorboard=false"]  # fmt: skip
 

@@ -29,7 +29,7 @@ from toolgym.training.rewards import SOURCES
 from toolgym.training.trainer import Trainer
 
 SMALL = [
-    "env.kwargs={size: 2, max_turns: 4}",
+    "env.kwargs={size: 3, max_turns: 4}",  # 3x3: its eval split holds a dozen mazes
     "rollout.tasks_per_step=2",
     "rollout.rollouts_per_task=3",
     "rollout.max_tokens=16",
@@ -617,6 +617,26 @@ def test_evaluation_before_the_first_update_is_logged_as_step_minus_1(
     assert [m["step"] for m in metrics] == [-1, 0]
     assert "eval/success" in metrics[0] and "train/loss" not in metrics[0]
     assert metrics[0]["env_steps"] == 0 and "train/loss" in metrics[1]
+
+
+def test_transfer_sets_are_evaluated_beside_the_held_out_split(tool_calling_model_dir, tmp_path):
+    """eval.sets: a larger maze than training's, played at each evaluation and logged apart,
+    so the held-out figure stays the training settings' own."""
+    played = []
+    sets = "eval.sets=[{name: larger, id: toolgym/Maze-v0, kwargs: {size: 5, max_turns: 2}}]"
+    config = load_config(
+        TrainConfig, None,
+        [f"model={tool_calling_model_dir}", f"run_dir={tmp_path}", "steps=1", "tensorboard=false",
+         "eval.at_start=true", *SMALL, sets],
+    )  # fmt: skip
+    metrics = Trainer(config).run(on_episode=played.append)
+    for record in metrics:
+        assert record["eval/items"] <= 4 and record["eval/larger/items"] == 4
+        assert 0 <= record["eval/larger/success_low"] <= record["eval/larger/success_high"] <= 1
+    larger = [t for t in played if t.env_name == "larger"]
+    assert len(larger) == 8 and all("#" * 11 in t.messages[1]["content"] for t in larger)
+    with pytest.raises(ConfigError, match="eval.sets: the set of toolgym/Maze-v0 needs a `name`"):
+        load_config(TrainConfig, None, ["model=x", "eval.sets=[{id: toolgym/Maze-v0}]"])
 
 
 def test_a_fine_tuned_models_env_settings_fill_what_the_config_leaves_unset(tmp_path, capsys):

@@ -240,6 +240,10 @@ class EvalSection(ConfigModel):
     at_start: bool = False
     """Also evaluate before the first update (logged as step -1): the baseline the run's
     evaluations compare with."""
+    sets: list[EnvSection] = Field(default_factory=list)
+    """Transfer sets, played at every evaluation beside the run's own held-out split: each
+    an env (id, kwargs, and a `name` its metrics are logged under, eval/NAME/success) whose
+    eval split differs from what training draws, e.g. a larger maze or unseen values."""
 
 
 class SelfPlaySection(ConfigModel):
@@ -367,6 +371,14 @@ class TrainConfig(ConfigModel):
                 f"envs: two entries are both called {sorted(n for n in labels if labels.count(n) > 1)[0]!r}; "
                 "give each a distinct `name`"
             )
+        taken = set(labels)
+        for entry in self.eval.sets:
+            if entry.name is None or entry.name in taken:
+                raise ConfigError(
+                    f"eval.sets: the set of {entry.id} needs a `name` of its own (its metrics "
+                    f"are eval/NAME/...; taken: {', '.join(sorted(taken))})"
+                )
+            taken.add(entry.name)
         components = [r.label for r in self.rewards]
         if len(set(components)) != len(components):
             raise ConfigError(f"rewards: give each source a distinct `name` (got {components})")

@@ -119,6 +119,18 @@ class Trainer:
         # the run here with its reason (and the instance serves the first episode)
         try:
             self.tasks = {e.label: self._task_source(e) for e in config.mixture}
+            self.set_tasks = {s.label: self._task_source(s) for s in config.eval.sets}
+            for name, tasks in {**self.tasks, **self.set_tasks}.items():
+                held = len(tasks.head("eval", config.eval.episodes))
+                if held < config.eval.episodes:
+                    log.warning(
+                        "the eval split of %s holds %d tasks: evaluating on those %d, "
+                        "not eval.episodes=%d",
+                        name,
+                        held,
+                        held,
+                        config.eval.episodes,
+                    )
         except BaseException:
             self.runtime.close()
             raise
@@ -339,11 +351,14 @@ class Trainer:
 
     # ----- phases ------------------------------------------------------------------------------
     def eval_requests(self) -> list[GroupRequest]:
-        """The first eval.episodes tasks of each env's eval split, one rollout each."""
+        """The first eval.episodes tasks of each env's eval split, then of each transfer
+        set's (eval.sets), one rollout each."""
+        episodes = self.config.eval.episodes
         return [
             GroupRequest(e.ref, draw, 1, e.role)
-            for e in self.config.mixture
-            for draw in self.tasks[e.label].head("eval", self.config.eval.episodes)
+            for e, tasks in [(e, self.tasks[e.label]) for e in self.config.mixture]
+            + [(s, self.set_tasks[s.label]) for s in self.config.eval.sets]
+            for draw in tasks.head("eval", episodes)
         ]
 
     def collect(
@@ -462,9 +477,14 @@ class Trainer:
         temperature = self.config.eval.temperature if temperature is None else temperature
         start = time.perf_counter()
         groups = self.collect(self.eval_requests(), temperature=temperature, sampling_seed=0)
-        everything = [t for g in groups for t in g.trajectories]
-        require_unmasked(everything, f"evaluation after step {self.step}")
-        metrics = rollout_metrics("eval", everything, 0.0, self.per_env, full=False)
+        played = [t for g in groups for t in g.trajectories]
+        held_out = [t for t in played if t.env_name not in self.set_tasks]
+        require_unmasked(held_out, f"evaluation after step {self.step}")
+        metrics = rollout_metrics("eval", held_out, 0.0, self.per_env, full=False)
+        for name in self.set_tasks:
+            transfer = [t for t in played if t.env_name == name]
+            require_unmasked(transfer, f"transfer set {name}'s evaluation after step {self.step}")
+            metrics |= rollout_metrics(f"eval/{name}", transfer, 0.0, [], full=False)
         return metrics | {"time/eval_s": time.perf_counter() - start}
 
     # ----- bookkeeping ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ state_key: a hash of the latest observation (the default), so trajectories that 
     calculator the same thing share a state.
 Arguments: tasks (JSONL path or list of {"question", "answer"} dicts, split as in
     `ListTasks.load`, or "reasoning_gym:<dataset>": graded by the dataset's scorer; default:
-    generated from seeds, `SeedTasks`), n_operands, max_turns, plus
+    generated from seeds, `ContentTasks`, split by the question), n_operands, max_turns, plus
     ToolEnv's. `reset(options={"task": {...}})` plays one given task ({"seed": s}: the
     problem generated from s).
 Versions: v0, first release.
@@ -26,8 +26,9 @@ import numpy as np
 
 from toolgym.envs import client_tasks
 from toolgym.envs.arithmetic.calculator import evaluate
+from toolgym.envs.content_tasks import ContentTasks
 from toolgym.envs.task_loading import GradesAnswers, load_tasks, source_grade
-from toolgym.envs.tasks import SeedTasks, TaskSource, needs_keys
+from toolgym.envs.tasks import TaskSource, needs_keys
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.tools.records import ToolCall
 from toolgym.tools.tool import ToolCallError, tool
@@ -70,7 +71,7 @@ class ArithmeticEnv(ToolEnv):
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         given = (options or {}).get("task")
         if given is not None and set(given) == {"seed"} and isinstance(given["seed"], int):
-            task = generate_task(given["seed"], self.n_operands)  # a generated task (SeedTasks)
+            task = generate_task(given["seed"], self.n_operands)  # a generated task (ContentTasks)
         elif given is not None:
             task = dict(given)
         elif self.tasks is not None:  # no task given: the seed picks a training task
@@ -83,7 +84,11 @@ class ArithmeticEnv(ToolEnv):
         return [{"role": "user", "content": task["question"]}]
 
     def task_source(self) -> TaskSource:
-        return self.tasks if self.tasks is not None else SeedTasks()
+        return (
+            self.tasks
+            if self.tasks is not None
+            else ContentTasks.of_generator(lambda seed: generate_task(seed, self.n_operands))
+        )
 
     def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
         """A question and its number; none when the env's own tasks are graded by their

@@ -12,7 +12,7 @@ state_key: a hash of the latest observation (the default): trajectories whose co
 Infrastructure: a sandbox that cannot start or dies under a call flags the step
     `infra_error` (masked from training), never reward 0.
 Arguments: tasks (JSONL path or list of {"question", "answer"}, or "reasoning_gym:<dataset>":
-    graded by the dataset's scorer; default: generated problems, `SeedTasks`), max_turns, format_reward, solver_slips (the share of episodes in which the
+    graded by the dataset's scorer; default: generated problems, `ContentTasks`, split by the problem), max_turns, format_reward, solver_slips (the share of episodes in which the
     scripted solver miscopies one digit into its code: a weaker demonstrator, whose SFT
     student RL can then surpass), the sandbox's backend, pool_size, timeout_s and
     memory_mb, plus ToolEnv's.
@@ -31,8 +31,9 @@ from typing import Any
 from toolgym.envs import client_tasks
 from toolgym.envs.code.math_problems import generate_problem
 from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig, UsesSandbox
+from toolgym.envs.content_tasks import ContentTasks
 from toolgym.envs.task_loading import GradesAnswers, load_tasks, source_grade
-from toolgym.envs.tasks import SeedTasks, TaskSource, choose_task, needs_keys
+from toolgym.envs.tasks import TaskSource, choose_task, needs_keys
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.parsers import XmlTagParser
@@ -92,7 +93,7 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
         return [{"role": "user", "content": task["question"]}]
 
     def task_source(self) -> TaskSource:
-        return self.tasks if self.tasks is not None else SeedTasks()
+        return self.tasks if self.tasks is not None else ContentTasks.of_generator(generate_problem)
 
     def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
         """A question and its numeric answer; none when the env's own tasks are graded by

@@ -15,7 +15,7 @@ Infrastructure: a sandbox that cannot start or dies flags the step `infra_error`
 Arguments: tasks (JSONL path or list of {kind, program, inputs, outputs}: one pair for
     deduction and abduction; for induction the first `shown` pairs are shown and the rest
     held out; default: generated programs from programs.py's templates, kinds in turn,
-    `SeedTasks`), kinds (which kinds the generated tasks take), shown (induction pairs shown,
+    `ContentTasks`, split by the task), kinds (which kinds the generated tasks take), shown (induction pairs shown,
     default 2, of 4), max_turns, and the sandbox's backend, pool_size, timeout_s, memory_mb,
     plus ToolEnv's.
 Versions: v0, first release.
@@ -36,7 +36,8 @@ from toolgym.envs.code.programs import (
     static_problem,
 )
 from toolgym.envs.code.sandbox_access import SandboxConfig, UsesSandbox
-from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task
+from toolgym.envs.content_tasks import ContentTasks
+from toolgym.envs.tasks import ListTasks, TaskSource, choose_task
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.parsers import XmlTagParser
@@ -80,7 +81,7 @@ class CodeReasonEnv(UsesSandbox, ToolEnv):
         self.score: float | None = None
 
     def task_source(self) -> TaskSource:
-        return self.tasks if self.tasks is not None else SeedTasks()
+        return self.tasks if self.tasks is not None else ContentTasks(self.opening_item)
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
@@ -96,6 +97,12 @@ class CodeReasonEnv(UsesSandbox, ToolEnv):
         """Induction pairs shown: the task's own count (a proposal's), else the env's."""
         shown = task.get("shown")
         return shown if isinstance(shown, int) and 1 <= shown < len(task["inputs"]) else self.shown
+
+    def opening_item(self, seed: int) -> str:
+        """What identifies generated task `seed`: its prompt (tasks that differ only in the
+        pairs it does not show open alike)."""
+        task = self._generate(seed)
+        return prompt(task, self.shown_of(task))
 
     def _generate(self, seed: int) -> dict[str, Any]:
         return generated_task(seed, self.kinds)

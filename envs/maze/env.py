@@ -9,10 +9,15 @@ Reward: 1.0 when you reach the goal, else 0 (sparse).
 Episode end: terminated at the goal; truncated after `max_turns` turns.
 state_key: position and inventory (keys held, keys taken, doors opened), so the same state
     recurs across the trajectories of a group and within one (GiGPO's anchor states).
-Arguments: size (cells per side), n_doors, max_turns, hints, show_map (repeat the map in every
-    tool result), plus ToolEnv's (parser, max_calls_per_turn=1, ...).
-Tasks: generated from seeds (`SeedTasks`): reset(options={"task": {"seed": s}}) or
-    reset(seed=s) plays maze s.
+Arguments: size (cells per side), n_doors, far_goal (the goal is a cell farthest from the
+    start; False: any other cell, so walks of every length), max_turns, hints, show_map (repeat
+    the map in every tool result), solver_slips (the share of episodes in which the scripted
+    solver makes one wrong move at a random step: a weaker demonstrator, whose SFT student RL
+    can then surpass), plus ToolEnv's (parser, max_calls_per_turn=1, ...).
+Tasks: generated from seeds, split by the maze itself (`ContentTasks`: a maze's opening map
+    belongs to one split whatever seed made it): reset(options={"task": {"seed": s}}) or
+    reset(seed=s) plays maze s. Small settings (size 2 or 3 without doors) make too few
+    distinct mazes to hold many out: their eval split says how few it holds.
 Versions: v0, first release.
 """
 
@@ -22,10 +27,13 @@ import random
 from collections.abc import Hashable
 from typing import Any, Literal
 
+from toolgym.envs.content_tasks import ContentTasks
 from toolgym.envs.maze import game
 from toolgym.envs.maze.layout import DIRECTIONS, MazeLayout, generate
 from toolgym.envs.maze.solver import solve
+from toolgym.envs.tasks import TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
+from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
 from toolgym.tools.tool import tool
 
@@ -42,14 +50,21 @@ class MazeEnv(ToolEnv):
         self,
         size: int = 4,
         n_doors: int = 1,
+        far_goal: bool = True,
         max_turns: int = 40,
         hints: bool = True,
         show_map: bool = False,
+        solver_slips: float = 0.0,
         max_calls_per_turn: int | None = 1,
         **kwargs: Any,
     ) -> None:
         super().__init__(max_turns=max_turns, max_calls_per_turn=max_calls_per_turn, **kwargs)
-        self.size, self.n_doors, self.hints, self.show_map = size, n_doors, hints, show_map
+        if not 0.0 <= solver_slips <= 1.0:
+            raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
+        self.size, self.n_doors, self.far_goal = size, n_doors, far_goal
+        self.hints, self.show_map, self.solver_slips = hints, show_map, solver_slips
+        self.maze_seed = 0
+        self.slip_turn: int | None = None
         self.layout: MazeLayout | None = None
         self.state = game.MazeState((0, 0))
 
@@ -58,9 +73,21 @@ class MazeEnv(ToolEnv):
         maze_seed = task.get("seed", seed)  # tasks are seeds (SeedTasks)
         if maze_seed is None:
             maze_seed = int(self.np_random.integers(2**31))
-        self.layout = generate(maze_seed, self.size, self.n_doors)
+        self.layout = generate(maze_seed, self.size, self.n_doors, self.far_goal)
         self.state = game.initial_state(self.layout)
+        self.maze_seed = maze_seed
+        chooser = random.Random(f"slip-{maze_seed}")
+        slipped = chooser.random() < self.solver_slips
+        self.slip_turn = chooser.randrange(len(self.solution())) if slipped else None
         return [{"role": "user", "content": f"Map:\n{self._map()}\n{self._view()}"}]
+
+    def task_source(self) -> TaskSource:
+        return ContentTasks(self.maze_item)
+
+    def maze_item(self, seed: int) -> str:
+        """What identifies maze `seed`: its opening map (walls, doors, keys, start, goal)."""
+        layout = generate(seed, self.size, self.n_doors, self.far_goal)
+        return layout.render(layout.start)
 
     @tool
     async def move(self, direction: Direction) -> str:
@@ -99,6 +126,10 @@ class MazeEnv(ToolEnv):
         return solve(self._layout(), self.state)
 
     def scripted_action(self) -> str | None:
+        """The solver's next call; in a slipped episode (`solver_slips`), a wrong move at one
+        step, which the solver then walks back from."""
+        if self.slip_turn is not None and self.turn == self.slip_turn:
+            return self.mistake_action(random.Random(f"detour-{self.maze_seed}"))
         return self.parser.render(self.solution()[:1])
 
     def mistake_action(self, rng: random.Random) -> str | None:

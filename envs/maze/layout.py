@@ -66,16 +66,19 @@ class MazeLayout:
         return "\n".join("".join(row) for row in grid)
 
 
-def generate(seed: int, size: int = 4, n_doors: int = 1) -> MazeLayout:
-    """The layout for `seed`: the same seed and arguments always give the same maze."""
+def generate(seed: int, size: int = 4, n_doors: int = 1, far_goal: bool = True) -> MazeLayout:
+    """The layout for `seed`: the same seed and arguments always give the same maze. The goal
+    is a cell farthest from the start, or with `far_goal=False` any other cell (walks of every
+    length, and many more distinct mazes of a small size)."""
     if size < 2:
         raise ValueError(f"maze size must be at least 2, got {size}")
     rng = np.random.default_rng(seed)
     passages = _carve(rng, size)
     start = (int(rng.integers(size)), int(rng.integers(size)))
     distances = _distances(passages, start)
-    farthest = sorted(c for c, d in distances.items() if d == max(distances.values()))
-    goal = farthest[int(rng.integers(len(farthest)))]
+    farthest = max(distances.values()) if far_goal else None
+    goals = sorted(c for c, d in distances.items() if d == farthest or (not far_goal and d))
+    goal = goals[int(rng.integers(len(goals)))]
     path = _path(passages, start, goal)
     n_doors = min(n_doors, len(path) - 1)
     door_steps = (

@@ -39,6 +39,11 @@ class ProposeSearchEnv(SearchEnv):
         "question with propose. The question must not contain the answer."
     )
     answer = None  # a proposer proposes; it does not answer
+    shared_items = (
+        "a proposer writes questions for training answers only, whatever split it is drawn "
+        "from, so that no held-out answer reaches training through a proposal; the solver's "
+        "held-out questions are what a run evaluates"
+    )
 
     def __init__(self, evidence: int = 4, evidence_chars: int = 400, **kwargs: Any) -> None:
         super().__init__(**kwargs)

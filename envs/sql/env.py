@@ -19,7 +19,8 @@ Safety: databases are read-only (backends/); a query that tries to write gets a 
 Infrastructure: a database that cannot answer flags the step `infra_error` (masked from
     training), never reward 0. A query's own error (syntax, budget, write) is the policy's.
 Arguments: tasks (JSONL path or list of {db_id, question, gold_sql, evidence?}; default: the
-    generated questions over the generated databases: questions.py), db_ids and templates
+    generated questions over the generated databases, questions.py, split by the question:
+    `ContentTasks`), db_ids and templates
     (which generated databases and question templates), backend ("sqlite" or "postgres"),
     databases (a folder of SQLite files), dsn (PostgreSQL), pool_size, timeout_s, max_rows_shown,
     max_chars, sample_rows (0: the CREATE statements alone), unordered ("multiset" or "set":
@@ -32,12 +33,14 @@ Versions: v0, first release.
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from toolgym.envs import client_tasks
+from toolgym.envs.content_tasks import ContentTasks
 from toolgym.envs.needs import Need
 from toolgym.envs.sql.access import Databases, SQLConfig, ensure_generated
 from toolgym.envs.sql.grading import MODES, compare, gold_mode, normalize
@@ -45,7 +48,7 @@ from toolgym.envs.sql.questions import check_templates, generate_question
 from toolgym.envs.sql.results import QueryError, QueryLimits, QueryResult
 from toolgym.envs.sql.slips import slip
 from toolgym.envs.sql.table import format_table
-from toolgym.envs.tasks import ListTasks, SeedTasks, TaskSource, choose_task, needs_keys
+from toolgym.envs.tasks import ListTasks, TaskSource, choose_task, needs_keys
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError, did_you_mean
 from toolgym.tools.parsers import XmlTagParser
@@ -129,7 +132,7 @@ class SQLEnv(ToolEnv):
         self.seen: list[str] = []
 
     def task_source(self) -> TaskSource:
-        return self.tasks if self.tasks is not None else SeedTasks()
+        return self.tasks if self.tasks is not None else ContentTasks(self.question_item)
 
     def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
         """A question about one of the env's databases (by its plain name) and its gold
@@ -253,6 +256,14 @@ class SQLEnv(ToolEnv):
             self.limits,
         )
         return format_table(sample, self.sample_rows, self.max_chars)
+
+    def question_item(self, seed: int) -> str:
+        """What identifies generated question `seed`: its domain's schema and its text. The
+        databases of one domain (shop_0, shop_1) share their CREATE statements, so the same
+        question on either opens alike and is one item."""
+        task = self._generate(seed)
+        domain = str(task["db_id"]).rpartition("_")[0] or task["db_id"]
+        return json.dumps([domain, task["question"], task.get("evidence")])
 
     def _generate(self, seed: int) -> dict[str, Any]:
         return generate_question(seed, self.db_ids, self.templates).task()

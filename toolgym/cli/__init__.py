@@ -156,7 +156,7 @@ def quickstart(
     steps: Annotated[int, typer.Option(help="GiGPO steps.")] = 40,
     seed: Annotated[int, typer.Option(help="Seeds the model, the data and the sampling.")] = 0,
 ) -> None:
-    """The main job: a tiny model learns Maze on CPU (SFT warm start, then GiGPO), before and after."""
+    """The main job: a tiny model trains on Maze on CPU (SFT, then GiGPO), scored on held-out mazes."""
     from toolgym.cli.quickstart import quickstart_command
 
     raise typer.Exit(quickstart_command(out, steps, seed))

@@ -1,13 +1,17 @@
-"""`toolgym quickstart`, the README's main job: a tiny model learns Maze on CPU, end to end.
+"""`toolgym quickstart`, the README's main job: a tiny model trains on Maze on CPU, end to end.
 
     init  a tiny model with a tokenizer trained here (nothing is downloaded)
-    sft   imitate the scripted solver on 300 mazes for 8 epochs: the tool-call format, and
-          moves that are right when decoded greedily but often wrong or malformed when sampled
-          (the SFT policy never saw its own mistakes)
+    sft   imitate the scripted solver on 300 3x3 mazes for 8 epochs: the tool-call format,
+          and moves that are often wrong or malformed when sampled (the SFT policy never saw
+          its own mistakes)
     rl    GiGPO from the SFT policy, 16 mazes x 4 rollouts per step in 4 mini-batches (four
           clipped updates per batch), a format term of -0.2 per malformed turn
-    eval  the SFT and RL policies on the same 128 held-out mazes, sampled at the training
-          temperature and greedy
+    eval  the SFT and RL policies on the same held-out mazes (3x3 mazes training never drew:
+          the env splits its mazes by content), sampled at the training temperature and
+          greedy, and on larger 4x4 mazes neither ever saw (a transfer set)
+
+3x3 mazes whose goal is any cell are about a thousand distinct mazes, a tenth of them held
+out; the 2x2 mazes of earlier versions were 8, so "held-out" mazes were training's.
 
 Writes OUT/base, OUT/sft, OUT/rl (metrics.jsonl, TensorBoard, policy/), OUT/curves.png and
 OUT/results.json (the table's numbers, keyed by sampling temperature).
@@ -25,7 +29,13 @@ from toolgym.cli.show import console, show_message
 from toolgym.intervals import percent
 
 ENV_ID = "toolgym/Maze-v0"
-ENV_ARGS = {"size": 2, "n_doors": 0, "max_turns": 6, "invalid_action_reward": -0.2}
+ENV_ARGS = {
+    "size": 3, "n_doors": 0, "far_goal": False, "max_turns": 6, "invalid_action_reward": -0.2
+}  # fmt: skip
+TRANSFER = {"name": "4x4", "id": ENV_ID, "kwargs": {**ENV_ARGS, "size": 4}}
+"""Larger mazes than any the policy trained on, evaluated beside the held-out 3x3 ones."""
+EVAL_EPISODES = 91
+"""The held-out 3x3 mazes: all of the eval split's (its tenth of the distinct mazes)."""
 RECIPE = [
     "rollout.tasks_per_step=16",
     "rollout.rollouts_per_task=4",
@@ -35,8 +45,9 @@ RECIPE = [
     "optim.micro_batch_size=16",
     "optim.minibatches=4",
     "eval.every_steps=10",
-    "eval.episodes=128",
+    f"eval.episodes={EVAL_EPISODES}",
     "eval.temperature=1.0",
+    f"eval.sets=[{json.dumps(TRANSFER)}]",
 ]
 EVAL_TEMPERATURES = (1.0, 0.0)
 
@@ -53,7 +64,7 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     console.rule("1/4 a tiny model")
     base = init_model(out / "base", size="tiny", seed=seed)
     console.rule("2/4 supervised warm start on scripted demonstrations")
-    env_args = [f"{k}={v}" for k, v in ENV_ARGS.items()]
+    env_args = [f"{k}={json.dumps(v)}" for k, v in ENV_ARGS.items()]
     sft_command(
         ENV_ID, base, out / "sft", episodes=300, epochs=8, lr=3e-3, batch_size=16, seed=seed,
         env_args=env_args, tool_schemas=False,
@@ -94,21 +105,25 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
 
 
 def results_table(before: dict[float, Any], after: dict[float, Any], episodes: int) -> Table:
-    table = Table(title=f"{ENV_ID} {ENV_ARGS}, {episodes} held-out episodes")
-    for column in ("policy", "sampling", "success (95% interval)", "distinct mazes",
+    table = Table(title=f"{ENV_ID} {ENV_ARGS}, up to {episodes} mazes of each kind")
+    for column in ("policy", "sampling", "mazes", "success (95% interval)", "distinct mazes",
                    "valid tool calls", "mean turns"):  # fmt: skip
         table.add_column(column)
+    kinds = (("eval/", "3x3 held-out"), (f"eval/{TRANSFER['name']}/", "4x4 transfer"))
     for name, results in (("SFT", before), ("SFT + GiGPO", after)):
         for temperature, r in results.items():
             sampling = f"temperature {temperature:g}" if temperature else "greedy"
-            table.add_row(
-                name,
-                sampling,
-                percent(r["eval/success"], r["eval/success_low"], r["eval/success_high"]),
-                str(r["eval/items"]),
-                f"{r['eval/valid_actions']:.1%}",
-                f"{r['eval/turns']:.2f}",
-            )
+            for key, mazes in kinds:
+                low, high = r[f"{key}success_low"], r[f"{key}success_high"]
+                table.add_row(
+                    name,
+                    sampling,
+                    mazes,
+                    percent(r[f"{key}success"], low, high),
+                    str(r[f"{key}items"]),
+                    f"{r[f'{key}valid_actions']:.1%}",
+                    f"{r[f'{key}turns']:.2f}",
+                )
     return table
 
 

@@ -1,0 +1,110 @@
+"""Generated tasks split by content: an item (what the env's generator makes of a seed, named
+by the env's own `item_of`) belongs to exactly one split, decided by a hash of the item, so no
+seed of any split can bring a train item into eval or test.
+
+Each split still walks its own range of seeds (as `SeedTasks`: split k from k * 10^9), keeping
+the seeds whose item hashes into that split. Train keeps repeats, as the generator makes them
+(a common item is drawn often); eval and test keep each item once, so "128 held-out episodes"
+are 128 distinct items, and a split whose space runs out says how many it holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from toolgym.envs.tasks import (
+    SPLITS,
+    SeedTasks,
+    Task,
+    TaskDraw,
+    TaskSource,
+    check_split,
+    content_key,
+)
+from toolgym.errors import ConfigError
+
+SHARES = {"eval": 0.1, "test": 0.1}
+"""The share of all items each held-out split owns; train owns the rest."""
+
+SCAN_LIMIT = 5_000
+"""Seeds a held-out split walks past without finding a new item before it counts as spent
+(a small space, e.g. 2x2 mazes); also the most seeds walked for one train task."""
+
+
+def split_of(item: str) -> str:
+    """The split that owns `item`: its hash's place in [0, 1) against the held-out shares."""
+    place = int(hashlib.sha256(item.encode("utf-8", "surrogatepass")).hexdigest()[:12], 16)
+    place_01, edge = place / 16**12, 0.0
+    for split, share in SHARES.items():
+        edge += share
+        if place_01 < edge:
+            return split
+    return "train"
+
+
+class ContentTasks(TaskSource):
+    """Task i of a split is {"seed": s}, s the split's i-th seed whose item it owns.
+
+    Args:
+        item_of: seed -> the item it generates (a string: what identifies the task, e.g. a
+            maze's layout, start and goal); the same seed always gives the same item.
+    """
+
+    def __init__(self, item_of: Callable[[int], str]) -> None:
+        self.item_of = item_of
+        self._seeds: dict[str, list[int]] = {split: [] for split in SPLITS}
+        self._next: dict[str, int] = {split: 0 for split in SPLITS}  # the next seed offset
+        self._seen: dict[str, set[str]] = {split: set() for split in SPLITS}
+        self._spent: dict[str, bool] = {split: False for split in SPLITS}
+
+    @classmethod
+    def of_generator(cls, generate: Callable[[int], Mapping[str, Any]]) -> ContentTasks:
+        """For an env whose generated task is its item: the task's fields (its "seed" aside,
+        which only names it) are what the policy is asked."""
+        return cls(
+            lambda seed: content_key({k: v for k, v in generate(seed).items() if k != "seed"})
+        )
+
+    def size(self, split: str) -> int | None:
+        """None while a split may hold more; a spent held-out split's count."""
+        check_split(split)
+        return len(self._seeds[split]) if self._spent[split] else None
+
+    def task(self, split: str, index: int) -> Task:
+        check_split(split)
+        if index < 0:
+            raise ConfigError(f"task index {index} of split '{split}' is negative")
+        if not self._reach(split, index + 1):
+            raise ConfigError(
+                f"the {split} split holds {len(self._seeds[split])} distinct items, not task "
+                f"{index}: these settings generate too few items to hold more out"
+            )
+        return {"seed": self._seeds[split][index]}
+
+    def head(self, split: str, n: int) -> list[TaskDraw]:
+        check_split(split)
+        self._reach(split, n)
+        return [self.draw(split, i) for i in range(min(n, len(self._seeds[split])))]
+
+    def _reach(self, split: str, n: int) -> bool:
+        """Walk `split`'s seeds until it has `n` tasks; False when it runs out first."""
+        seeds, seen = self._seeds[split], self._seen[split]
+        base, fruitless = SPLITS.index(split) * SeedTasks.SPAN, 0
+        while len(seeds) < n and not self._spent[split]:
+            offset = self._next[split]
+            if offset >= SeedTasks.SPAN or fruitless >= SCAN_LIMIT:
+                self._spent[split] = True
+                break
+            self._next[split] = offset + 1
+            item = self.item_of(base + offset)
+            new = split_of(item) == split and (split == "train" or item not in seen)
+            if new:
+                seeds.append(base + offset)
+                if split != "train":
+                    seen.add(item)
+                fruitless = 0
+            else:
+                fruitless += 1
+        return len(seeds) >= n

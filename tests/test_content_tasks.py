@@ -1,0 +1,58 @@
+"""Generated tasks split by content: no seed of any split brings a train item into eval or
+test, held-out splits hold each item once, and a small space says how few it holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolgym.envs.content_tasks import ContentTasks, split_of
+from toolgym.envs.maze.env import MazeEnv
+from toolgym.errors import ConfigError
+
+
+def items_of(source: ContentTasks, split: str, n: int) -> list[str]:
+    return [source.item_of(draw.seed) for draw in source.head(split, n)]
+
+
+def test_an_item_lands_in_one_split_whatever_seed_makes_it():
+    # 50 items, each made by many seeds (seed % 50): seeds disjoint by split are not enough
+    source = ContentTasks(lambda seed: f"item {seed % 50}")
+    train = items_of(source, "train", 2000)
+    held = items_of(source, "eval", 100) + items_of(source, "test", 100)
+    assert len(set(train)) > 30 and held
+    assert not set(train) & set(held)
+    assert all(split_of(item) == "train" for item in train)
+    assert len(train) == 2000  # train repeats its items, as the generator makes them
+
+
+def test_a_held_out_split_holds_each_item_once_and_says_when_it_runs_out():
+    source = ContentTasks(lambda seed: f"item {seed % 50}")
+    held = items_of(source, "eval", 100)
+    assert len(held) == len(set(held)) < 50
+    assert source.size("eval") == len(held)  # spent: its count is known
+    with pytest.raises(ConfigError, match=f"holds {len(held)} distinct items"):
+        source.task("eval", len(held))
+
+
+def test_draws_are_the_same_on_every_run():
+    def first(split: str) -> list[int]:
+        return [d.seed for d in ContentTasks(lambda s: f"item {s % 997}").head(split, 20)]
+
+    assert first("train") == first("train") and first("eval") == first("eval")
+    assert set(first("train")).isdisjoint(first("eval"))
+
+
+@pytest.mark.parametrize("size, doors", [(2, 0), (4, 1)])
+def test_maze_eval_never_opens_a_train_maze(size, doors):
+    env = MazeEnv(size=size, n_doors=doors)
+    source = env.task_source()
+    train, held = items_of(source, "train", 1000), items_of(source, "eval", 64)
+    assert not set(train) & set(held)
+    if size == 2:  # 8 mazes in all: a few held out, and the split says so
+        assert 0 < len(held) < 8 and source.size("eval") == len(held)
+    else:
+        assert len(held) == 64 == len(set(held))
+    # the item is the opening map the policy sees
+    draw = source.head("eval", 1)[0]
+    obs, _ = env.reset(seed=draw.seed, options={"task": draw.task})
+    assert source.item_of(draw.seed) in obs[-1]["content"]
