@@ -4,7 +4,8 @@ Checks, in order: the env builds; it is a toolgym Env with spaces; reset and ste
 right shapes with every info key and a hashable state_key; a seeded reset is deterministic;
 its task source has training tasks and keeps eval tasks apart from them, and a reset with a
 task (on an instance that already played) starts exactly as the first reset did; eval draws
-do not open as train draws do, unless the env says why (held-out items), and a held-out split
+do not open as train draws do, or the env says why (held-out items: a warning either way,
+which the contract test fails for a shipped env that does not say why), and a held-out split
 of few items says so; malformed turns become observations instead of exceptions; tool schemas are valid; each tool
 answers odd inputs its schema allows (an empty text, a bound of a number) without raising; scripted
 (or random) episodes end properly; Gymnasium's own `check_env` passes; close is idempotent.
@@ -46,8 +47,8 @@ ITEM_DRAWS = {"train": 256, "eval": 64}
 ITEM_CHECK_S = 10.0
 """The held-out check stops drawing after this long (envs with a browser reset slowly)."""
 MAX_LEAK = 0.02
-"""The share of eval items that training may also draw before the check fails (or, where the
-env says why in `shared_items`, warns)."""
+"""The share of eval items that training may also draw before the check warns (showing the
+reason, where the env says why in `shared_items`)."""
 
 
 class CheckFailed(Exception):
@@ -325,7 +326,7 @@ async def _held_out_items(factory: Callable[[], Any]) -> str | None:
         declared = type(env.unwrapped).shared_items
         if declared:
             return f"{leak} (declared: {declared})"
-        raise CheckFailed(
+        return (
             f"{leak}; split the tasks by content (envs/content_tasks.py, or a task list, "
             "which splits by content), or say why they are shared in the env's `shared_items`"
         )

@@ -2,10 +2,12 @@
 by the env's own `item_of`) belongs to exactly one split, decided by a hash of the item, so no
 seed of any split can bring a train item into eval or test.
 
-Each split still walks its own range of seeds (as `SeedTasks`: split k from k * 10^9), keeping
-the seeds whose item hashes into that split. Train keeps repeats, as the generator makes them
-(a common item is drawn often); eval and test keep each item once, so "128 held-out episodes"
-are 128 distinct items, and a split whose space runs out says how many it holds.
+Train task i is seed i when train owns that seed's item, else the first seed of a hashed probe
+sequence of i whose item it owns: any index is reached at once (pretraining corpora start at a
+random one), and train keeps repeats, as the generator makes them. Eval and test walk their
+own ranges of seeds (as `SeedTasks`: split k from k * 10^9) and keep each item once, so "128
+held-out episodes" are 128 distinct items, and a split whose space runs out says how many it
+holds.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ SHARES = {"eval": 0.1, "test": 0.1}
 
 SCAN_LIMIT = 5_000
 """Seeds a held-out split walks past without finding a new item before it counts as spent
-(a small space, e.g. 2x2 mazes); also the most seeds walked for one train task."""
+(a small space, e.g. 2x2 mazes); also the most probes for one train task."""
 
 
 def split_of(item: str) -> str:
@@ -45,7 +47,8 @@ def split_of(item: str) -> str:
 
 
 class ContentTasks(TaskSource):
-    """Task i of a split is {"seed": s}, s the split's i-th seed whose item it owns.
+    """Task i of a split is {"seed": s}: for train, seed i or a probe of i whose item train
+    owns; for eval and test, the split's i-th seed that opens a new item it owns.
 
     Args:
         item_of: seed -> the item it generates (a string: what identifies the task, e.g. a
@@ -74,8 +77,10 @@ class ContentTasks(TaskSource):
 
     def task(self, split: str, index: int) -> Task:
         check_split(split)
-        if index < 0:
-            raise ConfigError(f"task index {index} of split '{split}' is negative")
+        if not 0 <= index < SeedTasks.SPAN:
+            raise ConfigError(f"task index {index} of split '{split}' is outside [0, 10^9)")
+        if split == "train":
+            return {"seed": self._train_seed(index)}
         if not self._reach(split, index + 1):
             raise ConfigError(
                 f"the {split} split holds {len(self._seeds[split])} distinct items, not task "
@@ -85,8 +90,34 @@ class ContentTasks(TaskSource):
 
     def head(self, split: str, n: int) -> list[TaskDraw]:
         check_split(split)
+        if split == "train":
+            return [self.draw(split, i) for i in range(n)]
         self._reach(split, n)
         return [self.draw(split, i) for i in range(min(n, len(self._seeds[split])))]
+
+    def _train_seed(self, index: int) -> int:
+        """Seed `index` if train owns its item, else the first probe of `index` that it owns
+        (probes lie in the upper half of the train range)."""
+        half = SeedTasks.SPAN // 2
+        for attempt in range(SCAN_LIMIT):
+            digest = hashlib.sha256(f"train-{index}-{attempt}".encode()).hexdigest()
+            seed = index if attempt == 0 else half + int(digest[:12], 16) % half
+            if split_of(self._item(seed, "train")) == "train":
+                return seed
+        raise ConfigError(
+            f"no training item in {SCAN_LIMIT} seeds: these settings generate too few items "
+            "for any to be left to train on"
+        )
+
+    def _item(self, seed: int, split: str) -> str:
+        try:
+            return self.item_of(seed)
+        except ConfigError:
+            raise
+        except Exception as exc:  # a generator's bug or a setting it cannot take
+            raise ConfigError(
+                f"generating task {seed} of split '{split}' raised {type(exc).__name__}: {exc}"
+            ) from None
 
     def _reach(self, split: str, n: int) -> bool:
         """Walk `split`'s seeds until it has `n` tasks; False when it runs out first."""
@@ -98,12 +129,10 @@ class ContentTasks(TaskSource):
                 self._spent[split] = True
                 break
             self._next[split] = offset + 1
-            item = self.item_of(base + offset)
-            new = split_of(item) == split and (split == "train" or item not in seen)
-            if new:
+            item = self._item(base + offset, split)
+            if split_of(item) == split and item not in seen:
                 seeds.append(base + offset)
-                if split != "train":
-                    seen.add(item)
+                seen.add(item)
                 fruitless = 0
             else:
                 fruitless += 1

@@ -111,7 +111,7 @@ class Env(gymnasium.Env[list[Message], str]):
     shared_items: ClassVar[str | None] = None
     """Why eval episodes may open exactly as train episodes do, where that is by design (a
     proposer's prompt, the same every episode); None: they must not, and `toolgym check`
-    fails an env whose eval items training also draws."""
+    warns of an env whose eval items training also draws, naming the fix."""
 
     _loop: asyncio.AbstractEventLoop | None = None
     _resources: Resources | None = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import json
 import os
 import shutil
 import subprocess
@@ -55,12 +54,6 @@ def run_ok(*args: str, timeout: float = 900) -> str:
     return result.stdout
 
 
-def eval_success(run_dir: Path) -> dict[int, float]:
-    """A run's held-out success by step (-1: the evaluation before training)."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r["eval/success"] for r in rows if "eval/success" in r}
-
-
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny qwen2-architecture model with a locally trained tokenizer (built once)."""
@@ -72,8 +65,8 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def recipe_base(tmp_path_factory):
     """The tiny base the code and SQL recipes start from, pretrained as their headers say
-    (built once, about three minutes), with the default recipe's probes, which
-    test_pretrain.py checks (so the suite pretrains the default recipe once)."""
+    (built once, about five minutes), with the default recipe's probes, which
+    test_pretrain.py checks; the MCP and verifiers tests train on it."""
     out = tmp_path_factory.mktemp("recipe-base") / "pt_tiny"
     run_ok("model", "pretrain", "--out", str(out), "--size", "tiny", "--env",
            "toolgym/MathCode-v0", "--env", "toolgym/SQL-v0", "--probes", "100")  # fmt: skip

@@ -56,3 +56,11 @@ def test_maze_eval_never_opens_a_train_maze(size, doors):
     draw = source.head("eval", 1)[0]
     obs, _ = env.reset(seed=draw.seed, options={"task": draw.task})
     assert source.item_of(draw.seed) in obs[-1]["content"]
+
+
+def test_a_generator_that_raises_is_a_one_line_config_error():
+    def broken(seed: int) -> str:
+        raise ValueError("size must be at least 2")
+
+    with pytest.raises(ConfigError, match="generating task 0 of split 'train' raised ValueError"):
+        ContentTasks(broken).head("train", 1)

@@ -27,8 +27,9 @@ def one_line_error(result, message: str) -> None:
     [
         ("env.id=toolgym/Maz-v0", "env 'toolgym/Maz-v0' is not registered. Did you mean: toolgym/Maze-v0?"),
         ("env.kwargs.sise=3", "env 'toolgym/Maze-v0' has no argument 'sise'. Did you mean: size?"),
-        ("env.kwargs.size=-1", "env 'toolgym/Maze-v0': its first reset raised ValueError: maze size must be at least 2"),
-        ("env.kwargs.size=big", "env 'toolgym/Maze-v0': its first reset raised TypeError"),
+        ("env.kwargs.size=-1", "maze size must be a whole number of at least 2, got -1"),
+        ("env.kwargs.size=big", "maze size must be a whole number of at least 2, got 'big'"),
+        ("env.kwargs.n_doors=-1", "generating task 0 of split 'train' raised ValueError"),
     ],
 )  # fmt: skip
 def test_train_with_an_env_that_cannot_be_built_stops_at_once(
@@ -56,10 +57,7 @@ def test_train_whose_rollouts_all_fail_stops_naming_the_cause(cli, tiny_model_di
 
 def test_eval_with_a_rejected_value_or_a_failing_env(cli, tiny_model_dir, tmp_path):
     bad = cli("eval", "toolgym/Maze-v0", "--model", str(tiny_model_dir), "--env-arg", "size=-1")
-    one_line_error(
-        bad,
-        "all 50 rollouts failed (50 env_failed); the first: reset raised ValueError: maze size must be at least 2",
-    )
+    one_line_error(bad, "maze size must be a whole number of at least 2, got -1")
     failing = cli(
         "eval", "fixture_envs:fixture/Raising-v0", "--model", str(tiny_model_dir), "-n", "2",
         "--max-tokens", "4", "--out", str(tmp_path / "eval.jsonl"),

@@ -59,6 +59,8 @@ class MazeEnv(ToolEnv):
         **kwargs: Any,
     ) -> None:
         super().__init__(max_turns=max_turns, max_calls_per_turn=max_calls_per_turn, **kwargs)
+        if not isinstance(size, int) or size < 2:
+            raise ConfigError(f"maze size must be a whole number of at least 2, got {size!r}")
         if not 0.0 <= solver_slips <= 1.0:
             raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
         self.size, self.n_doors, self.far_goal = size, n_doors, far_goal
