@@ -17,7 +17,8 @@ def test_every_shipped_env_passes_the_contract_checks(env_id):
     assert report.ok, [f"{f.check}: {f.message}" for f in report.failures()]
     # no shipped env's eval items are training's unless it says why
     held_out = next(f for f in report.findings if f.check == "held-out items")
-    assert held_out.status == "pass" or "(declared: " in held_out.message, held_out.message
+    leaks = "open exactly as one of" in held_out.message
+    assert not leaks or "(declared: " in held_out.message, held_out.message
     assert {f.check for f in report.findings if f.status == "pass"} >= {
         "contract",
         "tasks",
