@@ -57,10 +57,11 @@ class ContentTasks(TaskSource):
 
     def __init__(self, item_of: Callable[[int], str]) -> None:
         self.item_of = item_of
-        self._seeds: dict[str, list[int]] = {split: [] for split in SPLITS}
-        self._next: dict[str, int] = {split: 0 for split in SPLITS}  # the next seed offset
-        self._seen: dict[str, set[str]] = {split: set() for split in SPLITS}
-        self._spent: dict[str, bool] = {split: False for split in SPLITS}
+        held_out = [split for split in SPLITS if split != "train"]  # train is reached at once
+        self._seeds: dict[str, list[int]] = {split: [] for split in held_out}
+        self._next: dict[str, int] = {split: 0 for split in held_out}  # the next seed offset
+        self._seen: dict[str, set[str]] = {split: set() for split in held_out}
+        self._spent: dict[str, bool] = {split: False for split in held_out}
 
     @classmethod
     def of_generator(cls, generate: Callable[[int], Mapping[str, Any]]) -> ContentTasks:
@@ -73,7 +74,7 @@ class ContentTasks(TaskSource):
     def size(self, split: str) -> int | None:
         """None while a split may hold more; a spent held-out split's count."""
         check_split(split)
-        return len(self._seeds[split]) if self._spent[split] else None
+        return len(self._seeds[split]) if self._spent.get(split) else None
 
     def task(self, split: str, index: int) -> Task:
         check_split(split)
