@@ -37,8 +37,12 @@ typecheck:
 docs:
 	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict --quiet
 
+# one worker per core (tests/conftest.py builds the shared models once for all of them); the
+# Ray tests share one worker, as `ray stop` stops every cluster on the machine
+TEST_WORKERS ?= auto
+
 test: install system-deps lint typecheck docs
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 bench: install system-deps
 	$(PYTHON) bench/env_step.py

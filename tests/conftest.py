@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +54,33 @@ def run_ok(*args: str, timeout: float = 900) -> str:
     return result.stdout
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], object]) -> Path:
+    """The folder `name`, built by `build` once per test session: with several workers
+    (pytest-xdist) the first to need it builds it under a lock, in the folder all of them
+    share, and the others wait for it and reuse it (a pretraining run is minutes of CPU)."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder, built = base / name, base / f"{name}.built"
+    with FileLock(str(base / f"{name}.lock")):
+        if not built.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            build(folder)
+            built.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny qwen2-architecture model with a locally trained tokenizer (built once)."""
     from toolgym.agents.modelinit import init_model
 
-    return init_model(tmp_path_factory.mktemp("tiny-model"), "qwen2", "tiny", seed=0)
+    return built_once(
+        tmp_path_factory, "tiny-model", lambda out: init_model(out, "qwen2", "tiny", seed=0)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -67,18 +88,29 @@ def recipe_base(tmp_path_factory):
     """The tiny base the code and SQL recipes start from, pretrained as their headers say
     (built once, about five minutes), with the default recipe's probes, which
     test_pretrain.py checks; the MCP and verifiers tests train on it."""
-    out = tmp_path_factory.mktemp("recipe-base") / "pt_tiny"
-    run_ok("model", "pretrain", "--out", str(out), "--size", "tiny", "--env",
-           "toolgym/MathCode-v0", "--env", "toolgym/SQL-v0", "--probes", "100")  # fmt: skip
-    return out
+
+    def pretrain(folder: Path) -> None:
+        run_ok("model", "pretrain", "--out", str(folder / "pt_tiny"), "--size", "tiny", "--env",
+               "toolgym/MathCode-v0", "--env", "toolgym/SQL-v0", "--probes", "100")  # fmt: skip
+
+    return built_once(tmp_path_factory, "recipe-base", pretrain) / "pt_tiny"
 
 
 @pytest.fixture(scope="session")
 def quickstart_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """`toolgym quickstart` as the README runs it (about three and a half minutes): its
-    output directory (base, sft, rl, results.json) and the finished process."""
-    out = tmp_path_factory.mktemp("quickstart")
-    return out, run_cli("quickstart", "--out", str(out), timeout=1500)
+    """`toolgym quickstart` as the README runs it (about six minutes): its output directory
+    (base, sft, rl, results.json) and the finished process."""
+    import json
+
+    def quickstart(out: Path) -> None:
+        done = run_cli("quickstart", "--out", str(out), timeout=1500)
+        (out / "process.json").write_text(json.dumps(
+            {"args": done.args, "returncode": done.returncode, "stdout": done.stdout,
+             "stderr": done.stderr}
+        ))  # fmt: skip
+
+    out = built_once(tmp_path_factory, "quickstart", quickstart)
+    return out, subprocess.CompletedProcess(**json.loads((out / "process.json").read_text()))
 
 
 @pytest.fixture(scope="session")
@@ -99,18 +131,21 @@ CHAT_TOOL_CALL = '<tool_call>{"name": "move", "arguments": {"direction": "north"
 def tool_calling_model_dir(tiny_model_dir, tmp_path_factory):
     """The tiny model taught, by a few hundred optimizer steps on one conversation, to answer
     CHAT_MESSAGES (with the Maze tools) with CHAT_TOOL_CALL: a real model that calls tools."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from toolgym.agents.render import ChatRenderer
-    from toolgym.envs.maze import MazeEnv
+    def build(out: Path) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    renderer = ChatRenderer(tokenizer)
-    prompt = renderer.prompt_ids(CHAT_MESSAGES, MazeEnv().tool_schemas())
-    answer = renderer.encode(CHAT_TOOL_CALL) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    out = tmp_path_factory.mktemp("tool-calling-model")
-    return teach(model, tokenizer, [(prompt, answer)], out, steps=300)
+        from toolgym.agents.render import ChatRenderer
+        from toolgym.envs.maze import MazeEnv
+
+        tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+        renderer = ChatRenderer(tokenizer)
+        prompt = renderer.prompt_ids(CHAT_MESSAGES, MazeEnv().tool_schemas())
+        answer = renderer.encode(CHAT_TOOL_CALL) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+        teach(model, tokenizer, [(prompt, answer)], out, steps=300)
+
+    return built_once(tmp_path_factory, "tool-calling-model", build)
 
 
 def teach(model, tokenizer, examples, out: Path, steps: int) -> Path:

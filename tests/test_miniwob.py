@@ -35,18 +35,32 @@ def call(name: str, **arguments) -> str:
 
 
 def browser_pids() -> list[int]:
-    """The browser processes toolgym's pools started (not their children)."""
-    pids = []
+    """The browser processes toolgym's pools in this process started (not their children;
+    not another test process's, which may run beside this one)."""
+    parents: dict[int, int] = {}
+    pools = []
     for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
             continue
+        parents[int(entry.name)] = int(stat[1])
         if any(a.startswith(b"--toolgym-pool=") for a in argv) and not any(
             a.startswith(b"--type=") for a in argv
         ):
-            pids.append(int(entry.name))
-    return pids
+            pools.append(int(entry.name))
+    return [pid for pid in pools if descends_from_us(pid, parents)]
+
+
+def descends_from_us(pid: int, parents: dict[int, int]) -> bool:
+    while pid > 1:
+        pid = parents.get(pid, 0)
+        if pid == os.getpid():
+            return True
+    return False
 
 
 async def solve_episode(env: MiniWoBEnv, seed: int) -> tuple[float, int]:

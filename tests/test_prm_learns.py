@@ -50,10 +50,15 @@ def test_the_implicit_prm_separates_successful_steps_from_failed_ones(quickstart
     run_ok("train", "--config", "configs/maze_gigpo_prm.yaml", f"model={maze_sft}",
            f"run_dir={run}", f"steps={STEPS}", "eval.every_steps=100", "eval.episodes=8")  # fmt: skip
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    separation = [r["implicit_prm/separation"] for r in rows]
-    accuracy = [r["implicit_prm/score_accuracy"] for r in rows]
-    print("separation", np.round(separation, 4).tolist())
-    print("score_accuracy", np.round(accuracy, 3).tolist())
-    assert abs(separation[0]) < 1e-3  # the PRM is the policy: no opinion yet
-    assert np.mean(separation[1:]) > 0, separation
-    assert np.mean(separation[LATE]) > 0.005, separation
+    # a step whose groups all succeeded or all failed has no pair to separate: no figure
+    scored = {r["step"]: r for r in rows if "implicit_prm/separation" in r}
+    separation = {step: r["implicit_prm/separation"] for step, r in scored.items()}
+    accuracy = {step: r["implicit_prm/score_accuracy"] for step, r in scored.items()}
+    print("separation", {k: round(v, 4) for k, v in separation.items()})
+    print("score_accuracy", {k: round(v, 3) for k, v in accuracy.items()})
+    assert len(separation) >= STEPS - 2, f"only steps {sorted(separation)} had pairs to score"
+    if 0 in separation:
+        assert abs(separation[0]) < 1e-3  # the PRM is the policy: no opinion yet
+    assert np.mean([v for step, v in separation.items() if step >= 1]) > 0, separation
+    late = [v for step, v in separation.items() if step in range(STEPS)[LATE]]
+    assert np.mean(late) > 0.005, separation
