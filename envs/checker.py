@@ -62,6 +62,11 @@ class Finding:
     message: str = ""
 
 
+class Passed(str):
+    """What a check returns when it passed with figures worth printing (a plain string it
+    returns is a warning)."""
+
+
 @dataclass
 class CheckReport:
     env_id: str
@@ -113,7 +118,8 @@ class _Checks:
                 Finding(check, "fail", f"raised {type(exc).__name__}: {exc}")
             )
             return False
-        self.report.findings.append(Finding(check, "warn" if note else "pass", note or ""))
+        passed = note is None or isinstance(note, Passed)
+        self.report.findings.append(Finding(check, "pass" if passed else "warn", note or ""))
         return True
 
     def skip(self, *checks: str) -> None:
@@ -336,7 +342,14 @@ async def _held_out_items(factory: Callable[[], Any]) -> str | None:
             f"{len(train)} train draws): too few for a tight held-out rate; settings with more "
             "distinct items (a larger space) hold more out"
         )
-    return None  # no eval tasks at all: the tasks check says so
+    if not held:
+        return None  # no eval tasks at all: the tasks check says so
+    sizes = f" (the eval split holds {held_size})" if held_size is not None else ""
+    return Passed(
+        f"{len(set(held))} distinct items in {len(held)} eval draws{sizes}, "
+        f"{len(set(train))} in {len(train)} train draws; {shared:.0%} of the eval draws open "
+        "as a train draw does"
+    )
 
 
 async def _malformed(factory: Callable[[], Any], seed: int) -> str | None:

@@ -120,3 +120,6 @@ def test_a_space_too_small_to_hold_out_says_how_few_it_holds():
     assert "the eval split holds " in small["held-out items"].message
     default = {f.check: f for f in check_env("toolgym/Maze-v0").findings}
     assert default["held-out items"].status == "pass"
+    # a pass still shows the counts it rests on
+    assert "distinct items in 64 eval draws" in default["held-out items"].message
+    assert "0% of the eval draws open as a train draw does" in default["held-out items"].message

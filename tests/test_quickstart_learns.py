@@ -41,6 +41,13 @@ def test_quickstart_trains_on_mazes_it_is_not_evaluated_on(quickstart_run):
             assert policy[f"{key}items"] == EVAL_EPISODES  # distinct mazes, each played once
             low, rate, high = (policy[f"{key}success{s}"] for s in ("_low", "", "_high"))
             assert 0 <= low <= rate <= high <= 1 and high - low < 0.3
+    assert "change, paired by maze" in result.stdout
+    for temperature in ("1.0", "0.0"):  # the change paired maze by maze is the rates' change
+        sft, trained = results["before_rl"][temperature], results["after_rl"][temperature]
+        for key in ("eval/", "eval/4x4/"):
+            low, change, high = (trained[f"{key}change{s}"] for s in ("_low", "", "_high"))
+            assert low <= change <= high
+            assert change == pytest.approx(trained[f"{key}success"] - sft[f"{key}success"])
     # the held-out mazes are none of those training drew, by what the policy sees
     env = MazeEnv(**ENV_ARGS)
     source = env.task_source()

@@ -474,6 +474,13 @@ class Trainer:
 
     def evaluate(self, temperature: float | None = None) -> dict[str, Any]:
         """The policy on each env's eval tasks, at eval.temperature unless told otherwise."""
+        return self.evaluation(temperature)[0]
+
+    def evaluation(
+        self, temperature: float | None = None
+    ) -> tuple[dict[str, Any], list[Trajectory]]:
+        """`evaluate`'s metrics and the episodes they measured: two policies' episodes on the
+        same eval tasks pair item by item (a paired difference, tighter than two rates)."""
         temperature = self.config.eval.temperature if temperature is None else temperature
         start = time.perf_counter()
         groups = self.collect(self.eval_requests(), temperature=temperature, sampling_seed=0)
@@ -485,7 +492,7 @@ class Trainer:
             transfer = [t for t in played if t.env_name == name]
             require_unmasked(transfer, f"transfer set {name}'s evaluation after step {self.step}")
             metrics |= rollout_metrics(f"eval/{name}", transfer, 0.0, [], full=False)
-        return metrics | {"time/eval_s": time.perf_counter() - start}
+        return metrics | {"time/eval_s": time.perf_counter() - start}, played
 
     # ----- bookkeeping ------------------------------------------------------------------------
     @property

@@ -354,6 +354,21 @@ def evaluate(
     )
 
 
+@app.command("compare")
+def compare(
+    before: Annotated[
+        Path, typer.Argument(help="Trajectories JSONL of one policy (toolgym eval --out).")
+    ],
+    after: Annotated[
+        Path, typer.Argument(help="Trajectories JSONL of the other, on the same items.")
+    ],
+) -> None:
+    """Paired difference in success between two evaluations, on the items both played."""
+    from toolgym.cli.compare import compare_command
+
+    raise typer.Exit(compare_command(before, after))
+
+
 @app.command("sft")
 def supervised(
     env_id: Annotated[str, typer.Argument(help="Env id whose scripted solver demonstrates.")],

@@ -1,0 +1,103 @@
+"""`toolgym compare BEFORE AFTER`: two policies' evaluations, paired by the items both played.
+
+Two success rates with overlapping intervals do not say the policies are alike: most of a
+rate's spread is which items were drawn. Played on the same items, each item's difficulty
+cancels in the difference, so the paired interval is the one a claim of "trained beats
+start" rests on. Items are what the policy saw at reset (`Trajectory.item`), so the pairing
+holds whatever seeds drew them; an item played several times counts as its success rate.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+from toolgym.cli.show import console
+from toolgym.intervals import paired_difference
+
+if TYPE_CHECKING:
+    from toolgym.agents.trajectory import Trajectory
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Per-item success rates of the items both files scored, and what only one did."""
+
+    before: list[float]
+    after: list[float]
+    only_before: int
+    only_after: int
+
+
+def item_success(trajectories: list[Trajectory]) -> dict[str, float]:
+    """Each item's success rate over its scored (unmasked) episodes."""
+    outcomes: dict[str, list[float]] = defaultdict(list)
+    for t in trajectories:
+        if not t.masked:
+            outcomes[t.item].append(float(t.total_reward > 0))
+    return {item: sum(o) / len(o) for item, o in outcomes.items()}
+
+
+def file_item_success(path: Path) -> dict[str, float]:
+    """`item_success` of the trajectories JSONL at `path`, which must hold a scored one."""
+    from toolgym.agents.trajectory import read_jsonl
+    from toolgym.errors import ConfigError
+
+    if not path.is_file():
+        raise ConfigError(f"{path} is not a file; give the trajectories JSONL `toolgym eval` wrote")
+    trajectories = read_jsonl(path)
+    success = item_success(trajectories)
+    if not success:
+        raise ConfigError(
+            f"{path} holds {len(trajectories)} trajectories and none was scored "
+            "(an empty file, or every episode masked by an infrastructure error)"
+        )
+    return success
+
+
+def pair(before: dict[str, float], after: dict[str, float]) -> Paired:
+    """The items both scored, in one order, with the counts each scored alone."""
+    shared = sorted(before.keys() & after.keys())
+    return Paired(
+        [before[i] for i in shared],
+        [after[i] for i in shared],
+        len(before.keys() - after.keys()),
+        len(after.keys() - before.keys()),
+    )
+
+
+def compare_command(before_path: Path, after_path: Path) -> int:
+    from toolgym.errors import ConfigError
+
+    paired = pair(file_item_success(before_path), file_item_success(after_path))
+    n = len(paired.before)
+    if n < 2:
+        raise ConfigError(
+            f"the two files share {n} item(s) (only in {before_path}: {paired.only_before}, "
+            f"only in {after_path}: {paired.only_after}); evaluate both policies on the same "
+            "env, settings and split (`toolgym eval ... --split eval -n N`)"
+        )
+    difference, low, high = paired_difference(paired.after, paired.before)
+    table = Table(title=f"{n} items played by both")
+    for column in ("policy", "file", "success on these items"):
+        table.add_column(column)
+    table.add_row("before", str(before_path), f"{sum(paired.before) / n:.1%}")
+    table.add_row("after", str(after_path), f"{sum(paired.after) / n:.1%}")
+    console.print(table)
+    console.print(
+        f"after - before: {100 * difference:+.1f} points, 95% interval "
+        f"{100 * low:+.1f} to {100 * high:+.1f} (paired by item)"
+    )
+    if low > 0 or high < 0:
+        console.print(f"the interval excludes 0: after is {'better' if low > 0 else 'worse'}")
+    else:
+        console.print("the interval holds 0: these items do not tell the two apart")
+    if paired.only_before or paired.only_after:
+        console.print(
+            f"left out: {paired.only_before} item(s) only before, {paired.only_after} only after"
+        )
+    return 0
