@@ -26,6 +26,31 @@ os.environ["TOOLGYM_TEXTWORLD_CACHE"] = tempfile.mkdtemp(prefix="toolgym-tw-cach
 atexit.register(shutil.rmtree, os.environ["TOOLGYM_TEXTWORLD_CACHE"], True)
 
 
+WORKER_GROUPS = {"quickstart_run": "quickstart", "recipe_base": "recipe-base"}
+"""Tests on each slow shared model (by fixture) run on one worker: as a unit of several tests
+they are handed out first, so the two models are built at once on two workers, instead of one
+worker waiting minutes on the other's lock."""
+MODULE_GROUPS = {
+    # `ray stop --force` stops every cluster on the machine: one Ray test at a time, and
+    # beside the quickstart's tests, which they train from
+    "test_ray_engines": "quickstart", "test_ray_envs": "quickstart", "test_ray_resume": "quickstart",
+    # a fork bomb holds the sandbox user's process count at its limit for seconds, and every
+    # sandbox on the host shares that count (RLIMIT_NPROC is per user)
+    "test_sandbox_security": "fork-bombs", "test_code_env": "fork-bombs",
+}  # fmt: skip
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist names each test by its group
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = MODULE_GROUPS.get(item.module.__name__ if item.module else "")
+        for fixture, name in WORKER_GROUPS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                group = name
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 def run_cli(
     *args: str, stdin: str | None = None, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:

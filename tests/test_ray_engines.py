@@ -23,9 +23,6 @@ from toolgym.training.trainer import Trainer
 ray = pytest.importorskip("ray", reason="Ray is the dist extra; `make install` installs it")
 from toolgym.agents.ray_engines import RayEngines  # noqa: E402
 
-# one Ray at a time on this machine: `ray stop --force` stops every local cluster
-pytestmark = pytest.mark.xdist_group("ray")
-
 RECIPE = ROOT / "configs" / "maze_gigpo.yaml"
 SAMPLING = SamplingParams(max_tokens=24, temperature=1.0, seed=5)
 

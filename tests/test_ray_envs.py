@@ -19,9 +19,6 @@ from toolgym.training.trainer import Trainer
 ray = pytest.importorskip("ray", reason="Ray is the dist extra; `make install` installs it")
 from toolgym.agents.ray_envs import RayEnvPool, RayRuntime  # noqa: E402
 
-# one Ray at a time on this machine: `ray stop --force` stops every local cluster
-pytestmark = pytest.mark.xdist_group("ray")
-
 RECIPE = ROOT / "configs" / "maze_gigpo.yaml"
 MAZE = ENV_ARGS  # the quickstart's mazes, which its SFT policy plays
 SETTINGS = ["rollout.tasks_per_step=8", "optim.minibatches=2", "optim.micro_batch_size=8",

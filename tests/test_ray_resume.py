@@ -20,9 +20,6 @@ import pytest
 from tests.conftest import ROOT
 from toolgym.training import checkpoint
 
-# one Ray at a time on this machine: `ray stop --force` stops every local cluster
-pytestmark = pytest.mark.xdist_group("ray")
-
 pytest.importorskip("ray", reason="Ray is the dist extra; `make install` installs it")
 
 RECIPE = ROOT / "configs" / "maze_gigpo.yaml"

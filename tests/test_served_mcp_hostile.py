@@ -10,6 +10,7 @@ import json
 import select
 import subprocess
 import sys
+import time
 
 import anyio
 import httpx2
@@ -87,6 +88,11 @@ def test_a_session_id_opens_no_other_clients_session(math_server):
                     await python(c, "print(1)")
 
             assert "no such session" in await refused(handshake_as_someone)
+        # every session closed with its client (its env closes just after the client leaves;
+        # well before the 2 s idle timeout, which would also close a leaked one)
+        deadline = time.monotonic() + 1.5
+        while server.host.live and time.monotonic() < deadline:
+            await anyio.sleep(0.05)
         assert server.host.live == 0
 
     anyio.run(main)

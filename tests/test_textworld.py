@@ -50,10 +50,15 @@ async def play_walkthrough(env: TextWorldEnv, task: dict) -> tuple[float, bool, 
     return total, terminated, keys
 
 
-def test_the_walkthrough_wins_each_of_100_generated_games_across_the_families():
+GAMES = 40
+
+
+def test_the_walkthrough_wins_each_of_40_generated_games_across_the_families():
+    """Ten games of each family, their knobs drawn at random (100 took two minutes of CI)."""
+
     async def run() -> list:
         envs = [TextWorldEnv(max_turns=100) for _ in range(2)]  # two workers: two cores
-        tasks = [{**game_settings(i), "seed": 1000 + i} for i in range(100)]
+        tasks = [{**game_settings(i), "seed": 1000 + i} for i in range(GAMES)]
         results: list = []
 
         async def worker(env: TextWorldEnv) -> None:
@@ -69,7 +74,7 @@ def test_the_walkthrough_wins_each_of_100_generated_games_across_the_families():
         return results
 
     results = asyncio.run(run())
-    assert len(results) == 100
+    assert len(results) == GAMES
     assert {task["family"] for task, *_ in results} == {
         "custom", "coin_collector", "treasure_hunter", "cooking"}  # fmt: skip
     unsolved = [task for task, total, terminated, _ in results if not terminated or total != 1.0]
@@ -117,7 +122,14 @@ def test_generate_makes_the_seeds_games_in_order_with_several_workers(tmp_path):
     assert [row["game"] for row in rows] == [f"coin_collector-{s}.z8" for s in range(40, 45)]
     assert [row.get("split") for row in rows] == [None, None, None, "eval", "eval"]
     for row in rows:  # the same game, whichever worker made it
-        assert (folders[3] / row["game"]).read_bytes() == (folders[1] / row["game"]).read_bytes()
+        assert story(folders[3] / row["game"]) == story(folders[1] / row["game"])
+
+
+def story(path) -> bytes:
+    """A compiled game less its header's serial number (bytes 0x12-0x17), which is the date
+    it was compiled on: a run across midnight compiles the same game twice, dated apart."""
+    data = path.read_bytes()
+    return data[:0x12] + data[0x18:]
 
 
 HOSTILE_COMMANDS = {

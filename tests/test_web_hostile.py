@@ -107,7 +107,8 @@ def test_scripts_that_never_yield_are_stopped_and_the_env_goes_on(site):
         started = time.monotonic()
         with pytest.raises(InfraError, match="did not answer"):
             env.reset(options={"task": task("spin_at_load.html")})
-        assert time.monotonic() - started < LIMITS["page_timeout_s"] + 1
+        # stopped at its time limit, not hung (the bound leaves room for a loaded machine)
+        assert time.monotonic() - started < 2 * LIMITS["page_timeout_s"] + 1
         assert chromium_busy_ticks() < 50
         env.reset(options={"task": task("calm.html")})  # the same env still works
         _, reward, terminated, _, _ = env.step(call("click", element=button(env)))

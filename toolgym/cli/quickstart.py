@@ -90,7 +90,7 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     after = {t: trainer.evaluation(t) for t in EVAL_TEMPERATURES}
     show_episode(trainer)
     trainer.close()
-    results = {
+    results: dict[str, Any] = {
         "before_rl": {t: metrics for t, (metrics, _) in before.items()},
         "after_rl": {
             t: metrics | paired_change(before[t][1], played)
@@ -114,7 +114,7 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
 def paired_change(before: list[Trajectory], after: list[Trajectory]) -> dict[str, float]:
     """The trained policy's success minus the SFT policy's on the same mazes, paired maze by
     maze, with its 95% interval: `eval/` for the held-out mazes, `eval/4x4/` for transfer."""
-    figures = {}
+    figures: dict[str, float] = {}
     for key, transfer in (("eval/", False), (f"eval/{TRANSFER['name']}/", True)):
         paired = pair(*(item_success([t for t in played if is_transfer(t) == transfer])
                         for played in (before, after)))  # fmt: skip
