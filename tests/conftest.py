@@ -20,6 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 
+# Each of N workers (pytest-xdist) and the processes it starts get 1/N of the cores for
+# torch's and OpenMP's thread pools: left to themselves each takes every core, and two
+# workers' pools spinning on two cores made a pretraining run three times slower.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # before anything here imports torch
+    share = len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, share)))
+
 # TextWorld games are generated into a cache that lives for this session only (and is shared
 # by its CLI runs): no test finds games that an earlier session or the user made.
 os.environ["TOOLGYM_TEXTWORLD_CACHE"] = tempfile.mkdtemp(prefix="toolgym-tw-cache-")
@@ -116,7 +123,8 @@ def recipe_base(tmp_path_factory):
 
     def pretrain(folder: Path) -> None:
         run_ok("model", "pretrain", "--out", str(folder / "pt_tiny"), "--size", "tiny", "--env",
-               "toolgym/MathCode-v0", "--env", "toolgym/SQL-v0", "--probes", "100")  # fmt: skip
+               "toolgym/MathCode-v0", "--env", "toolgym/SQL-v0", "--probes", "100",
+               timeout=1800)  # fmt: skip
 
     return built_once(tmp_path_factory, "recipe-base", pretrain) / "pt_tiny"
 
