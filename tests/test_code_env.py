@@ -12,6 +12,7 @@ import pytest
 import toolgym
 from toolgym.envs.code import CodeEnv, CodeTask, MathCodeEnv
 from toolgym.envs.code.tasks import humaneval_rows
+from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
 
 PERTURB = """
@@ -189,3 +190,21 @@ def test_math_scripted_solver_solves_generated_problems():
         return solved
 
     assert asyncio.run(scenario()) == 20
+
+
+def test_math_problems_of_chosen_shapes_and_the_default_draws_of_before():
+    """`templates` picks the problem shapes (a run can hold one out as a transfer set); all
+    six, the default, draw the problems they drew before shapes had names."""
+    from toolgym.envs.code.math_problems import TEMPLATES, generate_problem
+
+    assert [generate_problem(s)["expression"] for s in range(3)] == [
+        "65 + 17 - 35", "84 * 20 - 263", "23 * 22 + 371"]  # fmt: skip
+    assert generate_problem(5, tuple(TEMPLATES)) == generate_problem(5)
+    assert {tuple(generate_problem(s, ("trees",))["expression"].split()[1:4:2]) for s in range(20)} == {
+        ("*", "-")}  # fmt: skip
+    env = MathCodeEnv(templates=["trees"])
+    assert all("trees are cut down" in env._generate(s)["question"] for s in range(10))
+    with pytest.raises(ConfigError, match="unknown problem templates"):
+        MathCodeEnv(templates=["forests"])
+    with pytest.raises(ConfigError, match="list of names"):
+        MathCodeEnv(templates="trees")

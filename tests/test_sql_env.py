@@ -188,6 +188,61 @@ def test_slips_swap_a_domain_value_for_another_of_its_column():
     named = "SELECT name FROM customers WHERE name = 'Ana Berg'"  # not a domain value
     assert slip(named, "shop_0", random.Random(0)) == named
     assert slip(sql, "my_own_db", random.Random(0)) == sql  # a user's database: no slips
+    wide = build("clinic_wide_2")
+    place = wide.vocabulary.places[0]
+    sql = f"SELECT COUNT(*) FROM patients WHERE city = '{place}'"
+    other = slip(sql, "clinic_wide_2", random.Random(0)).split("'")[1]
+    assert other != place and other in wide.vocabulary.places
+
+
+def test_made_up_values_are_the_databases_own_and_held_out_ones_are_never_wide():
+    """values=wide: each database names its own made-up places, kinds and states, so across
+    the 100 databases the values are too many to learn by heart; values=held_out draws from
+    the other side of the words' hash, so no held-out database shares a value with a wide one.
+    The domains' own databases are unchanged by either (their rows are those of before)."""
+    from toolgym.envs.sql.generate import default_db_ids
+    from toolgym.envs.sql.values import is_held_out
+
+    def words(values: str) -> set[str]:
+        return {
+            w
+            for d in default_db_ids(values=values)
+            for c in build(d).vocabulary.columns()
+            for w in c
+        }
+
+    wide, held_out = words("wide"), words("held_out")
+    assert len(wide) > 1500 and len(held_out) > 1500 and not wide & held_out
+    assert not any(is_held_out(w) for w in wide) and all(is_held_out(w) for w in held_out)
+    assert not wide & words("domain")
+    db = build("shop_wide_7")
+    assert {p[2] for p in db.people} <= set(db.vocabulary.places)
+    assert {i[2] for i in db.items} <= set(db.vocabulary.kinds)
+    assert {e[5] for e in db.events} <= set(db.vocabulary.states)
+    assert build("shop_0").vocabulary.places == build("shop_0").domain.places
+    rows = repr([build(d).tables() for d in default_db_ids()]).encode()
+    assert hashlib.sha256(rows).hexdigest()[:16] == "8776de88535d767c"  # the rows of before
+
+
+def test_an_env_on_made_up_values_is_solved_by_copying_and_says_what_it_was_given():
+    templates = ["filter_count", "filter_list", "aggregate_state", "ordering"]
+    for values in ("wide", "held_out"):
+        env = toolgym.make("toolgym/SQL-v0", style="tags", templates=templates, values=values)
+        try:
+            assert play_oracle(env, range(40)) == [1.0] * 40
+            env.reset(seed=3)
+            task = env.unwrapped.task
+            assert f"_{values}_" in task["db_id"]
+            value = task["gold_sql"].split("'")[1]
+            assert f"'{value}'" in task["question"]  # copied from the question, or not at all
+        finally:
+            env.close()
+    with pytest.raises(ConfigError, match="values 'made_up'"):
+        toolgym.make("toolgym/SQL-v0", values="made_up")
+    with pytest.raises(ConfigError, match="db_ids or values"):
+        toolgym.make("toolgym/SQL-v0", values="wide", db_ids=["shop_0"])
+    with pytest.raises(ConfigError, match="shop_wide_0"):
+        build("shop_unseen_0")
 
 
 def test_a_schema_without_sample_rows_is_the_create_statements_alone():

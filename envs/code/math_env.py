@@ -12,7 +12,9 @@ state_key: a hash of the latest observation (the default): trajectories whose co
 Infrastructure: a sandbox that cannot start or dies under a call flags the step
     `infra_error` (masked from training), never reward 0.
 Arguments: tasks (JSONL path or list of {"question", "answer"}, or "reasoning_gym:<dataset>":
-    graded by the dataset's scorer; default: generated problems, `ContentTasks`, split by the problem), max_turns, format_reward, solver_slips (the share of episodes in which the
+    graded by the dataset's scorer; default: generated problems, `ContentTasks`, split by the
+    problem), templates (which generated problem shapes: pens, trees, pages, coins, cards,
+    bare; default all), max_turns, format_reward, solver_slips (the share of episodes in which the
     scripted solver miscopies one digit into its code: a weaker demonstrator, whose SFT
     student RL can then surpass), the sandbox's backend, pool_size, timeout_s and
     memory_mb, plus ToolEnv's.
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.envs import client_tasks
-from toolgym.envs.code.math_problems import generate_problem
+from toolgym.envs.code.math_problems import check_templates, generate_problem
 from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig, UsesSandbox
 from toolgym.envs.content_tasks import ContentTasks
 from toolgym.envs.task_loading import GradesAnswers, load_tasks, source_grade
@@ -57,6 +59,7 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
     def __init__(
         self,
         tasks: str | Path | Iterable[Mapping[str, Any]] | None = None,
+        templates: list[str] | None = None,
         max_turns: int = 4,
         format_reward: float = 0.0,
         solver_slips: float = 0.0,
@@ -70,6 +73,7 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
         kwargs.setdefault("max_calls_per_turn", 1)
         super().__init__(max_turns=max_turns, **kwargs)
         self.tasks = load_tasks(tasks, check_task) if tasks is not None else None
+        self.templates = check_templates(templates)
         if not 0.0 <= solver_slips <= 1.0:
             raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
         self.format_reward = format_reward
@@ -84,7 +88,7 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         await self.python_session.end()
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
-        task = choose_task(task_seed, options, self.tasks, generate_problem)
+        task = choose_task(task_seed, options, self.tasks, self._generate)
         if not isinstance(self.tasks, GradesAnswers):
             check_task(task)
         self.task, self.answered, self.last_output = task, None, None
@@ -93,7 +97,10 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
         return [{"role": "user", "content": task["question"]}]
 
     def task_source(self) -> TaskSource:
-        return self.tasks if self.tasks is not None else ContentTasks.of_generator(generate_problem)
+        return self.tasks if self.tasks is not None else ContentTasks.of_generator(self._generate)
+
+    def _generate(self, seed: int) -> dict[str, Any]:
+        return generate_problem(seed, self.templates)
 
     def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
         """A question and its numeric answer; none when the env's own tasks are graded by

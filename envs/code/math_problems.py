@@ -1,27 +1,44 @@
 """Generated arithmetic word problems whose numbers are too big to work out in one's head, so
 that running code pays: each is a question, the Python expression that answers it, and the
-integer answer. Deterministic from a seed."""
+integer answer. Deterministic from a seed. Each template has a name, so that a run can train
+on some shapes and be evaluated on one it never trained on."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
 
+from toolgym.errors import ConfigError
+
 NAMES = ("Ann", "Bob", "Cai", "Dee", "Eli", "Fay", "Gus", "Hal", "Ivy", "Jo")
-TEMPLATES = (
-    ("{n} has {a} boxes of {b} pens and {c} loose pens. How many pens in all?", "{a} * {b} + {c}"),
-    ("A farm has {a} rows of {b} trees. {c} trees are cut down. How many trees are left?", "{a} * {b} - {c}"),
-    ("{n} reads {a} pages a day for {b} days. How many pages is that?", "{a} * {b}"),
-    ("{n} saves {a} coins, then {b} coins, then spends {c}. How many coins are left?", "{a} + {b} - {c}"),
-    ("{t} cards are shared equally by {a} players. How many cards does each player get?", "{t} // {a}"),
-    ("What is {a} * {b} + {c}?", "{a} * {b} + {c}"),
-)  # fmt: skip
+TEMPLATES = {
+    "pens": ("{n} has {a} boxes of {b} pens and {c} loose pens. How many pens in all?", "{a} * {b} + {c}"),
+    "trees": ("A farm has {a} rows of {b} trees. {c} trees are cut down. How many trees are left?", "{a} * {b} - {c}"),
+    "pages": ("{n} reads {a} pages a day for {b} days. How many pages is that?", "{a} * {b}"),
+    "coins": ("{n} saves {a} coins, then {b} coins, then spends {c}. How many coins are left?", "{a} + {b} - {c}"),
+    "cards": ("{t} cards are shared equally by {a} players. How many cards does each player get?", "{t} // {a}"),
+    "bare": ("What is {a} * {b} + {c}?", "{a} * {b} + {c}"),
+}  # fmt: skip
 
 
-def generate_problem(seed: int) -> dict[str, Any]:
-    """A problem: {"question", "expression", "answer", "seed"}."""
+def check_templates(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """The chosen template names in the order TEMPLATES has them (None: all of them)."""
+    if names is None:
+        return tuple(TEMPLATES)
+    if isinstance(names, str) or not names:
+        raise ConfigError(f"templates is a list of names among {', '.join(TEMPLATES)}")
+    unknown = [n for n in names if n not in TEMPLATES]
+    if unknown:
+        raise ConfigError(f"unknown problem templates {unknown}; known: {', '.join(TEMPLATES)}")
+    return tuple(n for n in TEMPLATES if n in names)
+
+
+def generate_problem(seed: int, templates: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """A problem of one of `templates` (default: all): {"question", "expression", "answer",
+    "seed"}."""
     rng = random.Random(seed)
-    question, expression = TEMPLATES[rng.randrange(len(TEMPLATES))]
+    names = templates or tuple(TEMPLATES)
+    question, expression = TEMPLATES[names[rng.randrange(len(names))]]
     a, b = rng.randint(12, 99), rng.randint(12, 99)
     c = rng.randint(2, (a + b - 1) if "{a} + {b}" in expression else 999)  # never below 0
     values = {"n": rng.choice(NAMES), "a": a, "b": b, "c": c, "t": a * b}

@@ -21,11 +21,16 @@ Infrastructure: a database that cannot answer flags the step `infra_error` (mask
 Arguments: tasks (JSONL path or list of {db_id, question, gold_sql, evidence?}; default: the
     generated questions over the generated databases, questions.py, split by the question:
     `ContentTasks`), db_ids and templates
-    (which generated databases and question templates), backend ("sqlite" or "postgres"),
+    (which generated databases and question templates), values (instead of db_ids: "domain",
+    the default, for two databases per domain whose rows name the domain's own few places,
+    kinds and states; "wide" for 25 per domain whose rows name made-up words from a space too
+    large to learn by heart, so a query can only name the question's value by copying it;
+    "held_out" for 25 more whose words "wide" never draws, to evaluate a policy trained on
+    "wide" on values it never saw: values.py), backend ("sqlite" or "postgres"),
     databases (a folder of SQLite files), dsn (PostgreSQL), pool_size, timeout_s, max_rows_shown,
     max_chars, sample_rows (0: the CREATE statements alone), unordered ("multiset" or "set":
     how unsorted results compare), shaped, style, solver_slips (the share of episodes in which
-    the scripted solver writes another of the domain's values where the question names one:
+    the scripted solver writes another of the database's values where the question names one:
     a weaker demonstrator, generated questions only: slips.py), plus ToolEnv's.
 Versions: v0, first release.
 """
@@ -43,6 +48,7 @@ from toolgym.envs import client_tasks
 from toolgym.envs.content_tasks import ContentTasks
 from toolgym.envs.needs import Need
 from toolgym.envs.sql.access import Databases, SQLConfig, ensure_generated
+from toolgym.envs.sql.generate import default_db_ids
 from toolgym.envs.sql.grading import MODES, compare, gold_mode, normalize
 from toolgym.envs.sql.questions import check_templates, generate_question
 from toolgym.envs.sql.results import QueryError, QueryLimits, QueryResult
@@ -83,6 +89,7 @@ class SQLEnv(ToolEnv):
         tasks: str | Path | Iterable[Mapping[str, Any]] | None = None,
         db_ids: list[str] | None = None,
         templates: list[str] | None = None,
+        values: str = "domain",
         backend: str = "sqlite",
         databases: str | None = None,
         dsn: str | None = None,
@@ -113,7 +120,13 @@ class SQLEnv(ToolEnv):
             raise ConfigError(f"sample_rows {sample_rows}: it must be 0 or more")
         self.style = style
         self.tasks = ListTasks.load(tasks, check=check_task) if tasks is not None else None
-        self.db_ids = list(db_ids) if db_ids else None
+        if db_ids and values != "domain":
+            raise ConfigError(
+                "give db_ids or values, not both: values chooses the generated databases "
+                "(db ids such as shop_wide_0 name their value set themselves)"
+            )
+        wide = default_db_ids(values=values) if values != "domain" else None
+        self.db_ids = list(db_ids) if db_ids else wide
         self.templates = check_templates(templates)
         self.config = SQLConfig(backend, databases, dsn, pool_size)
         self.limits = QueryLimits(timeout_s=timeout_s, max_rows=max(max_rows_shown, 1000))
@@ -238,7 +251,7 @@ class SQLEnv(ToolEnv):
 
     def scripted_action(self) -> str | None:
         """Submit the gold query (the oracle), or in a slipped episode the gold query with
-        another of the domain's values in it."""
+        another of the database's values in it."""
         if not self.task:
             return None
         query = self.task["gold_sql"]

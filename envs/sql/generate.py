@@ -1,8 +1,10 @@
 """Deterministic multi-table databases: `build(db_id)` gives the same rows on every machine,
 written to SQLite by `write_sqlite` and to PostgreSQL by the postgres backend's loader.
 
-A database id is `<domain>_<index>` (see domains.py), e.g. "shop_0": the index seeds its
-rows. Each has 150 people, 48 items and 900 events: enough that a wrong filter, join or
+A database id is `<domain>_<index>` (see domains.py), e.g. "shop_0", whose rows name the
+domain's own places, kinds and states, or `<domain>_wide_<index>` and
+`<domain>_held_out_<index>`, whose rows name made-up values drawn for that database
+(values.py); the index seeds its rows. Each has 150 people, 48 items and 900 events: enough that a wrong filter, join or
 grouping gives a visibly different result. Measures are unique within a database, so
 "the k most expensive" has one answer; about one person in seven has no events, so
 "who never..." questions have answers.
@@ -20,13 +22,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from toolgym.envs.sql.domains import DOMAINS, FIRST_NAMES, LAST_NAMES, Domain
+from toolgym.envs.sql.values import VALUE_SETS, Vocabulary, vocabulary
 from toolgym.errors import ConfigError
 
 PEOPLE, ITEMS, EVENTS = 150, 48, 900
+WIDE_PER_DOMAIN = 25
 FIRST_DAY = datetime.date(2023, 1, 1)
 DAYS = 730
 Dialect = Literal["sqlite", "postgres"]
-_DB_ID = re.compile(r"^([a-z]+)_(\d{1,6})$")
+_DB_ID = re.compile(r"^([a-z]+)_(?:(wide|held_out)_)?(\d{1,6})$")
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Database:
 
     db_id: str
     domain: Domain
+    vocabulary: Vocabulary
     people: list[tuple[Any, ...]]
     items: list[tuple[Any, ...]]
     events: list[tuple[Any, ...]]
@@ -75,28 +80,40 @@ def _singular(table: str) -> str:
     return {"people": "person", "classes": "class"}.get(table, table[:-1])
 
 
-def parse_db_id(db_id: str) -> tuple[Domain, int]:
+@dataclass(frozen=True)
+class DatabaseId:
+    domain: Domain
+    index: int
+    values: str
+    """The value set its rows name: "domain", "wide" or "held_out" (values.py)."""
+
+
+def parse_db_id(db_id: str) -> DatabaseId:
     match = _DB_ID.match(db_id)
     if not match or match.group(1) not in DOMAINS:
         raise ConfigError(
-            f"no generated database {db_id!r}: ids are <domain>_<index> with a domain among "
-            f"{', '.join(DOMAINS)}, e.g. shop_0"
+            f"no generated database {db_id!r}: ids are <domain>_<index> (the domain's own "
+            f"values) or <domain>_wide_<index> / <domain>_held_out_<index> (made-up values), "
+            f"with a domain among {', '.join(DOMAINS)}, e.g. shop_0 or shop_wide_0"
         )
-    return DOMAINS[match.group(1)], int(match.group(2))
+    return DatabaseId(DOMAINS[match.group(1)], int(match.group(3)), match.group(2) or "domain")
 
 
 @lru_cache(maxsize=64)
 def build(db_id: str) -> Database:
     """The database `db_id`, generated from its domain and index."""
-    domain, index = parse_db_id(db_id)
-    rng = random.Random(f"toolgym-sql-{domain.name}-{index}")
+    parsed = parse_db_id(db_id)
+    domain, index = parsed.domain, parsed.index
+    words = vocabulary(domain, parsed.values, db_id)
+    rows_seed = "" if parsed.values == "domain" else f"{parsed.values}-"
+    rng = random.Random(f"toolgym-sql-{domain.name}-{rows_seed}{index}")
     names = rng.sample([f"{first} {last}" for first in FIRST_NAMES for last in LAST_NAMES], PEOPLE)
-    place_weights = [rng.uniform(0.3, 1.0) for _ in domain.places]
+    place_weights = [rng.uniform(0.3, 1.0) for _ in words.places]
     people = [
         (
             i + 1,
             names[i],
-            rng.choices(domain.places, place_weights)[0],
+            rng.choices(words.places, place_weights)[0],
             rng.randint(*domain.number_range),
         )
         for i in range(PEOPLE)
@@ -108,7 +125,7 @@ def build(db_id: str) -> Database:
     while len(measures) < ITEMS:
         measures.add(round(rng.uniform(low, high), 2))
     ordered = rng.sample(sorted(measures), ITEMS)
-    items = [(i + 1, titles[i], rng.choice(domain.kinds), ordered[i]) for i in range(ITEMS)]
+    items = [(i + 1, titles[i], rng.choice(words.kinds), ordered[i]) for i in range(ITEMS)]
     active = rng.sample(range(1, PEOPLE + 1), PEOPLE * 6 // 7)
     state_weights = [0.6, 0.3, 0.1]
     events = []
@@ -116,9 +133,9 @@ def build(db_id: str) -> Database:
         day = FIRST_DAY + datetime.timedelta(days=rng.randrange(DAYS))
         events.append((
             i + 1, rng.choice(active), rng.randint(1, ITEMS), day.isoformat(),
-            rng.randint(*domain.amount_range), rng.choices(domain.states, state_weights)[0],
+            rng.randint(*domain.amount_range), rng.choices(words.states, state_weights)[0],
         ))  # fmt: skip
-    return Database(db_id, domain, people, items, events)
+    return Database(db_id, domain, words, people, items, events)
 
 
 def write_sqlite(db: Database, path: str | Path) -> Path:
@@ -141,5 +158,12 @@ def write_sqlite(db: Database, path: str | Path) -> Path:
     return path
 
 
-def default_db_ids(per_domain: int = 2) -> list[str]:
-    return [f"{name}_{i}" for name in DOMAINS for i in range(per_domain)]
+def default_db_ids(per_domain: int | None = None, values: str = "domain") -> list[str]:
+    """`per_domain` databases of each domain (by default 2 with the domain's own values, 25
+    with made-up ones, so that their values are too many to learn by heart)."""
+    if values not in VALUE_SETS:
+        raise ConfigError(f"values {values!r}: choose one of {', '.join(VALUE_SETS)}")
+    if per_domain is None:
+        per_domain = 2 if values == "domain" else WIDE_PER_DOMAIN
+    infix = "" if values == "domain" else f"{values}_"
+    return [f"{name}_{infix}{i}" for name in DOMAINS for i in range(per_domain)]

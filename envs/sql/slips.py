@@ -1,5 +1,5 @@
 """A weaker demonstrator for the generated questions: it sometimes writes another of the
-domain's values (a city, a kind, a status) where the question names one, so an SFT student
+database's values (a city, a kind, a status) where the question names one, so an SFT student
 imitating it is right only part of the time and RL has something to remove."""
 
 from __future__ import annotations
@@ -7,22 +7,23 @@ from __future__ import annotations
 import random
 import re
 
-from toolgym.envs.sql.generate import parse_db_id
+from toolgym.envs.sql.generate import build
 from toolgym.errors import ConfigError
 
 _LITERAL = re.compile(r"'((?:[^']|'')*)'")
 
 
 def slip(gold_sql: str, db_id: str, rng: random.Random) -> str:
-    """`gold_sql` with its first quoted domain value swapped for another of the same column's
-    domain values; unchanged when the query quotes none (or the database is not generated)."""
+    """`gold_sql` with its first quoted value swapped for another that the database's rows
+    draw the same column from; unchanged when the query quotes none (or the database is not
+    generated)."""
     try:
-        domain, _ = parse_db_id(db_id)
+        words = build(db_id).vocabulary
     except ConfigError:
         return gold_sql
     for match in _LITERAL.finditer(gold_sql):
         value = match.group(1).replace("''", "'")
-        for values in (domain.places, domain.kinds, domain.states):
+        for values in words.columns():
             if value in values:
                 other = rng.choice([v for v in values if v != value]).replace("'", "''")
                 return f"{gold_sql[: match.start()]}'{other}'{gold_sql[match.end() :]}"

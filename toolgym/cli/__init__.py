@@ -681,7 +681,10 @@ def sql_serve_postgres(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5432,
     databases: Annotated[
         str | None,
-        typer.Option(help="Generated database ids, comma-separated (e.g. shop_0,clinic_1)."),
+        typer.Option(
+            help="Generated database ids, comma-separated (e.g. shop_0,clinic_1; shop_wide_0 "
+            "names made-up values)."
+        ),
     ] = None,
     per_domain: Annotated[
         int, typer.Option(min=1, help="Without --databases: databases per domain.")
@@ -709,7 +712,10 @@ def sql_generate(
     out: Annotated[Path, typer.Option(help="Folder for databases/ and questions.jsonl.")],
     questions: Annotated[int, typer.Option(help="Questions to write.")] = 100,
     databases: Annotated[
-        str | None, typer.Option(help="Generated database ids, comma-separated.")
+        str | None,
+        typer.Option(
+            help="Generated database ids, comma-separated (shop_wide_0 names made-up values)."
+        ),
     ] = None,
     per_domain: Annotated[
         int, typer.Option(min=1, help="Without --databases: databases per domain.")
