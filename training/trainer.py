@@ -161,6 +161,9 @@ class Trainer:
         self.step = 0
         self.on_step: Callable[[dict[str, Any]], None] | None = None
         self.on_episode: Callable[[Trajectory], None] | None = None
+        self.last_evaluation: tuple[float, dict[str, Any], list[Trajectory]] | None = None
+        """The latest in-run evaluation's temperature, metrics and episodes, so a caller that
+        compares policies item by item need not play it again."""
 
     # ----- the loop -----------------------------------------------------------------------
     def run(
@@ -473,8 +476,12 @@ class Trainer:
         )
 
     def evaluate(self, temperature: float | None = None) -> dict[str, Any]:
-        """The policy on each env's eval tasks, at eval.temperature unless told otherwise."""
-        return self.evaluation(temperature)[0]
+        """The policy on each env's eval tasks, at eval.temperature unless told otherwise
+        (kept as `last_evaluation`)."""
+        temperature = self.config.eval.temperature if temperature is None else temperature
+        metrics, played = self.evaluation(temperature)
+        self.last_evaluation = (temperature, metrics, played)
+        return metrics
 
     def evaluation(
         self, temperature: float | None = None

@@ -83,12 +83,14 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     trainer = Trainer(config)
     before = {t: trainer.evaluation(t) for t in EVAL_TEMPERATURES}
     console.rule(f"3/4 GiGPO for {steps} steps (metrics: {config.run_dir}/metrics.jsonl)")
-    # the run ends with an evaluation at eval.temperature; it is played again below, as the
-    # run keeps only its figures and the paired change needs each maze's outcome
     with TrainSteps(config.steps) as progress:
         trainer.run(overwrite=True, on_step=progress, on_episode=progress.episode)
     console.rule("4/4 the same held-out mazes, before and after RL")
-    after = {t: trainer.evaluation(t) for t in EVAL_TEMPERATURES}
+    assert trainer.last_evaluation is not None  # a run ends with an evaluation
+    ran_at, metrics, played = trainer.last_evaluation  # the trained policy's, at eval.temperature
+    after = {
+        t: (metrics, played) if t == ran_at else trainer.evaluation(t) for t in EVAL_TEMPERATURES
+    }
     show_episode(trainer)
     trainer.close()
     results: dict[str, Any] = {
