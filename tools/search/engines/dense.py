@@ -107,7 +107,9 @@ def _new_index(kind: str, dim: int, hnsw_m: int, lists: int, pq_m: int, n: int) 
             f"ivfpq needs at least {max(256, lists)} documents to train its quantizers "
             f"(this corpus has {n}); use --faiss flat or hnsw"
         )
-    return faiss.index_factory(dim, f"IVF{lists},PQ{pq_m}", faiss.METRIC_INNER_PRODUCT)
+    # "np": no polysemous training, which only serves Hamming-filtered search (never used
+    # here) and took 55 s of a 340-document build's 56 (0.4 s without it)
+    return faiss.index_factory(dim, f"IVF{lists},PQ{pq_m}np", faiss.METRIC_INNER_PRODUCT)
 
 
 def _encode_chunks(enc: Encoder, docs: DocStore, chunk: int, progress: Any) -> Iterator[np.ndarray]:
