@@ -50,11 +50,11 @@ async def play_walkthrough(env: TextWorldEnv, task: dict) -> tuple[float, bool, 
     return total, terminated, keys
 
 
-GAMES = 40
+GAMES = 20
 
 
-def test_the_walkthrough_wins_each_of_40_generated_games_across_the_families():
-    """Ten games of each family, their knobs drawn at random (100 took two minutes of CI)."""
+def test_the_walkthrough_wins_each_of_20_generated_games_across_the_families():
+    """Five games of each family, their knobs drawn at random (40 took 84 s of CI)."""
 
     async def run() -> list:
         envs = [TextWorldEnv(max_turns=100) for _ in range(2)]  # two workers: two cores
