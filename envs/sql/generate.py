@@ -4,8 +4,8 @@ written to SQLite by `write_sqlite` and to PostgreSQL by the postgres backend's 
 A database id is `<domain>_<index>` (see domains.py), e.g. "shop_0", whose rows name the
 domain's own places, kinds and states, or `<domain>_wide_<index>` and
 `<domain>_held_out_<index>`, whose rows name made-up values drawn for that database
-(values.py); the index seeds its rows. Each has 150 people, 48 items and 900 events: enough that a wrong filter, join or
-grouping gives a visibly different result. Measures are unique within a database, so
+(values.py); the index seeds its rows. Each has 150 people, 48 items and 900 events: enough
+that a wrong filter, join or grouping gives a visibly different result. Measures are unique within a database, so
 "the k most expensive" has one answer; about one person in seven has no events, so
 "who never..." questions have answers.
 """
@@ -99,7 +99,7 @@ def parse_db_id(db_id: str) -> DatabaseId:
     return DatabaseId(DOMAINS[match.group(1)], int(match.group(3)), match.group(2) or "domain")
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)  # a run on made-up values reads 200 (its own and its transfer set's)
 def build(db_id: str) -> Database:
     """The database `db_id`, generated from its domain and index."""
     parsed = parse_db_id(db_id)
