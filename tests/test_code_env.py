@@ -206,5 +206,8 @@ def test_math_problems_of_chosen_shapes_and_the_default_draws_of_before():
     assert all("trees are cut down" in env._generate(s)["question"] for s in range(10))
     with pytest.raises(ConfigError, match="unknown problem templates"):
         MathCodeEnv(templates=["forests"])
-    with pytest.raises(ConfigError, match="list of names"):
-        MathCodeEnv(templates="trees")
+    for hostile in ("trees", [], {"trees": 1}):
+        with pytest.raises(ConfigError, match="list of names"):
+            MathCodeEnv(templates=hostile)
+    with pytest.raises(ConfigError, match="unknown problem templates"):
+        MathCodeEnv(templates=[["trees"]])

@@ -243,6 +243,8 @@ def test_an_env_on_made_up_values_is_solved_by_copying_and_says_what_it_was_give
         toolgym.make("toolgym/SQL-v0", values="wide", db_ids=["shop_0"])
     with pytest.raises(ConfigError, match="shop_wide_0"):
         build("shop_unseen_0")
+    with pytest.raises(ConfigError, match="unknown question templates"):
+        toolgym.make("toolgym/SQL-v0", templates=[["filter_count"]])
 
 
 def test_a_schema_without_sample_rows_is_the_create_statements_alone():

@@ -82,3 +82,16 @@ def lookup(table: Mapping[str, T], name: str, kind: str) -> T:
             f"unknown {kind} '{name}'.{did_you_mean(name, table)} Known: {', '.join(table)}"
         )
     return table[name]
+
+
+def chosen_names(table: Mapping[str, object], names: object, kind: str) -> tuple[str, ...]:
+    """`names` (a list of `table`'s keys, in the order given; None: every key) checked, so
+    a setting that is not a list of known names is one clear error, whatever it holds."""
+    if names is None:
+        return tuple(table)
+    if isinstance(names, str) or not isinstance(names, list | tuple) or not names:
+        raise ConfigError(f"{kind}s must be a list of names among {', '.join(table)}")
+    unknown = [n for n in names if not isinstance(n, str) or n not in table]
+    if unknown:
+        raise ConfigError(f"unknown {kind}s {unknown}; known: {', '.join(table)}")
+    return tuple(names)

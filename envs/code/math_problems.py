@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from toolgym.errors import ConfigError
+from toolgym.errors import chosen_names
 
 NAMES = ("Ann", "Bob", "Cai", "Dee", "Eli", "Fay", "Gus", "Hal", "Ivy", "Jo")
 TEMPLATES = {
@@ -23,14 +23,8 @@ TEMPLATES = {
 
 def check_templates(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
     """The chosen template names in the order TEMPLATES has them (None: all of them)."""
-    if names is None:
-        return tuple(TEMPLATES)
-    if isinstance(names, str) or not names:
-        raise ConfigError(f"templates is a list of names among {', '.join(TEMPLATES)}")
-    unknown = [n for n in names if n not in TEMPLATES]
-    if unknown:
-        raise ConfigError(f"unknown problem templates {unknown}; known: {', '.join(TEMPLATES)}")
-    return tuple(n for n in TEMPLATES if n in names)
+    chosen = chosen_names(TEMPLATES, names, "problem template")
+    return tuple(n for n in TEMPLATES if n in chosen)
 
 
 def generate_problem(seed: int, templates: tuple[str, ...] | None = None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolgym.envs.sql.generate import Database, build, default_db_ids
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, chosen_names
 
 
 @dataclass(frozen=True)
@@ -163,11 +163,7 @@ TEMPLATES: dict[str, tuple[str, Template]] = {
 
 
 def check_templates(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
-    chosen = tuple(names) if names else tuple(TEMPLATES)
-    unknown = [n for n in chosen if n not in TEMPLATES]
-    if unknown:
-        raise ConfigError(f"unknown question templates {unknown}; known: {', '.join(TEMPLATES)}")
-    return chosen
+    return chosen_names(TEMPLATES, names or None, "question template")
 
 
 def generate_question(
