@@ -41,9 +41,6 @@ MODULE_GROUPS = {
     # `ray stop --force` stops every cluster on the machine: one Ray test at a time, and
     # beside the quickstart's tests, which they train from
     "test_ray_engines": "quickstart", "test_ray_envs": "quickstart", "test_ray_resume": "quickstart",
-    # a fork bomb holds the sandbox user's process count at its limit for seconds, and every
-    # sandbox on the host shares that count (RLIMIT_NPROC is per user)
-    "test_sandbox_security": "fork-bombs", "test_code_env": "fork-bombs",
 }  # fmt: skip
 
 

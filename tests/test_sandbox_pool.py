@@ -12,7 +12,8 @@ import pytest
 
 from toolgym.errors import ConfigError
 from toolgym.sandbox import Limits, SandboxError, SandboxPool, Status, make_backend, run
-from toolgym.sandbox.backends.bubblewrap import NOBODY, BubblewrapBackend
+from toolgym.sandbox.backends.bubblewrap import BubblewrapBackend
+from toolgym.sandbox.backends.users import BLOCK, FIRST, USERS, SandboxUsers
 
 LIMITS = Limits(timeout_s=5, memory_mb=256, output_bytes=2000, fetch_bytes=1000)
 
@@ -170,22 +171,35 @@ def test_backends_fail_closed():
 
 
 @pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "popen"])
-def test_bubblewrap_started_by_root_runs_as_nobody(setpriv):
-    """Root's sandboxes run as nobody (so RLIMIT_NPROC counts their processes), whether
-    setpriv drops the ids or Popen does where setpriv is missing."""
+def test_bubblewrap_started_by_root_runs_each_sandbox_as_a_user_of_its_own(setpriv):
+    """Root's sandboxes run as host users no account has, one per live sandbox (so
+    RLIMIT_NPROC counts each sandbox's processes alone), whether setpriv drops the ids or
+    Popen does where setpriv is missing; a closed sandbox hands its user back."""
     backend = BubblewrapBackend()
     if not setpriv:
         backend.setpriv = None
 
-    async def uids_of_our_bwraps() -> set[int]:
-        channel = await backend.open("repl", Limits())
+    async def uids_of_our_bwraps() -> tuple[list[int], set[int]]:
+        before = _bwraps()
+        channels = [await backend.open("repl", Limits()) for _ in range(2)]
         try:
-            return {int(s["Uid"].split()[0]) for s in _children() if s["Name"] == "bwrap"}
+            uids = [uid for pid, uid in _bwraps().items() if pid not in before]
         finally:
-            await channel.close()
+            for channel in channels:
+                await channel.close()
+        return uids, set(USERS.live)
 
-    expected = NOBODY if os.geteuid() == 0 else os.geteuid()
-    assert asyncio.run(uids_of_our_bwraps()) == {expected}
+    uids, live_after = asyncio.run(uids_of_our_bwraps())
+    if os.geteuid() == 0:
+        assert len(set(uids)) == 2 and all(FIRST <= uid < 2**31 for uid in uids), uids
+    else:
+        assert set(uids) == {os.geteuid()}
+    assert not live_after & set(uids)
+
+
+def _bwraps() -> dict[str, int]:
+    """The user of each bwrap process this process started, by pid."""
+    return {s["Pid"]: int(s["Uid"].split()[0]) for s in _children() if s["Name"] == "bwrap"}
 
 
 def _children() -> list[dict[str, str]]:
@@ -225,3 +239,17 @@ def test_local_backend_only_by_name_and_loudly(caplog):
             return await pool.run("import os; print(os.getcwd().endswith('/work'))")
 
     assert asyncio.run(scenario()).stdout == "True\n"
+
+
+def test_sandbox_users_are_distinct_until_the_block_is_spent_and_come_back_once():
+    users = SandboxUsers()
+    held = [users.acquire() for _ in range(BLOCK)]
+    assert len({u.uid for u in held}) == BLOCK
+    shared = users.acquire()  # the block is spent: a live user takes a second sandbox
+    assert shared.uid in {u.uid for u in held} and users.live[shared.uid] == 2
+    shared.release()
+    shared.release()  # a second clean-up path hands back nothing more
+    assert users.live[shared.uid] == 1
+    for user in held:
+        user.release()
+    assert users.live == {}

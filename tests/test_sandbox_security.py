@@ -4,6 +4,7 @@ locally built image (the Makefile's `system-deps` installs and starts them)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -343,3 +344,44 @@ def test_session_results_come_from_the_guest_never_the_code(pool, loop_thread):
     assert [r.stdout for r in later] == ["0\n", "1\n", "2\n"], later
     assert all(r.status is Status.OK for r in later) and restarts == 0
     pool.check_healthy()
+
+
+HOLD_EVERY_PROCESS = """
+import os, time
+held = 0
+while True:
+    try:
+        if os.fork() == 0:
+            time.sleep(4)
+            os._exit(0)
+        held += 1
+    except OSError:
+        break
+print(held, flush=True)
+time.sleep(4)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_sandbox_at_its_process_limit_leaves_the_others_theirs(backend, loop_thread):
+    """RLIMIT_NPROC counts a host user's processes: each sandbox runs as a user of its own, so
+    one holding every process it may have does not stop another from starting one."""
+
+    async def both() -> tuple:
+        pools = [SandboxPool(backend, size=1, limits=LIMITS, health_interval_s=0) for _ in "ab"]
+        try:
+            for made in pools:
+                await made.start()
+            holding = asyncio.create_task(pools[0].run(HOLD_EVERY_PROCESS, timeout_s=6))
+            await asyncio.sleep(2)  # the first sandbox is at its limit now
+            started = await pools[1].run(
+                "import subprocess; print(subprocess.run(['true']).returncode)"
+            )
+            return await holding, started
+        finally:
+            for made in pools:
+                await made.aclose()
+
+    holding, started = loop_thread.call(both())
+    assert int(holding.stdout.split()[0]) >= LIMITS.processes - 4, holding
+    assert (started.status, started.stdout) == (Status.OK, "0\n"), started

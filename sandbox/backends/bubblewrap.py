@@ -9,8 +9,10 @@ and death with its parent. The guest runs as pid 1 of its namespace, so code can
 What it does not bound: memory is limited per process (RLIMIT_AS, times the process limit),
 not for the sandbox as a whole; the Docker backend's cgroup bounds the total.
 
-Started by root, bwrap itself runs as `nobody`: the kernel does not count processes against
-RLIMIT_NPROC for a namespace that maps to host root, so a fork bomb would go unbounded.
+Started by root, bwrap itself runs as a host user of its own (users.py), never root: the
+kernel does not count processes against RLIMIT_NPROC for a namespace that maps to host root,
+so a fork bomb would go unbounded, and a user shared by every sandbox would let one at its
+process limit hold back the others on kernels that count a user's processes across the host.
 `setpriv` (util-linux) drops the ids in the process it then turns into bwrap, so Python starts
 it with vfork; dropping them in Python (`user=`) makes it fork, which copies the page tables of
 a process holding a model: 27 ms a sandbox against 3 ms. Without setpriv, Python drops them.
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.sandbox.backends.base import START_TIMEOUT_S, Backend, Mode
+from toolgym.sandbox.backends.users import USERS
 from toolgym.sandbox.channel import Channel, process_channel
 from toolgym.sandbox.result import Limits, SandboxError
 
@@ -54,7 +57,7 @@ class BubblewrapBackend(Backend):
             raise SandboxError(f"the bubblewrap sandbox needs `bwrap`, not found: {INSTALL_HINT}")
         if not Path(self.python).is_file():
             raise SandboxError(f"the sandbox's interpreter {self.python} does not exist")
-        drop, popen = self._as_nobody()
+        drop, popen = self._as_user(NOBODY)
         probe = subprocess.run(
             [*drop, *self.argv(Limits(), "probe"), self.python, "-I", "-c", "pass"],
             capture_output=True,
@@ -70,9 +73,10 @@ class BubblewrapBackend(Backend):
             )
 
     async def open(self, mode: Mode, limits: Limits) -> Channel:
-        drop, popen = self._as_nobody()
+        user = USERS.acquire()
+        drop, popen = self._as_user(user.uid)
         argv = [*drop, *self.argv(limits, mode), *self.guest_argv(self.python, mode)]
-        return await process_channel(argv, START_TIMEOUT_S, **popen)
+        return await process_channel(argv, START_TIMEOUT_S, cleanup=user.release, **popen)
 
     def argv(self, limits: Limits, mode: str) -> list[str]:
         size = str(limits.work_mb << 20)
@@ -102,15 +106,15 @@ class BubblewrapBackend(Backend):
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "python": self.python}
 
-    def _as_nobody(self) -> tuple[list[str], dict[str, Any]]:
-        """What starts bwrap as nobody when we are root: a setpriv prefix to the command, or
-        else Popen's arguments that drop the ids."""
+    def _as_user(self, uid: int) -> tuple[list[str], dict[str, Any]]:
+        """What starts bwrap as host user `uid` when we are root: a setpriv prefix to the
+        command, or else Popen's arguments that drop the ids."""
         if os.geteuid() != 0:
             return [], {}
         if self.setpriv is not None:
-            ids = ["--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups"]
+            ids = ["--reuid", str(uid), "--regid", str(uid), "--clear-groups"]
             return [self.setpriv, *ids], {}
-        return [], {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+        return [], {"user": uid, "group": uid, "extra_groups": []}
 
 
 def _default_python() -> str:

@@ -2,7 +2,8 @@
 build-image`) with no network, a read-only root, tmpfs work dir and /tmp and a private
 /dev/shm (each of the work size, emptied after every call), memory (the cgroup's, which also
 counts what the tmpfs mounts hold), process and CPU limits, every capability dropped, no
-privilege gain, Docker's own seccomp profile (no new namespaces), and a non-root user. The
+privilege gain, Docker's own seccomp profile (no new namespaces), and a host user of its own
+(users.py: a container at its process limit leaves the others theirs), not root. The
 guest runs as the container's pid 1 (code cannot signal it) and speaks frames over the
 container's attached stdin/stdout, so a call is a fork inside, not a `docker exec`.
 """
@@ -17,6 +18,7 @@ import struct
 from typing import Any
 
 from toolgym.sandbox.backends.base import START_TIMEOUT_S, Backend, Mode
+from toolgym.sandbox.backends.users import USERS
 from toolgym.sandbox.channel import Channel
 from toolgym.sandbox.result import Limits, SandboxError
 
@@ -60,11 +62,17 @@ class DockerBackend(Backend):
             ) from exc
 
     async def open(self, mode: Mode, limits: Limits) -> Channel:
-        container = await asyncio.to_thread(self._create, mode, limits)
+        user = USERS.acquire()
+        try:
+            container = await asyncio.to_thread(self._create, mode, limits, user.uid)
+        except BaseException:
+            user.release()
+            raise
 
         async def remove() -> None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(container.remove, force=True)
+            user.release()
 
         async def describe() -> str:
             try:
@@ -88,7 +96,7 @@ class DockerBackend(Backend):
             raise
         return channel
 
-    def _create(self, mode: Mode, limits: Limits) -> Any:
+    def _create(self, mode: Mode, limits: Limits, user: int) -> Any:
         tmpfs = f"size={limits.work_mb}m,mode=1777,exec,nosuid,nodev"
         environment = {"TOOLGYM_WORK": "/work", "TOOLGYM_SHM": "/dev/shm"}
         if mode == "repl":
@@ -106,7 +114,7 @@ class DockerBackend(Backend):
             memswap_limit=memory,
             pids_limit=limits.processes + 8,
             nano_cpus=int(self.cpus * 1e9),
-            user="65534:65534",
+            user=f"{user}:{user}",
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             ipc_mode="private",
