@@ -1,16 +1,18 @@
-"""Shared pieces of the benchmarks: a tiny model to run, minimal envs, and when a training
-run first reached a success threshold."""
+"""Shared pieces of the benchmarks: a tiny model to run, minimal envs, when a training run
+first reached a success threshold, and the held-out figures that compare methods."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import statistics
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from toolgym.envs import Env, make_info
+from toolgym.intervals import mean_interval, paired_difference
 
 
 def tiny_model(path: str | None) -> Path:
@@ -37,6 +39,63 @@ def steps_to_threshold(
         if len(successes) >= window and statistics.mean(successes[-window:]) >= threshold:
             return spent
     return None
+
+
+def training_steps(metrics: Sequence[dict]) -> list[dict]:
+    """A run's training steps' records (not the evaluation before its first step)."""
+    return [record for record in metrics if "rollout/success" in record]
+
+
+def evaluations(metrics: Sequence[dict]) -> tuple[dict, dict]:
+    """A run's first and last evaluations (the start's, with `eval.at_start`, and the end's:
+    a run always ends with one), each as its eval/ figures."""
+    found = [
+        {k: v for k, v in record.items() if k.startswith("eval/")}
+        for record in metrics
+        if "eval/success" in record
+    ]
+    if not found:
+        raise ValueError("the run made no evaluation")
+    return found[0], found[-1]
+
+
+def held_out_lines(finals: dict[str, list[dict]], baseline: str, start: list[dict]) -> list[str]:
+    """For each eval set (the run's own held-out split, then its transfer sets): the start's
+    and each variant's success over seeds, mean and 95% interval, and each variant's
+    difference from `baseline`, paired by seed."""
+    first = finals[baseline][0]
+    every = [*start, *(run for runs in finals.values() for run in runs)]
+    keys = ["eval/success"] + sorted(
+        k
+        for k in first
+        if k.endswith("/success") and k.count("/") == 2 and all(k in run for run in every)
+    )  # the sets every run evaluated
+    lines = []
+    for key in keys:
+        name = key.removeprefix("eval/").removesuffix("/success").removesuffix("success")
+        items = first.get(key.removesuffix("success") + "items")
+        lines.append(f"{name or 'held-out'} ({items} distinct items), success over seeds:")
+        for variant, runs in [("start", start), *finals.items()]:
+            values = [run[key] for run in runs]
+            shown = ", ".join(f"{v:.1%}" for v in values)
+            lines.append(f"  {variant:<8} {_interval(mean_interval(values))}   seeds {shown}")
+        for variant, runs in finals.items():
+            if variant != baseline:
+                pairs = [run[key] for run in runs], [run[key] for run in finals[baseline]]
+                lines.append(
+                    f"  {variant} - {baseline}: {_interval(paired_difference(*pairs), True)}"
+                    " (paired by seed)"
+                )
+    return lines
+
+
+def _interval(figure: tuple[float, float, float], signed: bool = False) -> str:
+    """A mean and its interval in percent, or (`signed`) a difference in points."""
+    mean, low, high = (100 * x for x in figure)
+    sign, unit = ("+", " points") if signed else ("", "%")
+    if not math.isfinite(low):
+        return f"{mean:{sign}.1f}{unit} (one seed: no interval)"
+    return f"{mean:{sign}.1f}{unit} ({low:{sign}.1f} to {high:{sign}.1f})"
 
 
 class QuestionEnv(Env):

@@ -4,7 +4,11 @@ For each seed, trains once with each estimator (everything else equal), records 
 success against cumulative env steps, and reports how many env steps each needs before its
 success (a moving average over `--window` steps) first reaches `--threshold`. The ratio
 GRPO steps / GiGPO steps is the GiGPO paper's central claim at toy scale: above 1 means
-GiGPO needs fewer env steps. Whatever it comes out to is what we report.
+GiGPO needs fewer env steps. Whatever it comes out to is what we report. Those are training
+draws; the claim rests on the held-out figures printed after them: each estimator's success
+at the end on the recipe's eval split (items training never drew) and on its transfer sets
+(`eval.sets`), with the start's, over seeds with 95% intervals, and GiGPO's difference from
+GRPO paired by seed.
 
     python bench/gigpo_vs_grpo.py --model DIR [--config configs/maze_gigpo.yaml] [--seeds 3]
         [--steps 30] [--threshold 0.5] [section.field=value ...]
@@ -31,7 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import steps_to_threshold
+from common import evaluations, held_out_lines, steps_to_threshold, training_steps
 
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
@@ -121,6 +125,8 @@ def compare(args: argparse.Namespace, config_path: Path, out: Path, setting: lis
     """Both estimators, each seed, in one setting; prints steps to the threshold and the ratio."""
     reached: dict[str, list[float | None]] = {"gigpo": [], "grpo": []}
     finals: dict[str, list[float]] = {"gigpo": [], "grpo": []}
+    held_out: dict[str, list[dict]] = {"gigpo": [], "grpo": []}
+    start: list[dict] = []
     for seed in range(args.seeds):
         for estimator in ("gigpo", "grpo"):
             run = out / f"{estimator}-seed{seed}"
@@ -129,13 +135,18 @@ def compare(args: argparse.Namespace, config_path: Path, out: Path, setting: lis
                 f"seed={seed}",
                 f"steps={args.steps}",
                 f"advantage.estimator={estimator}",
-                "eval.every_steps=1000000",
-                "eval.at_start=false",
+                "eval.every_steps=1000000",  # at the start and the end only
+                f"eval.at_start={estimator == 'gigpo'}",  # one start per seed
                 *setting,
                 *args.overrides,
             ]
             config = load_config(TrainConfig, config_path, overrides)
-            metrics = Trainer(config).run(overwrite=True)
+            run_metrics = Trainer(config).run(overwrite=True)
+            first, last = evaluations(run_metrics)
+            held_out[estimator].append(last)
+            if estimator == "gigpo":
+                start.append(first)
+            metrics = training_steps(run_metrics)
             reached[estimator].append(steps_to_threshold(metrics, args.threshold, args.window))
             finals[estimator].append(
                 statistics.mean(m["rollout/success"] for m in metrics[-args.window :])
@@ -152,6 +163,7 @@ def compare(args: argparse.Namespace, config_path: Path, out: Path, setting: lis
         print(f"ratio grpo / gigpo env steps (seeds where both reached it): {ratio:.2f}x")
     else:
         print("ratio: not defined (the threshold was not reached by both on any seed)")
+    print("\n".join(held_out_lines(held_out, "grpo", start)))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ For each seed, trains once per variant and reports:
   branches' too (replayed steps included); the ratio against GiGPO alone (above 1: the
   variant needs fewer);
 - the wall time of a training step against GiGPO alone's, measured in the same run: what
-  the process reward costs.
+  the process reward costs;
+- the figures the claim rests on: each variant's success at the end on the recipe's eval
+  split (items training never drew) and its transfer sets, with the start's, over seeds with
+  95% intervals, and each variant's difference from GiGPO alone, paired by seed.
 
     python bench/process_rewards.py --model DIR [--task maze|search] [--seeds 3] [--steps 30]
         [--threshold 0.5] [--variants gigpo,prm,mc] [section.field=value ...]
@@ -26,7 +29,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from common import steps_to_threshold
+from common import evaluations, held_out_lines, steps_to_threshold, training_steps
 
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
@@ -80,16 +83,24 @@ def main() -> None:
     reached: dict[str, list[float | None]] = {n: [] for n in names}
     finals: dict[str, list[float]] = {n: [] for n in names}
     seconds: dict[str, list[float]] = {n: [] for n in names}
+    held_out: dict[str, list[dict]] = {n: [] for n in names}
+    start: list[dict] = []
     for seed in range(args.seeds):
         for name in names:
             run = out / f"{name}-seed{seed}"
             path, variant = variants[name]
             overrides = [*variant,
                 f"model={args.model}", f"run_dir={run}", f"seed={seed}", f"steps={args.steps}",
-                "eval.every_steps=1000000", "eval.episodes=1", "tensorboard=false", *args.overrides,
+                "eval.every_steps=1000000", f"eval.at_start={name == 'gigpo'}",
+                "tensorboard=false", *args.overrides,
             ]  # fmt: skip
             config = load_config(TrainConfig, path, overrides)
-            metrics = Trainer(config).run(overwrite=True)
+            run_metrics = Trainer(config).run(overwrite=True)
+            first, last = evaluations(run_metrics)
+            held_out[name].append(last)
+            if name == "gigpo":
+                start.append(first)
+            metrics = training_steps(run_metrics)
             reached[name].append(
                 steps_to_threshold(metrics, args.threshold, args.window, cost=env_steps)
             )
@@ -116,6 +127,7 @@ def main() -> None:
             print(f"ratio gigpo / {name} env steps (seeds where both reached it): {ratio:.2f}x")
         else:
             print(f"ratio gigpo / {name}: not defined (not both reached it on any seed)")
+    print("\n".join(held_out_lines(held_out, "gigpo", start)))
     png = plot_runs(sorted(out.glob("*-seed*")), out / "curves.png", ["rollout/success"])
     print(f"curves: {png}")
 
