@@ -136,6 +136,11 @@ class ToolEnv(Env):
         none by default."""
         return []
 
+    async def on_episode_end(self) -> None:
+        """Release what only the episode needed (a sandbox session), once it is over: the env
+        may then sit idle in a pool until its next reset, and must not hold a shared slot
+        meanwhile. Nothing by default."""
+
     def collect_tools(self) -> list[Tool]:
         """The `@tool` methods declared on this class and its bases, bound to this env. A
         subclass hides a base's tool by setting its name to None (a proposer env keeps the
@@ -231,7 +236,7 @@ class ToolEnv(Env):
         valid = not problems and all(r.error not in _POLICY_MISTAKES for r in results)
         if not valid:
             reward += self.invalid_action_reward
-        terminated, truncated = self._end_turn(outcome, obs)
+        terminated, truncated = await self._close_turn(outcome, obs)
         result, self._result = self._result, None
         extra = {} if result is None else {"result": result}
         info = make_info(
@@ -254,7 +259,7 @@ class ToolEnv(Env):
         call.id = f"call_{self.turn}_0"
         results, outcome, reward = await self._run_calls([call])
         obs = clean_messages([results[0].to_message(), *await self.observe()])
-        terminated, truncated = self._end_turn(outcome, obs)
+        terminated, truncated = await self._close_turn(outcome, obs)
         self._result = None
         return results[0], reward, terminated, truncated
 
@@ -266,7 +271,7 @@ class ToolEnv(Env):
         self.turn += 1
         self.transcript.append({"role": "assistant", "content": action})
 
-    def _end_turn(self, outcome: Outcome, obs: list[Message]) -> tuple[bool, bool]:
+    async def _close_turn(self, outcome: Outcome, obs: list[Message]) -> tuple[bool, bool]:
         """Close the turn: (terminated, truncated), the episode's end, the transcript."""
         assert self.turn is not None
         terminated = outcome.terminated
@@ -274,6 +279,8 @@ class ToolEnv(Env):
         self.done = terminated or truncated
         self._last_obs = obs
         self.transcript += copy_messages(obs)
+        if self.done:
+            await self.on_episode_end()
         return terminated, truncated
 
     async def _run_calls(

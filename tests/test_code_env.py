@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
 import toolgym
 from toolgym.envs.code import CodeEnv, CodeTask, MathCodeEnv
 from toolgym.envs.code.tasks import humaneval_rows
+from toolgym.envs.resources import Resources
 from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
 
@@ -161,6 +163,36 @@ def test_math_with_code_scripted_and_by_hand():
     assert steps[1][0][0]["content"] == "<output>893</output>"
     assert "time limit" in steps[2][0][0]["content"] and steps[2][4]["infra_error"] is None
     assert steps[3][1:3] == (1.0, True)
+
+
+def test_finished_episodes_hold_no_sandbox_session_while_their_envs_sit_idle():
+    """A pool opens at most 64 sessions at once. Envs whose episodes are over, left idle
+    (as a runtime's env pool leaves them until their next reset), must not hold theirs: the
+    65th env's first call runs at once instead of waiting out the tool's time limit."""
+    problem = {"task": {"question": "What is 2 + 3?", "answer": 5}}
+
+    async def scenario():
+        shared = Resources()
+        envs = [MathCodeEnv() for _ in range(65)]
+        for env in envs:
+            env.use_resources(shared)
+        try:
+            for env in envs[:64]:
+                await env.areset(seed=0, options=problem)
+                await env.astep("<python>print(2 + 3)</python>")
+                *_, terminated, _, _ = await env.astep("<answer>5</answer>")
+                assert terminated
+            await envs[64].areset(seed=0, options=problem)
+            started = time.monotonic()
+            obs, *_ = await asyncio.wait_for(envs[64].astep("<python>print(2 + 3)</python>"), 60)
+            return obs, time.monotonic() - started
+        finally:
+            for env in envs:
+                await env.aclose()
+            await shared.aclose()
+
+    obs, seconds = asyncio.run(scenario())
+    assert obs[0]["content"] == "<output>5</output>" and seconds < 10, (obs, seconds)
 
 
 @pytest.mark.parametrize(("text", "right"), [("6,912", True), ("6912.", True), ("6913", False),

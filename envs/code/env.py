@@ -113,6 +113,9 @@ class CodeEnv(UsesSandbox, ToolEnv):
             return None
         return self.parser.render([ToolCall("submit", {"code": self.task.solution})])
 
+    async def on_episode_end(self) -> None:
+        await self.python_session.end()
+
     async def aclose(self) -> None:
         await self.python_session.end()
         await super().aclose()

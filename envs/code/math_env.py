@@ -156,6 +156,9 @@ class MathCodeEnv(UsesSandbox, ToolEnv):
             return self.parser.render([ToolCall("python", {"code": f"print({expression})"})])
         return self.parser.render([ToolCall("answer", {"text": self.last_output.strip()})])
 
+    async def on_episode_end(self) -> None:
+        await self.python_session.end()
+
     async def aclose(self) -> None:
         await self.python_session.end()
         await super().aclose()
