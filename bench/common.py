@@ -41,6 +41,31 @@ def steps_to_threshold(
     return None
 
 
+class HeldOut:
+    """The held-out figures of a comparison: each variant's last evaluation per seed, and the
+    start's (the first evaluation of the runs made with `eval.at_start`)."""
+
+    def __init__(self, baseline: str) -> None:
+        self.baseline = baseline
+        self.finals: dict[str, list[dict]] = {}
+        self.start: list[dict] = []
+
+    def train(self, variant: str, config: Any) -> list[dict]:
+        """Run `config` (a TrainConfig), keep its evaluations, and return its training steps'
+        records."""
+        from toolgym.training.trainer import Trainer
+
+        metrics = Trainer(config).run(overwrite=True)
+        first, last = evaluations(metrics)
+        self.finals.setdefault(variant, []).append(last)
+        if config.eval.at_start:
+            self.start.append(first)
+        return training_steps(metrics)
+
+    def report(self) -> str:
+        return "\n".join(held_out_lines(self.finals, self.baseline, self.start))
+
+
 def training_steps(metrics: Sequence[dict]) -> list[dict]:
     """A run's training steps' records (not the evaluation before its first step)."""
     return [record for record in metrics if "rollout/success" in record]

@@ -35,12 +35,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import evaluations, held_out_lines, steps_to_threshold, training_steps
+from common import HeldOut, steps_to_threshold
 
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
 from toolgym.training.plot import plot_runs
-from toolgym.training.trainer import Trainer
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 DEFAULT_CONFIG = {
@@ -125,8 +124,7 @@ def compare(args: argparse.Namespace, config_path: Path, out: Path, setting: lis
     """Both estimators, each seed, in one setting; prints steps to the threshold and the ratio."""
     reached: dict[str, list[float | None]] = {"gigpo": [], "grpo": []}
     finals: dict[str, list[float]] = {"gigpo": [], "grpo": []}
-    held_out: dict[str, list[dict]] = {"gigpo": [], "grpo": []}
-    start: list[dict] = []
+    held_out = HeldOut(baseline="grpo")
     for seed in range(args.seeds):
         for estimator in ("gigpo", "grpo"):
             run = out / f"{estimator}-seed{seed}"
@@ -141,12 +139,7 @@ def compare(args: argparse.Namespace, config_path: Path, out: Path, setting: lis
                 *args.overrides,
             ]
             config = load_config(TrainConfig, config_path, overrides)
-            run_metrics = Trainer(config).run(overwrite=True)
-            first, last = evaluations(run_metrics)
-            held_out[estimator].append(last)
-            if estimator == "gigpo":
-                start.append(first)
-            metrics = training_steps(run_metrics)
+            metrics = held_out.train(estimator, config)
             reached[estimator].append(steps_to_threshold(metrics, args.threshold, args.window))
             finals[estimator].append(
                 statistics.mean(m["rollout/success"] for m in metrics[-args.window :])
@@ -163,7 +156,7 @@ def compare(args: argparse.Namespace, config_path: Path, out: Path, setting: lis
         print(f"ratio grpo / gigpo env steps (seeds where both reached it): {ratio:.2f}x")
     else:
         print("ratio: not defined (the threshold was not reached by both on any seed)")
-    print("\n".join(held_out_lines(held_out, "grpo", start)))
+    print(held_out.report())
 
 
 if __name__ == "__main__":

@@ -29,12 +29,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from common import evaluations, held_out_lines, steps_to_threshold, training_steps
+from common import HeldOut, steps_to_threshold
 
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
 from toolgym.training.plot import plot_runs
-from toolgym.training.trainer import Trainer
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 SEARCH = CONFIGS / "search_gigpo_prm.yaml"
@@ -83,8 +82,7 @@ def main() -> None:
     reached: dict[str, list[float | None]] = {n: [] for n in names}
     finals: dict[str, list[float]] = {n: [] for n in names}
     seconds: dict[str, list[float]] = {n: [] for n in names}
-    held_out: dict[str, list[dict]] = {n: [] for n in names}
-    start: list[dict] = []
+    held_out = HeldOut(baseline="gigpo")
     for seed in range(args.seeds):
         for name in names:
             run = out / f"{name}-seed{seed}"
@@ -95,12 +93,7 @@ def main() -> None:
                 "tensorboard=false", *args.overrides,
             ]  # fmt: skip
             config = load_config(TrainConfig, path, overrides)
-            run_metrics = Trainer(config).run(overwrite=True)
-            first, last = evaluations(run_metrics)
-            held_out[name].append(last)
-            if name == "gigpo":
-                start.append(first)
-            metrics = training_steps(run_metrics)
+            metrics = held_out.train(name, config)
             reached[name].append(
                 steps_to_threshold(metrics, args.threshold, args.window, cost=env_steps)
             )
@@ -127,7 +120,7 @@ def main() -> None:
             print(f"ratio gigpo / {name} env steps (seeds where both reached it): {ratio:.2f}x")
         else:
             print(f"ratio gigpo / {name}: not defined (not both reached it on any seed)")
-    print("\n".join(held_out_lines(held_out, "gigpo", start)))
+    print(held_out.report())
     png = plot_runs(sorted(out.glob("*-seed*")), out / "curves.png", ["rollout/success"])
     print(f"curves: {png}")
 
