@@ -78,9 +78,11 @@ def test_rewards_by_name_and_a_users_function_that_misbehaves():
 
 
 @pytest.mark.timeout(1500)  # the shared base, when this test is the first to need it
-def test_sft_then_two_training_steps_on_an_sdk_server_over_stdio_and_http(recipe_base, tmp_path):
-    """The shared tiny base learns the server's `add` from the tasks' reference calls (half
-    of its episodes then call it), and trains on it through either transport."""
+def test_sft_then_two_training_steps_on_an_sdk_server_over_stdio_and_http(
+    pretrained_base, tmp_path
+):
+    """The shared tiny base learns the server's `add` from the tasks' reference calls, and
+    trains on it through either transport."""
     port = free_port()
     log = (tmp_path / "server.log").open("w")
     http = subprocess.Popen([*SERVER, "http", str(port)], stdout=log, stderr=log)
@@ -88,8 +90,8 @@ def test_sft_then_two_training_steps_on_an_sdk_server_over_stdio_and_http(recipe
         tasks = tmp_path / "tasks.jsonl"
         tasks.write_text("".join(json.dumps(t) + "\n" for t in add_tasks(40)))
         stdio = f"server={{command: [{SERVER[0]}, {SERVER[1]}], tools: [add]}}"
-        run_ok("sft", "toolgym/MCP-v0", "--model", str(recipe_base), "--out",
-               str(tmp_path / "sft"), "--episodes", "64", "--epochs", "4", "--lr", "3e-3",
+        run_ok("sft", "toolgym/MCP-v0", "--model", str(pretrained_base), "--out",
+               str(tmp_path / "sft"), "--episodes", "64", "--epochs", "8", "--lr", "3e-3",
                "--env-arg", stdio, "--env-arg", f"tasks={tasks}", "--env-arg", "reward=number",
                "--env-arg", "max_turns=3")  # fmt: skip
         for name, server in [

@@ -84,7 +84,7 @@ def test_probes_ask_for_eight_tokens_from_the_distance_asked(kind):
 @pytest.fixture(scope="module")
 def with_a_users_env(tmp_path_factory):
     """A short run of the command as a user runs it, with a user's env mixed into the corpus
-    (the full recipe's learning is checked on conftest's `recipe_base`)."""
+    (copying is checked on conftest's `pretrained_base`)."""
     out = tmp_path_factory.mktemp("pretrained") / "tiny"
     run = subprocess.run(
         [sys.executable, "-m", "toolgym", "model", "pretrain", "--out", str(out),
@@ -112,16 +112,16 @@ def test_pretrain_command_writes_an_ordinary_model_directory(with_a_users_env):
 
 
 @pytest.mark.timeout(1300)
-def test_pretrained_tiny_copies_a_span_from_500_tokens_back(recipe_base):
-    """The default tiny recipe (here with MathCode's and SQL-v0's transcripts mixed in, as
-    the code and SQL recipes' base). Measured over seeds 0, 1 and 2 (100 probes each, see
-    docs/models.md); asserted: 90%."""
-    record = json.loads((recipe_base / "toolgym_pretrain.json").read_text())
-    assert record["config"]["steps"] == 1400 and record["config"]["size"] == "tiny"
+def test_pretrained_tiny_copies_a_span_from_500_tokens_back(pretrained_base):
+    """Half the default tiny schedule (700 steps, 300 of them the warm-up). Measured over
+    seeds 0, 1 and 2 (100 probes each, see docs/models.md): at least 85%, 87% and 81% at
+    100, 250 and 500 tokens back; asserted: 80%, 80% and 75%."""
+    record = json.loads((pretrained_base / "toolgym_pretrain.json").read_text())
+    assert record["config"]["steps"] == 700 and record["config"]["size"] == "tiny"
     copy = {p["distance"]: p for p in record["probes"] if p["kind"] == "copy"}
     assert copy[500]["n"] == 100
-    assert copy[500]["accuracy"] >= 0.9, record["probes"]
-    assert copy[100]["accuracy"] >= 0.9, record["probes"]
+    floors = {100: 0.8, 250: 0.8, 500: 0.75}
+    assert all(copy[d]["accuracy"] >= floor for d, floor in floors.items()), record["probes"]
 
 
 def test_pretrain_rejects_a_warmup_longer_than_the_run(tmp_path):

@@ -97,9 +97,9 @@ def test_what_cannot_map_is_refused_with_its_reason():
 
 
 @pytest.mark.parametrize("taskset", ["vf_reverse_text", "vf_glossary"])
-def test_the_trainer_takes_a_step_on_a_verifiers_env(recipe_base, tmp_path, taskset):
+def test_the_trainer_takes_a_step_on_a_verifiers_env(tiny_model_dir, tmp_path, taskset):
     run = tmp_path / "run"
-    run_ok("train", f"model={recipe_base}", f"run_dir={run}", "steps=1",
+    run_ok("train", f"model={tiny_model_dir}", f"run_dir={run}", "steps=1",
            "env.id=toolgym/Verifiers-v0", f"env.kwargs.taskset={taskset}",
            "env.kwargs.max_turns=2", "rollout.tasks_per_step=2", "rollout.rollouts_per_task=2",
            "rollout.max_tokens=32", "optim.micro_batch_size=4", "eval.every_steps=5",
