@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from warm_cli import WarmCli
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -55,11 +56,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+WARM = WarmCli()
+"""Forks CLI runs from a process that has imported torch and transformers (warm_cli.py)."""
+atexit.register(WARM.close)
+
+
 def run_cli(
     *args: str, stdin: str | None = None, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """Run `toolgym ARGS` in a fresh process (as a user would), capturing its output."""
+    """Run `toolgym ARGS` in a process of its own (as a user would), capturing its output:
+    forked warm (warm_cli.py) unless `env` changes what the preloaded libraries read."""
     full_env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(FIXTURES), **(env or {})}
+    if WARM.usable(full_env):
+        return WARM.run(list(args), full_env, ROOT, stdin, timeout)
     return subprocess.run(
         [sys.executable, "-m", "toolgym", *args],
         input=stdin,
