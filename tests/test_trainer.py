@@ -619,6 +619,35 @@ def test_evaluation_before_the_first_update_is_logged_as_step_minus_1(
     assert metrics[0]["env_steps"] == 0 and "train/loss" in metrics[1]
 
 
+def test_keep_best_keeps_the_policy_of_the_best_evaluation(tool_calling_model_dir, tmp_path):
+    """eval.keep_best: RUN_DIR/best_policy is the policy as it was at the best evaluation so
+    far (the start's included; a tie keeps the earlier), beside the last one in policy/."""
+    from safetensors.torch import load_file
+
+    trainer, metrics = one_update(tool_calling_model_dir, tmp_path, "steps=3",
+                                  "eval.every_steps=1", "eval.at_start=true", "eval.keep_best=true")  # fmt: skip
+    evaluated = [(m["step"], m["eval/success"]) for m in metrics if "eval/success" in m]
+    assert [step for step, _ in evaluated] == [-1, 0, 1, 2]
+    best = max(success for _, success in evaluated)
+    chosen = next(step for step, success in evaluated if success == best)
+    record = tmp_path / "best_policy" / "toolgym_best.json"
+    assert json.loads(record.read_text()) == {"step": chosen, "eval/success": best}
+
+    def weights(folder: str) -> dict:
+        return load_file(tmp_path / folder / "model.safetensors")
+
+    with torch.no_grad():  # a policy unlike any the run saved
+        next(trainer.model.parameters()).add_(1.0)
+    trainer.keep_if_best({"step": 7, "eval/success": best})  # a tie: the earlier stays
+    assert json.loads(record.read_text())["step"] == chosen
+    trainer.keep_if_best({"step": 8, "eval/success": best + 0.25})
+    assert json.loads(record.read_text()) == {"step": 8, "eval/success": best + 0.25}
+    moved = {k: v for k, v in trainer.model.state_dict().items()}
+    kept, last = weights("best_policy"), weights("policy")
+    assert all(torch.equal(kept[k], moved[k]) for k in kept)
+    assert not all(torch.equal(kept[k], last[k]) for k in kept)
+
+
 def test_transfer_sets_are_evaluated_beside_the_held_out_split(tool_calling_model_dir, tmp_path):
     """eval.sets: a larger maze than training's, played at each evaluation and logged apart,
     so the held-out figure stays the training settings' own."""

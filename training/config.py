@@ -240,6 +240,11 @@ class EvalSection(ConfigModel):
     at_start: bool = False
     """Also evaluate before the first update (logged as step -1): the baseline the run's
     evaluations compare with."""
+    keep_best: bool = False
+    """Also keep the policy of the best evaluation so far (by eval/success, the start's
+    included; a tie keeps the earlier) as RUN_DIR/best_policy, with the step that chose it in
+    its toolgym_best.json: a run that collapses late keeps what it reached. The choice saw
+    the eval split, so measure the kept policy on the test split (`toolgym eval --split test`)."""
     sets: list[EnvSection] = Field(default_factory=list)
     """Transfer sets, played at every evaluation beside the run's own held-out split: each
     an env (id, kwargs, and a `name` its metrics are logged under, eval/NAME/success) whose

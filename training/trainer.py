@@ -62,6 +62,7 @@ from toolgym.log import get_logger
 from toolgym.training import checkpoint
 from toolgym.training.advantages import GroupRewards, compute_advantages
 from toolgym.training.batch import build_batch
+from toolgym.training.best_policy import BEST_POLICY, beats_best, mark_best
 from toolgym.training.builders import (
     PolicyParts,
     build_groups,
@@ -89,7 +90,8 @@ log = get_logger(__name__)
 ROLLOUTS = "rollouts"
 """RUN_DIR/rollouts/step_N.jsonl: a sample of each step's trajectories."""
 RUN_FILES = (
-    checkpoint.FILE, checkpoint.SHARDS, METRICS, "tensorboard", "policy", "config.json", ROLLOUTS
+    checkpoint.FILE, checkpoint.SHARDS, METRICS, "tensorboard", "policy", BEST_POLICY,
+    "config.json", ROLLOUTS,
 )  # fmt: skip
 """What a run writes into its directory."""
 
@@ -186,7 +188,9 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir, self.step, self.config.tensorboard)
         try:
             if self.config.eval.at_start and not resume:
-                self.metrics.write({"step": -1, "env_steps": 0, **self.evaluate()})
+                start = {"step": -1, "env_steps": 0, **self.evaluate()}
+                self.keep_if_best(start)
+                self.metrics.write(start)
             if self.config.mode == "async":
                 self.runtime.run(self.stream_steps())
             else:
@@ -204,6 +208,7 @@ class Trainer:
         last = self.step + 1 == self.config.steps
         if (self.step + 1) % self.config.eval.every_steps == 0 or last:
             record |= self.evaluate()
+            self.keep_if_best(record)
         self.metrics.write(record)
         if self.on_step is not None:
             self.on_step(record)
@@ -526,10 +531,17 @@ class Trainer:
         pool.release(env)
         return tasks
 
-    def save_policy(self) -> Path:
+    def keep_if_best(self, record: dict[str, Any]) -> None:
+        """Under eval.keep_best, save the policy as RUN_DIR/best_policy when this evaluation
+        (in `record`) beats every earlier one."""
+        success = record["eval/success"]
+        if self.config.eval.keep_best and beats_best(self.run_dir, success):
+            mark_best(self.save_policy(BEST_POLICY), record["step"], success)
+
+    def save_policy(self, name: str = "policy") -> Path:
         """The trained policy as a model directory (`toolgym eval --model RUN_DIR/policy`);
         under LoRA, the adapter, which peft loads onto the base model."""
-        path = self.run_dir / "policy"
+        path = self.run_dir / name
         if self.ranks is None:
             self.model.save_pretrained(path)
         else:  # the weights whole, gathered from the ranks
