@@ -175,6 +175,21 @@ def test_log_level_is_set_once_for_every_command():
     assert quiet.returncode == 0
 
 
+def test_a_script_that_imports_transformers_first_still_gets_no_progress_bars(
+    tiny_model_dir,
+):
+    """The variables toolgym sets are read when transformers is imported; a script that
+    imported it before toolgym is quietened through transformers' own calls."""
+    script = (
+        "import transformers\nfrom toolgym.log import setup_logging\nsetup_logging()\n"
+        f"transformers.AutoModelForCausalLM.from_pretrained({str(tiny_model_dir)!r})\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRANSFORMERS_", "HF_HUB_"))}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Loading weights" not in done.stderr, done.stderr
+
+
 def test_the_names_a_user_needs_come_from_toolgym():
     import toolgym
     from toolgym.tools.tool import ToolCallError

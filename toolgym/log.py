@@ -60,10 +60,22 @@ def _handler() -> logging.Handler:
 
 
 def quiet_libraries() -> None:
+    """Through the variables transformers and huggingface_hub read when they are imported,
+    and through their own calls when they were imported first (a script that imports
+    transformers before toolgym); a value the user set is kept."""
     import os
 
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.set_verbosity(
+            transformers_logging.log_levels.get(os.environ["TRANSFORMERS_VERBOSITY"].lower(),
+                                                logging.ERROR)
+        )  # fmt: skip
+        if os.environ["HF_HUB_DISABLE_PROGRESS_BARS"].upper() in ("1", "ON", "YES", "TRUE"):
+            transformers_logging.disable_progress_bar()
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers(\..*)?")
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"transformers(\..*)?")
