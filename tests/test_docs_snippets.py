@@ -22,7 +22,7 @@ import pytest
 from blocks import run_block, user_env
 from typer.testing import CliRunner
 
-from conftest import ROOT
+from conftest import ROOT, WARM
 from toolgym.cli import app
 
 DOCS = ROOT / "docs"
@@ -163,8 +163,11 @@ def test_the_blocks_marked_run_run_as_written(page, tmp_path):
         (tmp_path / shipped).symlink_to(ROOT / shipped)
     made = [p for p in map(Path, OUTSIDE.get(page, [])) if not p.exists()]
     try:
+        env = user_env(Path(sys.executable).parent)
+        warm = WARM.bin_dir()  # its `toolgym` skips importing torch and transformers afresh
+        env["PATH"] = f"{warm}:{env['PATH']}" if warm else env["PATH"]
         for block in RUN[page]:
-            run_block(as_shell(block), tmp_path, user_env(Path(sys.executable).parent))
+            run_block(as_shell(block), tmp_path, env)
     finally:
         for path in made:
             shutil.rmtree(path, ignore_errors=True)

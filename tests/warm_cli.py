@@ -4,10 +4,11 @@ runs hundreds. Nothing of toolgym is imported before the fork, so each run impor
 registers the installed envs and reads its settings afresh, as `python -m toolgym` does, in
 its own working directory, environment, arguments, stdio and sys.path.
 
-`python warm_cli.py SOCKET` serves; `WarmCli.run` asks it for one run. Libraries read at
-import only what the worker's environment holds, so a run whose environment changes a
-variable they read (`WARM_UNSAFE`) starts a plain process instead, as every run does with
-TOOLGYM_TESTS_PLAIN_CLI=1.
+`python warm_cli.py FOLDER` serves on FOLDER/socket; `WarmCli.run` asks it for one run, and
+the `toolgym` in `WarmCli.bin_dir()` (for shell blocks) hands it its own stdio and passes on
+the signals it gets. Libraries read some variables at import (`WARM_UNSAFE`), so a run whose
+environment holds other values of them than the server's starts a plain process instead, as
+every run does with TOOLGYM_TESTS_PLAIN_CLI=1.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +31,22 @@ PRELOAD = ("torch", "transformers", "transformers.models.qwen2.modeling_qwen2", 
            "numpy", "typer", "rich", "pydantic", "gymnasium", "jinja2", "yaml")  # fmt: skip
 WARM_UNSAFE = ("OMP_", "MKL_", "TORCH", "HF_", "TRANSFORMERS", "CUDA", "PYTORCH", "TOKENIZERS")
 """Prefixes of the variables the preloaded libraries read at import."""
+PLAIN = "TOOLGYM_TESTS_PLAIN_CLI"
 
 
-def serve(path: str) -> None:
+def same_libraries(env: Mapping[str, str], server: Mapping[str, str]) -> bool:
+    """Whether a run in `env` would import the preloaded libraries as the server did."""
+    keys = {k for k in (*env, *server) if k.startswith(WARM_UNSAFE)}
+    return all(env.get(k) == server.get(k) for k in keys)
+
+
+# ----- the server --------------------------------------------------------------------------
+def serve(folder: Path) -> None:
     for name in PRELOAD:
         __import__(name)
     base_path = [p for p in sys.path[1:] if p not in os.environ.get("PYTHONPATH", "").split(":")]
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
+    listener.bind(str(folder / "socket"))
     listener.listen(64)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     print("ready", flush=True)
@@ -94,32 +105,82 @@ def _run_toolgym() -> int:
     return int(code or 0)
 
 
+# ----- clients ------------------------------------------------------------------------------
+def _ask(folder: Path, args: list[str], env: Mapping[str, str], cwd: str, fds: list[int]):
+    """Start the run; the connection (its exit code comes on it) and the run's pid."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(str(folder / "socket"))
+    request = json.dumps({"args": args, "env": dict(env), "cwd": cwd}).encode()
+    socket.send_fds(conn, [request], fds)
+    reader = conn.makefile("r")
+    return conn, reader, int(reader.readline())
+
+
+def forward(folder: Path, args: list[str]) -> int:
+    """Run `toolgym ARGS` warm with this process's stdio, cwd and environment (what the
+    `toolgym` of `WarmCli.bin_dir()` does): its exit code, 128 + N if signal N ended it."""
+    server = json.loads((folder / "environ.json").read_text())
+    if os.environ.get(PLAIN) or not same_libraries(os.environ, server):
+        os.execv(sys.executable, [sys.executable, "-m", "toolgym", *args])
+    conn, reader, pid = _ask(folder, args, os.environ, os.getcwd(), [0, 1, 2])
+    ended = [int(signal.SIGKILL)]
+
+    def pass_on(number: int, _frame: object) -> None:
+        ended[0] = number
+        os.kill(pid, number)
+
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, pass_on)
+    answer = reader.readline()
+    conn.close()
+    return int(answer) if answer.strip() else 128 + ended[0]
+
+
 class WarmCli:
-    """The client side: one server per test process, started at its first run."""
+    """The test process's side: one server per test process, started at its first run."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._server: subprocess.Popen[str] | None = None
-        self._socket = ""
+        self._folder = Path()
+        self._environ: dict[str, str] = {}
 
-    def usable(self, env: dict[str, str]) -> bool:
-        if os.environ.get("TOOLGYM_TESTS_PLAIN_CLI"):  # every run a plain process
+    def usable(self, env: Mapping[str, str]) -> bool:
+        if os.environ.get(PLAIN):
             return False
-        changed = [k for k, v in env.items() if os.environ.get(k) != v]
-        return not any(k.startswith(WARM_UNSAFE) for k in changed) and self._start()
+        return self._start() and same_libraries(env, self._environ)
 
     def _start(self) -> bool:
         with self._lock:
             if self._server is not None:
                 return self._server.poll() is None
-            folder = tempfile.mkdtemp(prefix="toolgym-warm-")
-            self._socket = os.path.join(folder, "socket")
+            self._folder = Path(tempfile.mkdtemp(prefix="toolgym-warm-"))
+            self._environ = dict(os.environ)
+            (self._folder / "environ.json").write_text(json.dumps(self._environ))
             self._server = subprocess.Popen(
-                [sys.executable, __file__, self._socket],
+                [sys.executable, __file__, str(self._folder)], env=self._environ,
                 stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
             )  # fmt: skip
             ready = self._server.stdout.readline() if self._server.stdout else ""
             return ready.strip() == "ready"
+
+    def bin_dir(self) -> Path | None:
+        """A folder whose `toolgym` runs warm, to put first on a shell's PATH (None if the
+        server cannot start or every run is to be plain)."""
+        if os.environ.get(PLAIN) or not self._start():
+            return None
+        folder = self._folder / "bin"
+        if not folder.is_dir():
+            folder.mkdir()
+            shim = folder / "toolgym"
+            shim.write_text(
+                f"#!{sys.executable}\nimport sys\nfrom pathlib import Path\n"
+                f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+                f"from warm_cli import forward\n"
+                f"sys.exit(forward(Path({str(self._folder)!r}), sys.argv[1:]))\n"
+            )
+            shim.chmod(0o755)
+        return folder
 
     def run(
         self, args: list[str], env: dict[str, str], cwd: Path, stdin: str | None, timeout: float
@@ -129,27 +190,22 @@ class WarmCli:
                 tempfile.TemporaryFile() as err:  # fmt: skip
             given.write((stdin or "").encode())
             given.seek(0)
-            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            conn.connect(self._socket)
             pid = 0
             try:
-                request = json.dumps({"args": args, "env": env, "cwd": str(cwd)}).encode()
-                socket.send_fds(conn, [request], [given.fileno(), out.fileno(), err.fileno()])
+                conn, reader, pid = _ask(
+                    self._folder, args, env, str(cwd), [given.fileno(), out.fileno(), err.fileno()]
+                )
                 conn.settimeout(timeout)
-                reader = conn.makefile("r")
-                pid = int(reader.readline())
                 answer = reader.readline()
+                conn.close()
                 returncode = int(answer) if answer.strip() else -signal.SIGKILL
             except TimeoutError:
-                if pid:
-                    os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
                 raise subprocess.TimeoutExpired(command, timeout) from None
             except BaseException:
                 if pid:
                     os.kill(pid, signal.SIGKILL)
                 raise
-            finally:
-                conn.close()
             out.seek(0)
             err.seek(0)
             return subprocess.CompletedProcess(
@@ -161,7 +217,9 @@ class WarmCli:
         if self._server is not None and self._server.poll() is None:
             self._server.kill()
             self._server.wait()
+        if self._server is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(Path(sys.argv[1]))
