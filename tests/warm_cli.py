@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -51,6 +52,11 @@ def serve(folder: Path) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     print("ready", flush=True)
     while True:
+        readable, _, _ = select.select([listener, sys.stdin], [], [])
+        if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
+            return  # the test process is gone (its end of our stdin closed)
+        if listener not in readable:
+            continue
         conn, _ = listener.accept()
         if os.fork() == 0:
             listener.close()
@@ -159,7 +165,7 @@ class WarmCli:
             (self._folder / "environ.json").write_text(json.dumps(self._environ))
             self._server = subprocess.Popen(
                 [sys.executable, __file__, str(self._folder)], env=self._environ,
-                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
             )  # fmt: skip
             ready = self._server.stdout.readline() if self._server.stdout else ""
             return ready.strip() == "ready"
