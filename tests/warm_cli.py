@@ -6,9 +6,11 @@ its own working directory, environment, arguments, stdio and sys.path.
 
 `python warm_cli.py FOLDER` serves on FOLDER/socket; `WarmCli.run` asks it for one run, and
 the `toolgym` in `WarmCli.bin_dir()` (for shell blocks) hands it its own stdio and passes on
-the signals it gets. Libraries read some variables at import (`WARM_UNSAFE`), so a run whose
-environment holds other values of them than the server's starts a plain process instead, as
-every run does with TOOLGYM_TESTS_PLAIN_CLI=1.
+the signals it gets. Libraries read some variables at import (`WARM_UNSAFE`), so a run that
+sets one of them to another value than the test process holds starts a plain process
+instead, as every run does with TOOLGYM_TESTS_PLAIN_CLI=1. (What the test process itself
+sets later, as toolgym's log set-up does, is no reason: toolgym applies its own choices
+through the libraries' calls when they were imported first.)
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ WARM_UNSAFE = ("OMP_", "MKL_", "TORCH", "HF_", "TRANSFORMERS", "CUDA", "PYTORCH"
 PLAIN = "TOOLGYM_TESTS_PLAIN_CLI"
 
 
-def same_libraries(env: Mapping[str, str], server: Mapping[str, str]) -> bool:
-    """Whether a run in `env` would import the preloaded libraries as the server did."""
-    keys = {k for k in (*env, *server) if k.startswith(WARM_UNSAFE)}
-    return all(env.get(k) == server.get(k) for k in keys)
+def same_libraries(env: Mapping[str, str], tests: Mapping[str, str]) -> bool:
+    """Whether `env` leaves every variable the preloaded libraries read as `tests` (the test
+    process's environment) holds it."""
+    keys = {k for k in (*env, *tests) if k.startswith(WARM_UNSAFE)}
+    return all(env.get(k) == tests.get(k) for k in keys)
 
 
 # ----- the server --------------------------------------------------------------------------
@@ -125,8 +128,8 @@ def _ask(folder: Path, args: list[str], env: Mapping[str, str], cwd: str, fds: l
 def forward(folder: Path, args: list[str]) -> int:
     """Run `toolgym ARGS` warm with this process's stdio, cwd and environment (what the
     `toolgym` of `WarmCli.bin_dir()` does): its exit code, 128 + N if signal N ended it."""
-    server = json.loads((folder / "environ.json").read_text())
-    if os.environ.get(PLAIN) or not same_libraries(os.environ, server):
+    tests = json.loads((folder / "environ.json").read_text())
+    if os.environ.get(PLAIN) or not same_libraries(os.environ, tests):
         os.execv(sys.executable, [sys.executable, "-m", "toolgym", *args])
     conn, reader, pid = _ask(folder, args, os.environ, os.getcwd(), [0, 1, 2])
     ended = [int(signal.SIGKILL)]
@@ -149,22 +152,19 @@ class WarmCli:
         self._lock = threading.Lock()
         self._server: subprocess.Popen[str] | None = None
         self._folder = Path()
-        self._environ: dict[str, str] = {}
 
     def usable(self, env: Mapping[str, str]) -> bool:
         if os.environ.get(PLAIN):
             return False
-        return self._start() and same_libraries(env, self._environ)
+        return self._start() and same_libraries(env, os.environ)
 
     def _start(self) -> bool:
         with self._lock:
             if self._server is not None:
                 return self._server.poll() is None
             self._folder = Path(tempfile.mkdtemp(prefix="toolgym-warm-"))
-            self._environ = dict(os.environ)
-            (self._folder / "environ.json").write_text(json.dumps(self._environ))
             self._server = subprocess.Popen(
-                [sys.executable, __file__, str(self._folder)], env=self._environ,
+                [sys.executable, __file__, str(self._folder)],
                 stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
             )  # fmt: skip
             ready = self._server.stdout.readline() if self._server.stdout else ""
@@ -176,6 +176,7 @@ class WarmCli:
         if os.environ.get(PLAIN) or not self._start():
             return None
         folder = self._folder / "bin"
+        (self._folder / "environ.json").write_text(json.dumps(dict(os.environ)))
         if not folder.is_dir():
             folder.mkdir()
             shim = folder / "toolgym"
