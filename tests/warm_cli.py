@@ -193,6 +193,10 @@ class WarmCli:
         self, args: list[str], env: dict[str, str], cwd: Path, stdin: str | None, timeout: float
     ) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "toolgym", *args]
+        if not self._start():
+            raise RuntimeError(
+                "the warm CLI server did not start (TOOLGYM_TESTS_PLAIN_CLI=1 runs without it)"
+            )
         with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out, \
                 tempfile.TemporaryFile() as err:  # fmt: skip
             given.write((stdin or "").encode())
