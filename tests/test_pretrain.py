@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
 from toolgym.agents.corpus import CorpusSpec, documents
 from toolgym.agents.corpus.kinds import KINDS
 from toolgym.agents.corpus.probes import PROBES
 from toolgym.agents.corpus.repeats import periodic_row
 from toolgym.agents.corpus.strings import Strings
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_corpus_is_a_pure_function_of_its_seed():
@@ -86,13 +81,8 @@ def with_a_users_env(tmp_path_factory):
     """A short run of the command as a user runs it, with a user's env mixed into the corpus
     (copying is checked on conftest's `pretrained_base`)."""
     out = tmp_path_factory.mktemp("pretrained") / "tiny"
-    run = subprocess.run(
-        [sys.executable, "-m", "toolgym", "model", "pretrain", "--out", str(out),
-         "--env", "kv_lookup_env:kv/Lookup-v0", "--steps", "20", "--copy-warmup-steps", "10",
-         "--probes", "2"],
-        capture_output=True, text=True, timeout=600,
-        env={**os.environ, "PYTHONPATH": str(FIXTURES)},
-    )  # fmt: skip
+    run = run_cli("model", "pretrain", "--out", str(out), "--env", "kv_lookup_env:kv/Lookup-v0",
+                  "--steps", "20", "--copy-warmup-steps", "10", "--probes", "2", timeout=600)  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return out
 
@@ -125,11 +115,8 @@ def test_pretrained_tiny_copies_a_span_from_500_tokens_back(pretrained_base):
 
 
 def test_pretrain_rejects_a_warmup_longer_than_the_run(tmp_path):
-    run = subprocess.run(
-        [sys.executable, "-m", "toolgym", "model", "pretrain", "--out", str(tmp_path / "m"),
-         "--steps", "10", "--copy-warmup-steps", "10"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    run = run_cli("model", "pretrain", "--out", str(tmp_path / "m"), "--steps", "10",
+                  "--copy-warmup-steps", "10")  # fmt: skip
     assert run.returncode != 0
     assert "copy_warmup_steps" in run.stdout + run.stderr
     assert "Traceback" not in run.stdout + run.stderr
