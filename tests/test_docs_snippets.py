@@ -165,7 +165,8 @@ def test_the_blocks_marked_run_run_as_written(page, tmp_path):
     try:
         env = user_env(Path(sys.executable).parent)
         warm = WARM.bin_dir()  # its `toolgym` skips importing torch and transformers afresh
-        env["PATH"] = f"{warm}:{env['PATH']}" if warm else env["PATH"]
+        if warm:
+            env["PATH"] = f"{warm}:{env['PATH']}"
         for block in RUN[page]:
             run_block(as_shell(block), tmp_path, env)
     finally:

@@ -642,7 +642,7 @@ def test_keep_best_keeps_the_policy_of_the_best_evaluation(tool_calling_model_di
     assert json.loads(record.read_text())["step"] == chosen
     trainer.keep_if_best({"step": 8, "eval/success": best + 0.25})
     assert json.loads(record.read_text()) == {"step": 8, "eval/success": best + 0.25}
-    moved = {k: v for k, v in trainer.model.state_dict().items()}
+    moved = trainer.model.state_dict()
     kept, last = weights("best_policy"), weights("policy")
     assert all(torch.equal(kept[k], moved[k]) for k in kept)
     assert not all(torch.equal(kept[k], last[k]) for k in kept)

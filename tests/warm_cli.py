@@ -201,22 +201,21 @@ class WarmCli:
                 tempfile.TemporaryFile() as err:  # fmt: skip
             given.write((stdin or "").encode())
             given.seek(0)
-            pid = 0
+            conn, reader, pid = _ask(
+                self._folder, args, env, str(cwd), [given.fileno(), out.fileno(), err.fileno()]
+            )
             try:
-                conn, reader, pid = _ask(
-                    self._folder, args, env, str(cwd), [given.fileno(), out.fileno(), err.fileno()]
-                )
                 conn.settimeout(timeout)
                 answer = reader.readline()
-                conn.close()
                 returncode = int(answer) if answer.strip() else -signal.SIGKILL
             except TimeoutError:
                 os.kill(pid, signal.SIGKILL)
                 raise subprocess.TimeoutExpired(command, timeout) from None
             except BaseException:
-                if pid:
-                    os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
                 raise
+            finally:
+                conn.close()
             out.seek(0)
             err.seek(0)
             return subprocess.CompletedProcess(

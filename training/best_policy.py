@@ -8,23 +8,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 BEST_POLICY = "best_policy"
 RECORD = "toolgym_best.json"
 """Written into the kept policy: the step whose evaluation chose it and its eval success."""
 
 
-def best_so_far(run_dir: Path) -> dict[str, Any] | None:
-    """The kept policy's record, or None before any evaluation kept one."""
-    path = run_dir / BEST_POLICY / RECORD
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def beats_best(run_dir: Path, success: float) -> bool:
-    """Whether an evaluation's success beats the kept policy's (a tie keeps the earlier)."""
-    best = best_so_far(run_dir)
-    return best is None or success > best["eval/success"]
+    """Whether an evaluation's success beats the kept policy's (a tie keeps the earlier; with
+    none kept yet, any does)."""
+    record = run_dir / BEST_POLICY / RECORD
+    return not record.is_file() or success > json.loads(record.read_text())["eval/success"]
 
 
 def mark_best(policy: Path, step: int, success: float) -> None:
