@@ -27,6 +27,7 @@ from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from toolgym.envs.core import INFO_KEYS, Env
 from toolgym.envs.held_out import shared_share, split_items
+from toolgym.envs.resources import Resources
 from toolgym.envs.spaces import message_problem
 from toolgym.envs.tasks import TaskSource, content_key
 from toolgym.envs.tool_env import ToolEnv
@@ -127,12 +128,32 @@ class _Checks:
             self.report.findings.append(Finding(check, "skip", "fix the failures above first"))
 
     def run(self) -> None:
+        """The checks in order; the async ones share one event loop and one set of shared
+        resources (a browser, a server process), as the instances of a run share the
+        runtime's, so each check's fresh instance does not start its own."""
+        with asyncio.Runner() as runner:
+            resources = Resources()
+            try:
+                self._run_checks(runner, self._sharing(resources))
+            finally:
+                runner.run(resources.aclose())
+
+    def _sharing(self, resources: Resources) -> Callable[[], Any]:
+        def make() -> Any:
+            env = self.factory()
+            if isinstance(env, gymnasium.Env) and isinstance(env.unwrapped, Env):
+                env.unwrapped.use_resources(resources)
+            return env
+
+        return make
+
+    def _run_checks(self, runner: asyncio.Runner, shared: Callable[[], Any]) -> None:
         env: Any = None
 
         def build() -> None:
             nonlocal env
             try:
-                env = self.factory()
+                env = shared()
             except Exception as exc:
                 raise CheckFailed(f"could not build the env: {exc}") from None
 
@@ -153,22 +174,19 @@ class _Checks:
         ):
             self.skip(*later)
             return
-        if not self.record("contract", lambda: _run(_contract(env, self.seed))):
+        if not self.record("contract", lambda: runner.run(_contract(env, self.seed))):
             self.skip(*later[1:])
             return
-        self.record("determinism", lambda: _run(_determinism(self.factory, self.seed)))
-        self.record("tasks", lambda: _run(_tasks(self.factory)))
-        self.record("held-out items", lambda: _run(_held_out_items(self.factory)))
-        self.record("malformed turns", lambda: _run(_malformed(self.factory, self.seed)))
+        self.record("determinism", lambda: runner.run(_determinism(shared, self.seed)))
+        self.record("tasks", lambda: runner.run(_tasks(shared)))
+        self.record("held-out items", lambda: runner.run(_held_out_items(shared)))
+        self.record("malformed turns", lambda: runner.run(_malformed(shared, self.seed)))
         self.record("tool schemas", lambda: _tool_schemas(env))
-        self.record("odd tool inputs", lambda: _run(_odd_inputs(self.factory, self.seed)))
-        self.record("episodes", lambda: _run(_episodes(self.factory, self.seed, self.episodes)))
+        self.record("odd tool inputs", lambda: runner.run(_odd_inputs(shared, self.seed)))
+        self.record("episodes", lambda: runner.run(_episodes(shared, self.seed, self.episodes)))
+        # the sync API on instances of their own, each with a private set it closes
         self.record("gymnasium check_env", lambda: _gymnasium(self.factory))
         self.record("close", lambda: _close_twice(self.factory))
-
-
-def _run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 def _class_and_spaces(env: Any) -> str | None:
