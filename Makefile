@@ -26,12 +26,17 @@ lint:
 	$(PYTHON) -m ruff format --check .
 
 # mypy cannot follow the folder -> namespace mapping, so it checks a tree of symlinks
-# laid out as the installed package is.
+# laid out as the installed package is. Its cache lives outside the clone: checking torch's
+# and transformers' typed sources takes a fresh clone 90 s, a cached run 4 s, and mypy
+# re-checks whatever changed (by content) since.
+MYPY_CACHE ?= $(HOME)/.cache/toolgym/mypy
+
 typecheck:
 	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/toolgym
 	for f in toolgym/*; do ln -s "$$PWD/$$f" $(TYPECHECK_TREE)/toolgym/; done
 	for d in $(SUBPACKAGES); do ln -s "$$PWD/$$d" $(TYPECHECK_TREE)/toolgym/$$d; done
-	cd $(TYPECHECK_TREE) && $(PYTHON) -m mypy -p toolgym --config-file $(CURDIR)/pyproject.toml
+	cd $(TYPECHECK_TREE) && $(PYTHON) -m mypy -p toolgym --config-file $(CURDIR)/pyproject.toml \
+		--cache-dir $(MYPY_CACHE)
 
 # the user guide (docs/, mkdocs.yml): a broken link, anchor or page left out of the nav fails
 docs:
