@@ -1,15 +1,17 @@
 """The README's main job as CI runs it: on held-out 3x3 mazes that training never drew (the env
-splits its mazes by content), GiGPO must make the SFT policy's sampled tool calls valid, and
-the run must report success with its interval on the held-out and the 4x4 transfer mazes.
+splits its mazes by content), the SFT policy must read the maze and GiGPO must lift its
+success, and the run must report success with its interval on the held-out and the 4x4
+transfer mazes.
 
 Measured (toolgym quickstart, seeds 0, 1 and 2; 91 held-out 3x3 mazes, temperature 1):
-SFT -> SFT + 40 GiGPO steps
-- valid tool calls: 75.7% -> 95.8%, 89.4% -> 97.5%, 89.5% -> 97.3% (+20.1, +8.1, +7.8 points);
-  asserted: +5 points;
-- success: 14.3% -> 15.4%, 16.5% -> 11.0%, 12.1% -> 17.6% (+1.1, -5.5, +5.5 points; greedy
-  19.8% -> 7.7%, 15.4% -> 3.3%, 19.8% -> 14.3%): no lift at this scale, where the tiny model
-  does not learn to read a maze it has not seen (docs/getting-started.md), so none is
-  asserted.
+- SFT success 70.3%, 53.8%, 52.7%: it reads the maze (a policy moving through a random open
+  exit solves 29.3% of them; the earlier 150-step warm start, whose moves ignored the maze,
+  12-17%); asserted: 45%;
+- SFT -> SFT + 40 GiGPO steps: 70.3% -> 78.0%, 53.8% -> 67.0%, 52.7% -> 59.3% (+7.7, +13.2,
+  +6.6 points; mean +9.2, +0.4 to +17.9 over seeds); the in-run evaluations at steps 10,
+  20 and 30 were above the start too, in every seed (12 of 12, the least by 1.1 points);
+  asserted: above the start. Greedy: +2.2, +6.6, -1.1, not asserted;
+- valid tool calls after GiGPO: 100%, 100%, 99.5%; asserted: 95%.
 The SFT stage is deterministic on a given machine; the RL stage is not bit-reproducible
 (batched decoding pads rows differently from run to run).
 """
@@ -25,7 +27,8 @@ from toolgym.envs.maze import MazeEnv
 
 pytestmark = pytest.mark.timeout(1500)
 
-MARGIN_VALID = 0.05
+SFT_READS = 0.45
+VALID_AFTER = 0.95
 STEPS, TASKS_PER_STEP = 40, 16
 
 
@@ -35,7 +38,9 @@ def test_quickstart_trains_on_mazes_it_is_not_evaluated_on(quickstart_run):
     assert "SFT + GiGPO" in result.stdout and "4x4 transfer" in result.stdout
     results = json.loads((out / "results.json").read_text())
     before, after = results["before_rl"]["1.0"], results["after_rl"]["1.0"]
-    assert after["eval/valid_actions"] >= before["eval/valid_actions"] + MARGIN_VALID
+    assert before["eval/success"] >= SFT_READS, before
+    assert after["eval/success"] > before["eval/success"], (before, after)
+    assert after["eval/valid_actions"] >= VALID_AFTER, after
     for policy in (before, after, results["before_rl"]["0.0"], results["after_rl"]["0.0"]):
         for key in ("eval/", "eval/4x4/"):
             assert policy[f"{key}items"] == EVAL_EPISODES  # distinct mazes, each played once

@@ -1,9 +1,11 @@
 """`toolgym quickstart`, the README's main job: a tiny model trains on Maze on CPU, end to end.
 
     init  a tiny model with a tokenizer trained here (nothing is downloaded)
-    sft   imitate the scripted solver on 300 3x3 mazes for 8 epochs: the tool-call format,
-          and moves that are often wrong or malformed when sampled (the SFT policy never saw
-          its own mistakes)
+    sft   imitate the scripted solver on 1,500 3x3 mazes for 6 epochs, 8 episodes a step:
+          the tool-call format, and reading the maze. Reading takes steps, not data: the
+          move's loss sits at a uniform guess among four for the first few hundred optimizer
+          steps, and the earlier 150-step warm start (300 mazes, 8 epochs of 16) stopped
+          there, with moves that did not depend on the maze (bench/maze_reading.py)
     rl    GiGPO from the SFT policy, 16 mazes x 4 rollouts per step in 4 mini-batches (four
           clipped updates per batch), a format term of -0.2 per malformed turn
     eval  the SFT and RL policies on the same held-out mazes (3x3 mazes training never drew:
@@ -71,7 +73,7 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     console.rule("2/4 supervised warm start on scripted demonstrations")
     env_args = [f"{k}={json.dumps(v)}" for k, v in ENV_ARGS.items()]
     sft_command(
-        ENV_ID, base, out / "sft", episodes=300, epochs=8, lr=3e-3, batch_size=16, seed=seed,
+        ENV_ID, base, out / "sft", episodes=1500, epochs=6, lr=3e-3, batch_size=8, seed=seed,
         env_args=env_args, tool_schemas=False,
     )  # fmt: skip
     config = load_config(
