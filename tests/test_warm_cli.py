@@ -74,7 +74,7 @@ def test_a_warm_run_past_its_time_is_killed():
     watcher.start()
     with pytest.raises(subprocess.TimeoutExpired):
         WARM.run(["serve", "env", "toolgym/Arithmetic-v0", "--port", str(port)],
-                 environment(), ROOT, None, 10)  # fmt: skip
+                 environment(), ROOT, None, 20)  # fmt: skip
     watcher.join()
     assert answered and not answers(health)  # it served, then it was killed
 
