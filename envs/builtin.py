@@ -3,7 +3,7 @@ contract test over every registered id then covers it."""
 
 from __future__ import annotations
 
-from toolgym.envs.gui.miniwob import NONDETERMINISTIC, task_names
+from toolgym.envs.gui.miniwob_pages import NONDETERMINISTIC, task_names
 from toolgym.envs.registration import register
 
 

@@ -68,3 +68,42 @@ def test_the_settings_reference_is_generated_from_the_config_and_complete():
 
     walk(TrainConfig, "")
     assert not undocumented, f"settings without a docstring: {undocumented}"
+
+
+def test_importing_the_train_config_loads_no_torch_and_no_env():
+    """Registries are named, not imported: a config (a tool reading one, a launcher) costs
+    no torch and no env implementation; only the envs' registration machinery loads."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, toolgym.training.config; "
+        "print(' '.join(m for m in sys.modules if m == 'torch' or m.startswith("
+        "('toolgym.envs.maze', 'toolgym.envs.gui.miniwob.', 'toolgym.envs.gui.browser', "
+        "'toolgym.envs.sql', 'toolgym.envs.code', 'toolgym.envs.textworld', 'toolgym.envs.search'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split()
+    assert loaded == []
+
+
+@pytest.mark.parametrize(
+    ("override", "error"),
+    [
+        ("rewards=[{source: judgee}]", r"rewards.0.source: .*'judgee' is not one of .*'judge'"),
+        ("rewards=[{source: format, kwargs: {invalidd: -1}}]", r"rewards.0: .*'invalidd'"),
+        (
+            "rewards=[{source: implicit_prm, role: process, kwargs: {bta: 1}}]",
+            r"(?s)rewards.0: .*bta: unknown setting. Did you mean: beta\?",
+        ),
+        ("rewards=[{source: mc_values}]", r"rewards.0: .*scores steps: give it role: process"),
+        ("engine.kind=hff", r"engine.kind: .*'hff' is not one of .*Did you mean: hf\?"),
+    ],
+)
+def test_a_bad_reward_source_its_kwargs_or_an_engine_kind_fail_as_the_config_loads(override, error):
+    """Found before any env or model is built, naming the setting (the path to it)."""
+    from toolgym.training.config import TrainConfig
+
+    with pytest.raises(ConfigError, match=error):
+        load_config(TrainConfig, None, ["model=m", override])

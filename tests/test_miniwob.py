@@ -20,7 +20,8 @@ from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig
 from toolgym.agents.trajectory import EpisodeEnd
 from toolgym.envs import EnvPool, SeedTasks
-from toolgym.envs.gui.miniwob import MiniWoBEnv, task_names
+from toolgym.envs.gui.miniwob import MiniWoBEnv
+from toolgym.envs.gui.miniwob_pages import task_names
 from toolgym.envs.gui.miniwob_solvers import SOLVERS
 from toolgym.envs.resources import Resources
 from toolgym.errors import ConfigError

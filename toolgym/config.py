@@ -7,6 +7,7 @@ ignored setting.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,20 +34,29 @@ class ConfigModel(BaseModel):
 
 @dataclass(frozen=True)
 class Choices:
-    """`name: Annotated[str, Choices(REGISTRY)]`: a setting's allowed values: the keys of the registry it names an entry of, read when a
-    value is checked, so a variant added to the registry is a choice everywhere at once."""
+    """`name: Annotated[str, Choices(REGISTRY)]`: a setting's allowed values, the keys of the
+    registry it names an entry of, read when a value is checked, so a variant added to the
+    registry is a choice everywhere at once. REGISTRY may be "package.module:NAME": imported
+    on the first check, so importing a config class loads no registry (nor torch with it)."""
 
-    registry: Collection[str]
+    registry: Collection[str] | str
+
+    @property
+    def names(self) -> Collection[str]:
+        if not isinstance(self.registry, str):
+            return self.registry
+        module, _, attribute = self.registry.partition(":")
+        names: Collection[str] = getattr(importlib.import_module(module), attribute)
+        return names
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
         return core_schema.no_info_after_validator_function(self.check, handler(source))
 
     def check(self, value: str) -> str:
-        if value not in self.registry:
-            known = ", ".join(map(repr, self.registry))
-            raise ValueError(
-                f"'{value}' is not one of {known}.{did_you_mean(value, self.registry)}"
-            )
+        names = self.names
+        if value not in names:
+            known = ", ".join(map(repr, names))
+            raise ValueError(f"'{value}' is not one of {known}.{did_you_mean(value, names)}")
         return value
 
 

@@ -25,7 +25,6 @@ from toolgym.training.distributed import Ranks, rank_device, shard
 from toolgym.training.groups import GroupBuilder, TaskGroups
 from toolgym.training.learner import Learner
 from toolgym.training.rewards import (
-    SOURCES,
     RewardStage,
     RunContext,
     WeightedSource,
@@ -259,9 +258,6 @@ def build_reward_stage(
         if precision is None
         else RunContext(config.model, precision, config.steps, continue_from)
     )
-    for r in config.rewards:
-        if r.source in SOURCES and r.role not in SOURCES[r.source].roles:
-            raise ConfigError(f"reward source '{r.source}' scores steps: give it role: process")
     return RewardStage(
         [
             WeightedSource(r.label, make_source(r.source, context, **r.kwargs), r.weight, r.role)

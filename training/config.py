@@ -10,16 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from toolgym.agents.device import DTYPES
 from toolgym.config import Choices, ConfigModel
 from toolgym.envs.ref import EnvRef
 from toolgym.errors import ConfigError
-from toolgym.training.advantages import ESTIMATORS
-from toolgym.training.losses import MODES
-from toolgym.training.losses.behaviour import CORRECTIONS
-from toolgym.training.schedule import DECAYS
-from toolgym.training.selfplay.domains import DOMAINS
-from toolgym.training.selfplay.pool import POLICIES
 from toolgym.training.selfplay.proposer_rewards import proposer_reward
 
 
@@ -47,9 +40,9 @@ class EnvSection(ConfigModel):
 
 
 class RewardSection(ConfigModel):
-    source: str
-    """A reward source from training/rewards (env, format, length, function, implicit_prm,
-    mc_values, judge)."""
+    source: Annotated[str, Choices("toolgym.training.rewards:SOURCES")]
+    """A reward source from training/rewards; its role and kwargs are checked as the config
+    loads."""
     name: str | None = None
     """The component's name in Step.rewards and in reward/NAME metrics (default: source)."""
     weight: float = 1.0
@@ -65,6 +58,14 @@ class RewardSection(ConfigModel):
     @property
     def label(self) -> str:
         return self.name or self.source
+
+    @model_validator(mode="after")
+    def _source_takes_these(self) -> RewardSection:
+        """Its role and kwargs are checked as the config loads, not after the model has."""
+        from toolgym.training.rewards import check_source
+
+        check_source(self.source, self.role, self.kwargs)
+        return self
 
 
 class RolloutSection(ConfigModel):
@@ -91,7 +92,7 @@ class RolloutSection(ConfigModel):
 
 
 class AdvantageSection(ConfigModel):
-    estimator: Annotated[str, Choices(ESTIMATORS)] = "gigpo"
+    estimator: Annotated[str, Choices("toolgym.training.advantages:ESTIMATORS")] = "gigpo"
     """How rewards become advantages: GRPO (group-normalized returns), RLOO (leave-one-out
     baseline) or GiGPO (GRPO plus step-level groups of identical states)."""
     gamma: float = Field(0.95, ge=0, le=1)
@@ -134,7 +135,7 @@ class OptimSection(ConfigModel):
     into this many mini-batches (PPO's minibatches), each with its own loss normalization.
     More steps per collected batch learn more from it; clipping keeps the later ones near
     the behaviour policy."""
-    schedule: Annotated[str, Choices(DECAYS)] = "constant"
+    schedule: Annotated[str, Choices("toolgym.training.schedule:DECAYS")] = "constant"
     """How the learning rate moves after warm-up, over the run's steps (to lr x min_lr_ratio)."""
     warmup_steps: int = Field(0, ge=0)
     """Training steps of linear warm-up from 0 to lr."""
@@ -161,10 +162,10 @@ class LossSection(ConfigModel):
     model with its adapter switched off under LoRA, else a second copy of the weights)."""
     entropy_coef: float = Field(0.0, ge=0)
     """Weight of an entropy bonus on the generated tokens (0: none)."""
-    aggregation: Annotated[str, Choices(MODES)] = "token-mean"
+    aggregation: Annotated[str, Choices("toolgym.training.losses:MODES")] = "token-mean"
     """How token losses make the batch loss: a mean over all tokens, a mean of each
     sequence's token mean, or a mean of each sequence's token sum."""
-    mode: Annotated[str, Choices(CORRECTIONS)] = "on-policy"
+    mode: Annotated[str, Choices("toolgym.training.losses.behaviour:CORRECTIONS")] = "on-policy"
     """How samples from an older policy than the trained one are corrected
     (losses/behaviour.py): on-policy takes PPO's ratio against the engine's log-probabilities;
     decoupled (decoupled PPO) and truncated-is take it against the trained weights as they
@@ -176,7 +177,7 @@ class LossSection(ConfigModel):
 
 
 class EngineSection(ConfigModel):
-    kind: str = "hf"
+    kind: Annotated[str, Choices("toolgym.agents.engines:ENGINES")] = "hf"
     """An engine from the engine registry. hf: generate in-process with the weights being
     trained. openai: generate on a server (`toolgym serve model` or vLLM with runtime LoRA)
     started on the same base model; needs lora.enabled, since weights reach the server as
@@ -252,7 +253,7 @@ class EvalSection(ConfigModel):
 
 
 class SelfPlaySection(ConfigModel):
-    domain: Annotated[str, Choices(DOMAINS)]
+    domain: Annotated[str, Choices("toolgym.training.selfplay.domains:DOMAINS")]
     """What the policy proposes tasks on (sql); its solver env is the run's env, whose
     held-out tasks the periodic evaluation plays."""
     proposals: int = Field(4, ge=1)
@@ -274,7 +275,7 @@ class SelfPlaySection(ConfigModel):
     """Word-trigram overlap with a task already seen that refuses a proposal."""
     pool_capacity: int = Field(256, ge=1)
     """Proposed tasks the pool keeps (the oldest go first); references are kept besides."""
-    pool_policy: Annotated[str, Choices(POLICIES)] = "uniform"
+    pool_policy: Annotated[str, Choices("toolgym.training.selfplay.pool:POLICIES")] = "uniform"
     """How examples are picked from the pool: uniform or recent."""
     proposer: dict[str, Any] = Field(default_factory=dict)
     """The proposer env's arguments over those it shares with the solver's (max_turns)."""
@@ -297,7 +298,7 @@ class TrainConfig(ConfigModel):
     """Training steps: each collects rollouts, then updates the policy."""
     device: str = "auto"
     """auto (cuda if a GPU is visible, else cpu), cpu, cuda or cuda:N."""
-    dtype: Annotated[str, Choices(("auto", *DTYPES))] = "auto"
+    dtype: Annotated[str, Choices("toolgym.agents.device:DTYPE_CHOICES")] = "auto"
     """Compute precision (auto: bfloat16 on GPUs that support it, float32 on cpu); weights
     and optimizer states stay float32."""
     env: EnvSection = Field(default_factory=EnvSection)

@@ -66,9 +66,7 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
 
 def _row(name: str, field: FieldInfo) -> str:
     choices = next((m for m in field.metadata if isinstance(m, Choices)), None)
-    kind = (
-        f"one of {', '.join(map(repr, choices.registry))}" if choices else _type(field.annotation)
-    )
+    kind = f"one of {', '.join(map(repr, choices.names))}" if choices else _type(field.annotation)
     return f"| `{name}` | {kind} | {_default(field)} | {_describe(field)} |"
 
 

@@ -1,17 +1,28 @@
 """GUI environments: real pages in headless Chromium (Playwright, the system's browser),
-observed as an accessibility-tree outline (and optionally a screenshot), acted on by tools."""
+observed as an accessibility-tree outline (and optionally a screenshot), acted on by tools.
 
-from toolgym.envs.gui.browser import BrowserPool, find_chromium
-from toolgym.envs.gui.browser_env import BrowserEnv
-from toolgym.envs.gui.miniwob import MiniWoBEnv, task_names
-from toolgym.envs.gui.page_tree import PageTree, read_tree
+The names below load on first use: registration reads the MiniWoB++ page names at every
+`import toolgym`, which must not load the browser envs with them."""
 
-__all__ = [
-    "BrowserEnv",
-    "BrowserPool",
-    "MiniWoBEnv",
-    "PageTree",
-    "find_chromium",
-    "read_tree",
-    "task_names",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "BrowserEnv": "toolgym.envs.gui.browser_env",
+    "BrowserPool": "toolgym.envs.gui.browser",
+    "MiniWoBEnv": "toolgym.envs.gui.miniwob",
+    "PageTree": "toolgym.envs.gui.page_tree",
+    "find_chromium": "toolgym.envs.gui.browser",
+    "read_tree": "toolgym.envs.gui.page_tree",
+    "task_names": "toolgym.envs.gui.miniwob_pages",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'toolgym.envs.gui' has no attribute {name!r}")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
-
+from toolgym.config import ConfigModel, validate
 from toolgym.errors import ConfigError, lookup
 from toolgym.training.rewards.base import RewardSource, RunContext
 from toolgym.training.rewards.env_reward import EnvReward
@@ -30,7 +30,7 @@ class SourceKind:
     needs_context: bool = False
     """It belongs to a training run (a model of its own, continuations, the run's loop) and
     is given the run's `RunContext`."""
-    settings: type[BaseModel] | None = None
+    settings: type[ConfigModel] | None = None
     """The typed settings its kwargs are read into (documented in the settings reference)."""
 
 
@@ -47,6 +47,21 @@ SOURCES: dict[str, SourceKind] = {
     ),
     "judge": SourceKind(JudgeReward, needs_context=True, settings=JudgeReward.Settings),
 }
+
+
+def check_source(name: str, role: str, kwargs: dict[str, Any]) -> None:
+    """A ConfigError for a source asked to score what it cannot or given arguments it does
+    not take, found while the config loads: before any env or model is built."""
+    kind = lookup(SOURCES, name, "reward source")
+    if role not in kind.roles:
+        raise ConfigError(f"reward source '{name}' scores steps: give it role: process")
+    if kind.settings is not None:
+        validate(kind.settings, kwargs)
+        return
+    try:
+        inspect.signature(kind.make).bind(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"reward source '{name}': {exc}") from None
 
 
 def make_source(name: str, context: RunContext | None = None, **kwargs: Any) -> RewardSource:
@@ -71,5 +86,6 @@ __all__ = [
     "RunContext",
     "SourceKind",
     "WeightedSource",
+    "check_source",
     "make_source",
 ]
