@@ -22,19 +22,20 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from toolgym.cli.train import sft_command
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
+from toolgym.training.sft import SFTConfig
 from toolgym.training.trainer import Trainer
+from toolgym.training.warm_start import WarmStart, warm_start
 
 ROOT = Path(__file__).resolve().parent.parent
 SFT = {
     "sql": ("toolgym/SQL-v0", "toolgym/ProposeSQL-v0",
-            ["style=tags", "sample_rows=0", "solver_slips=0.5",
-             "templates=[filter_count, filter_list, aggregate_state, ordering]"], 3e-3),
-    "code": ("toolgym/CodeReason-v0", "toolgym/ProposeCode-v0", [], 3e-3),
+            {"style": "tags", "sample_rows": 0, "solver_slips": 0.5,
+             "templates": ["filter_count", "filter_list", "aggregate_state", "ordering"]}, 3e-3),
+    "code": ("toolgym/CodeReason-v0", "toolgym/ProposeCode-v0", {}, 3e-3),
     "search": ("toolgym/Search-v0", "toolgym/ProposeSearch-v0",
-               ["hops=1", "topk=1", "doc_chars=150", "max_turns=3"], 1e-3),
+               {"hops": 1, "topk": 1, "doc_chars": 150, "max_turns": 3}, 1e-3),
 }  # fmt: skip
 
 
@@ -68,8 +69,10 @@ def main() -> None:
         given = dict(item.split("=", 1) for item in args.sft)
         sft = Path(given[domain]) if domain in given else out / f"{domain}-sft"
         if domain not in given:
-            sft_command(solver, base, sft, args.sft_episodes, args.sft_epochs, lr, 16, 0,
-                        env_args, False, 0.0, [proposer])  # fmt: skip
+            plan = WarmStart(solver, env_args, args.sft_episodes,
+                             SFTConfig(epochs=args.sft_epochs, lr=lr, batch_size=16),
+                             tool_schemas=False, with_envs=(proposer,))  # fmt: skip
+            warm_start(base, sft, plan)
         recipe = ROOT / "configs" / f"selfplay_{domain}.yaml"
         results: dict[str, list[tuple[float, float]]] = {"self-play": [], "curated": []}
         for seed in range(args.seeds):

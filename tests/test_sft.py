@@ -10,6 +10,7 @@ from toolgym.agents.render import ChatRenderer
 from toolgym.envs import SeedTasks
 from toolgym.envs.tasks import content_key
 from toolgym.training.sft import SFTConfig, demonstration_nll, imitation_batch, sft, sft_draws
+from toolgym.training.warm_start import WarmStart, warm_start
 
 
 def train(n):
@@ -98,6 +99,15 @@ def test_sft_command_end_to_end(cli, tiny_model_dir, tmp_path):
     assert "16 demonstrations of toolgym/Maze-v0 (16 solved)" in result.stdout
     assert "held-out demonstration NLL per token" in result.stdout
     assert (tmp_path / "sft" / "config.json").is_file()
+    # the library runs what the command runs: the same plan from Python ends where it did
+    plan = WarmStart("toolgym/Maze-v0", {"size": 2, "max_turns": 8}, 16, SFTConfig(epochs=2))
+    result_in_python = warm_start(tiny_model_dir, tmp_path / "from-python", plan)
+    assert result_in_python.demonstrated.episodes == result_in_python.demonstrated.solved == 16
+    nll = f"{result_in_python.nll_before:.3f} -> {result_in_python.nll_after:.3f}"
+    assert f"held-out demonstration NLL per token: {nll}" in result.stdout
+    assert sorted(p.name for p in (tmp_path / "from-python").iterdir()) == sorted(
+        p.name for p in (tmp_path / "sft").iterdir()
+    )
     bad = cli(
         "sft",
         "toolgym/Maze-v0",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -39,91 +39,46 @@ def sft_command(
     mistake_rate: float = 0.0,
     with_envs: list[str] | None = None,
 ) -> int:
-    from toolgym.agents.demonstrations import demonstrations
-    from toolgym.agents.loading import check_model_dir, load_model, load_tokenizer
-    from toolgym.agents.render_vision import make_renderer
-    from toolgym.agents.vision import ImageEncoder
     from toolgym.cli.progress import Ticker
-    from toolgym.envs import make
-    from toolgym.envs.saved_settings import write_env_settings
-    from toolgym.errors import ConfigError
-    from toolgym.training.sft import SFTConfig, demonstration_nll, sft, sft_draws
+    from toolgym.training.sft import SFTConfig
+    from toolgym.training.warm_start import Demonstrated, WarmStart, warm_start
 
-    check_model_dir(model)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; give a directory for the model")
-    kwargs = env_kwargs(env_args)
-    tool_schemas = True if tool_schemas is None else tool_schemas
-    sources = {name: scripted_tasks(name, kwargs) for name in [env_id, *(with_envs or [])]}
-    tokenizer = load_tokenizer(model)
-    policy = load_model(model)
-    images = ImageEncoder.for_model(model, policy.config)
-    renderer = make_renderer(tokenizer, images, tool_schemas=tool_schemas)
-    demos, held_out = [], []
-    for name, tasks in sources.items():
-        train, held_out_draws = sft_draws(tasks, seed, episodes)
-        factory = partial(make, name, **kwargs)
-        demos += demonstrations(factory, renderer, train, mistake_rate=mistake_rate, env_id=name)
-        held_out += demonstrations(factory, renderer, held_out_draws, env_id=name)
-    solved = sum(d.trajectory.total_reward > 0 for d in demos)
-    imitated = sum(sum(d.imitate) for d in demos)
-    mistakes = sum(len(d.imitate) for d in demos) - imitated
-    console.print(
-        f"{len(demos)} demonstrations of {', '.join(sources)} ({solved} solved): {imitated} turns to imitate"
-        + (f", {mistakes} injected mistakes to recover from" if mistake_rate else "")
-    )
-    before = demonstration_nll(policy, held_out, tokenizer.pad_token_id, images)
+    plan = WarmStart(
+        env_id, env_kwargs(env_args), episodes,
+        SFTConfig(epochs=epochs, lr=lr, batch_size=batch_size, seed=seed),
+        tool_schemas=True if tool_schemas is None else tool_schemas,
+        mistake_rate=mistake_rate, with_envs=tuple(with_envs or ()),
+    )  # fmt: skip
 
-    def report(epoch: int, loss: float) -> None:
-        nll = demonstration_nll(policy, held_out, tokenizer.pad_token_id, images)
-        console.print(f"epoch {epoch}: training loss {loss:.3f}, held-out NLL per token {nll:.3f}")
+    ticker: Ticker | None = None  # started with the fine-tune, after the demonstrations
 
-    with Ticker("fine-tuning", None) as ticker:
-
-        def step(done: int, total: int, loss: float) -> None:
-            ticker.total = total
-            ticker.advance(done, f"loss {loss:.3f}")
-
-        losses = sft(
-            policy,
-            demos,
-            tokenizer.pad_token_id,
-            SFTConfig(epochs=epochs, lr=lr, batch_size=batch_size, seed=seed),
-            on_epoch=report,
-            images=images,
-            on_step=step,
+    def demonstrated(d: Demonstrated) -> None:
+        nonlocal ticker
+        names = ", ".join([env_id, *plan.with_envs])
+        console.print(
+            f"{d.episodes} demonstrations of {names} ({d.solved} solved): "
+            f"{d.imitated_turns} turns to imitate"
+            + (f", {d.mistakes} injected mistakes to recover from" if mistake_rate else "")
         )
-    after = demonstration_nll(policy, held_out, tokenizer.pad_token_id, images)
-    console.print(f"loss per epoch: {', '.join(f'{x:.3f}' for x in losses)}")
-    console.print(f"held-out demonstration NLL per token: {before:.3f} -> {after:.3f}")
-    out.mkdir(parents=True, exist_ok=True)
-    policy.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    if images is not None:  # a vision-language model reads images through it
-        images.processor.save_pretrained(out)
-    write_env_settings(out, env_id, kwargs, tool_schemas)
+        ticker = steps.enter_context(Ticker("fine-tuning", None))
+
+    def epoch(number: int, loss: float, nll: float) -> None:
+        console.print(f"epoch {number}: training loss {loss:.3f}, held-out NLL per token {nll:.3f}")
+
+    def step(done: int, total: int, loss: float) -> None:
+        if ticker is None:
+            return
+        ticker.total = total
+        ticker.advance(done, f"loss {loss:.3f}")
+
+    with ExitStack() as steps:
+        result = warm_start(model, out, plan, demonstrated, epoch, step)
+    console.print(f"loss per epoch: {', '.join(f'{x:.3f}' for x in result.losses)}")
+    console.print(
+        f"held-out demonstration NLL per token: {result.nll_before:.3f} -> {result.nll_after:.3f}"
+    )
     console.print(f"saved to [bold]{out}[/] (with its env settings, which later commands reuse)")
     return 0
-
-
-def scripted_tasks(env_id: str, kwargs: dict[str, Any]) -> Any:
-    """The env's task source, once its scripted solver is known to act."""
-    from toolgym.envs import make, spec
-    from toolgym.errors import ConfigError
-
-    spec(env_id)
-    probe = make(env_id, **kwargs)
-    try:
-        tasks = probe.unwrapped.task_source()
-        probe.reset(seed=0, options={"task": tasks.draw("train", 0).task})
-        if probe.unwrapped.scripted_action() is None:
-            raise ConfigError(
-                f"{env_id} has no scripted solver (its scripted_action() returns None), so there "
-                "are no demonstrations to learn from; CONTRIBUTING.md shows how to write one"
-            )
-    finally:
-        probe.close()
-    return tasks
 
 
 def train_distributed(
