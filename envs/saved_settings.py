@@ -7,6 +7,7 @@ read them back for the same env id, under whatever the user gives explicitly."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +51,31 @@ def read_env_settings(model_dir: str | Path, env_id: str) -> dict[str, Any] | No
     if not isinstance(settings, dict) or settings.get("env_id") != env_id:
         return None
     return settings
+
+
+@dataclass(frozen=True)
+class MergedSettings:
+    """The saved env arguments with the given ones on top: only where the user gave nothing
+    of their own does a saved one apply, and `overridden` says where they differ, so a policy
+    is never played in another format than it learned without its user being told."""
+
+    kwargs: dict[str, Any]
+    saved: dict[str, Any]
+    overridden: dict[str, tuple[Any, Any]]
+    """name -> (saved, given) where the given value replaced a different saved one."""
+
+    def notes(self, source: str | Path) -> list[str]:
+        """What a command tells its user: the saved settings it read, and what overrides them."""
+        lines = []
+        if self.saved:
+            shown = ", ".join(f"{k}={v!r}" for k, v in self.saved.items())
+            lines.append(f"env settings saved with {source}: {shown}")
+        if self.overridden:
+            changes = ", ".join(f"{k} ({a!r} -> {b!r})" for k, (a, b) in self.overridden.items())
+            lines.append(f"given --env-arg overrides {changes}")
+        return lines
+
+
+def merge_env_kwargs(saved: dict[str, Any], given: dict[str, Any]) -> MergedSettings:
+    overridden = {k: (saved[k], v) for k, v in given.items() if k in saved and saved[k] != v}
+    return MergedSettings({**saved, **given}, dict(saved), overridden)

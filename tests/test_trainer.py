@@ -668,21 +668,23 @@ def test_transfer_sets_are_evaluated_beside_the_held_out_split(tool_calling_mode
         load_config(TrainConfig, None, ["model=x", "eval.sets=[{id: toolgym/Maze-v0}]"])
 
 
-def test_a_fine_tuned_models_env_settings_fill_what_the_config_leaves_unset(tmp_path, capsys):
-    from toolgym.cli.train import with_model_env_settings
+def test_a_fine_tuned_models_env_settings_fill_what_the_config_leaves_unset(tmp_path):
     from toolgym.envs.saved_settings import write_env_settings
+    from toolgym.training.run_setup import with_model_env_settings
 
     write_env_settings(tmp_path, "toolgym/Maze-v0", {"size": 3, "hints": False}, False)
-    filled = with_model_env_settings(load_config(TrainConfig, None, [f"model={tmp_path}"]))
+    filled, _ = with_model_env_settings(load_config(TrainConfig, None, [f"model={tmp_path}"]))
     assert filled.env.kwargs == {"size": 3, "hints": False}
     assert filled.rollout.tool_schemas_in_prompt is False
     overrides = [f"model={tmp_path}", "env.kwargs={size: 5}", "rollout.tool_schemas_in_prompt=true"]
-    explicit = with_model_env_settings(load_config(TrainConfig, None, overrides))
+    explicit, merged = with_model_env_settings(load_config(TrainConfig, None, overrides))
     # one setting given keeps the others saved (it used to drop them all), and says so
     assert explicit.env.kwargs == {"size": 5, "hints": False}
     assert explicit.rollout.tool_schemas_in_prompt is True
-    assert "overrides size (3 -> 5)" in capsys.readouterr().out
-    other_env = with_model_env_settings(
+    assert merged is not None and merged.overridden == {"size": (3, 5)}
+    assert "given --env-arg overrides size (3 -> 5)" in merged.notes(tmp_path)
+    other_env, nothing = with_model_env_settings(
         load_config(TrainConfig, None, [f"model={tmp_path}", "env.id=toolgym/Arithmetic-v0"])
     )
     assert other_env.env.kwargs == {} and other_env.rollout.tool_schemas_in_prompt is True
+    assert nothing is None

@@ -42,10 +42,9 @@ def eval_command(
     from toolgym.agents.rollout import RolloutConfig
     from toolgym.agents.runtime import Runtime
     from toolgym.agents.trajectory import write_jsonl
-    from toolgym.cli.env_settings import merge_env_kwargs
     from toolgym.cli.train import env_kwargs
     from toolgym.envs import EnvRef, spec
-    from toolgym.envs.saved_settings import read_env_settings
+    from toolgym.envs.saved_settings import merge_env_kwargs, read_env_settings
     from toolgym.errors import ConfigError
 
     spec(env_id)  # unknown ids and bad env arguments fail here, before any model loads
@@ -54,7 +53,10 @@ def eval_command(
     kwargs = env_kwargs(env_args)
     saved = read_env_settings(tokenizer or model, env_id)
     if saved is not None:  # as the model was fine-tuned, unless told otherwise
-        kwargs = merge_env_kwargs(dict(saved.get("env_kwargs") or {}), kwargs, tokenizer or model)
+        merged = merge_env_kwargs(dict(saved.get("env_kwargs") or {}), kwargs)
+        for line in merged.notes(tokenizer or model):
+            console.print(line, markup=False)
+        kwargs = merged.kwargs
         tool_schemas = saved["tool_schemas"] if tool_schemas is None else tool_schemas
     tool_schemas = True if tool_schemas is None else tool_schemas
     with Runtime() as runtime:

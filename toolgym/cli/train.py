@@ -111,34 +111,21 @@ def train_command(
 ) -> int:
     """`ray_address`: also for a resumed run, whose other settings are its saved ones."""
     import contextlib
-    import json
     import os
-
-    from pydantic import ValidationError
 
     from toolgym.cli.progress import TrainSteps
     from toolgym.config import load_config
-    from toolgym.errors import ConfigError, one_line
     from toolgym.training.config import TrainConfig
     from toolgym.training.distributed import launched
+    from toolgym.training.run_setup import saved_run_config, with_model_env_settings
     from toolgym.training.trainer import Trainer, check_run_dir
 
     if resume is not None:
-        saved = resume / "config.json"
-        if not saved.is_file():
-            raise ConfigError(f"{resume} is not a run directory (no config.json)")
-        try:
-            config = TrainConfig.model_validate(
-                {**json.loads(saved.read_text()), "run_dir": str(resume)}
-            )
-            if ray_address is not None:
-                config = config.model_copy(
-                    update={"ray": config.ray.model_copy(update={"address": ray_address})}
-                )
-        except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValidationError) as exc:
-            raise ConfigError(f"{saved}: not a valid run config ({one_line(exc, 200)})") from None
+        config = saved_run_config(resume, ray_address)
     else:
-        config = with_model_env_settings(load_config(TrainConfig, config_path, overrides))
+        config, merged = with_model_env_settings(load_config(TrainConfig, config_path, overrides))
+        for line in merged.notes(config.model) if merged else []:
+            console.print(line, markup=False)
     # a launcher's ranks all run this; the leader (rank 0) alone checks, reports and prints
     leader = not launched() or os.environ["RANK"] == "0"
     if resume is None and leader:
@@ -177,26 +164,3 @@ def train_command(
         f"policy: {policy}, curves: toolgym plot {config.run_dir}"
     )
     return 0
-
-
-def with_model_env_settings(config: Any) -> Any:
-    """The config, completed from the env settings saved with its model (by `toolgym sft`):
-    the env's kwargs (the config's own on top) and, unless set, whether prompts carry
-    schemas."""
-    from toolgym.cli.env_settings import merge_env_kwargs
-    from toolgym.envs.saved_settings import read_env_settings
-
-    if config.envs:
-        return config
-    settings = read_env_settings(config.model, config.env.id)
-    if settings is None:
-        return config
-    update: dict[str, Any] = {}
-    if settings.get("env_kwargs"):
-        merged = merge_env_kwargs(settings["env_kwargs"], dict(config.env.kwargs), config.model)
-        update["env"] = config.env.model_copy(update={"kwargs": merged})
-    if "tool_schemas_in_prompt" not in config.rollout.model_fields_set:
-        update["rollout"] = config.rollout.model_copy(
-            update={"tool_schemas_in_prompt": settings["tool_schemas"]}
-        )
-    return config.model_copy(update=update)
