@@ -59,8 +59,11 @@ def test_explicit_splits_and_a_task_in_two_of_them(tmp_path):
         ListTasks.load({"train": questions(3), "eval": questions(1)})
     with pytest.raises(ConfigError, match="unknown split 'dev'"):
         ListTasks.load([{"question": "x", "split": "dev"}])
-    with pytest.raises(ConfigError, match="has no training tasks"):
-        ListTasks.load({"eval": questions(2)})
+    # held-out tasks alone make a transfer set; drawing a training task from it says why not
+    transfer = ListTasks.load({"eval": questions(2)})
+    assert transfer.size("eval") == 2
+    with pytest.raises(ConfigError, match="there are no train tasks; give them"):
+        transfer.draw("train", 0)
 
 
 def test_training_runs_through_shuffled_passes_over_the_list():

@@ -652,7 +652,11 @@ def test_transfer_sets_are_evaluated_beside_the_held_out_split(tool_calling_mode
     """eval.sets: a larger maze than training's, played at each evaluation and logged apart,
     so the held-out figure stays the training settings' own."""
     played = []
-    sets = "eval.sets=[{name: larger, id: toolgym/Maze-v0, kwargs: {size: 5, max_turns: 2}}]"
+    sums = "[{question: 2 + 3, answer: 5}, {question: 4 * 6, answer: 24}]"  # held-out rows only
+    sets = (
+        "eval.sets=[{name: larger, id: toolgym/Maze-v0, kwargs: {size: 5, max_turns: 2}}, "
+        f"{{name: sums, id: toolgym/Arithmetic-v0, kwargs: {{tasks: {{eval: {sums}}}}}}}]"
+    )
     config = load_config(
         TrainConfig, None,
         [f"model={tool_calling_model_dir}", f"run_dir={tmp_path}", "steps=1", "tensorboard=false",
@@ -662,6 +666,7 @@ def test_transfer_sets_are_evaluated_beside_the_held_out_split(tool_calling_mode
     for record in metrics:
         assert record["eval/items"] <= 4 and record["eval/larger/items"] == 4
         assert 0 <= record["eval/larger/success_low"] <= record["eval/larger/success_high"] <= 1
+        assert record["eval/sums/items"] == 2  # a set needs no training tasks of its own
     larger = [t for t in played if t.env_name == "larger"]
     assert len(larger) == 8 and all("#" * 11 in t.messages[1]["content"] for t in larger)
     with pytest.raises(ConfigError, match="eval.sets: the set of toolgym/Maze-v0 needs a `name`"):

@@ -121,7 +121,7 @@ class Trainer:
         # the run here with its reason (and the instance serves the first episode)
         try:
             self.tasks = {e.label: self._task_source(e) for e in config.mixture}
-            self.set_tasks = {s.label: self._task_source(s) for s in config.eval.sets}
+            self.set_tasks = {s.label: self._task_source(s, "eval") for s in config.eval.sets}
             for name, tasks in {**self.tasks, **self.set_tasks}.items():
                 held = len(tasks.head("eval", config.eval.episodes))
                 if held < config.eval.episodes:
@@ -512,15 +512,15 @@ class Trainer:
         """Env names that get metrics of their own (a mixture's)."""
         return [e.label for e in self.config.mixture] if len(self.config.mixture) > 1 else []
 
-    def _task_source(self, entry: EnvSection) -> TaskSource:
+    def _task_source(self, entry: EnvSection, split: str = "train") -> TaskSource:
         """The env's task source, from one instance (which stays in the pool) reset on the
-        first training task: an env that cannot be built or reset stops the run here, before
-        any model loads."""
+        first task of the split the run draws from it (a transfer set only its eval split):
+        an env that cannot be built or reset stops the run here, before any model loads."""
         pool = self.runtime.pool_for(entry.ref)
         env: Any = self.runtime.run(pool.acquire())
         try:
             tasks: TaskSource = env.unwrapped.task_source()
-            first = tasks.draw("train", 0)
+            first = tasks.draw(split, 0)
             self.runtime.run(env.areset(seed=first.seed, options={"task": first.task}))
         except Exception as exc:
             self.runtime.run(pool.retire(env))
