@@ -134,6 +134,14 @@ def test_one_env_arg_to_eval_keeps_the_other_saved_settings(tiny_model_dir, tmp_
     episode = json.loads(out.read_text().splitlines()[0])
     assert len(episode["steps"]) == 1  # max_turns given
     assert re.search(r"(?<!#)#{13}(?!#)", json.dumps(episode["messages"]))  # 6x6, as saved
+    # from Python the library plays what the command played: the same settings and task
+    from toolgym.agents.evaluation import EvalPlan, evaluate, setting
+
+    plan = EvalPlan("toolgym/Maze-v0", str(model), {"max_turns": 1}, episodes=1, max_tokens=4)
+    chosen = setting(plan)
+    assert chosen.env_kwargs == {"size": 6, "max_turns": 1} and chosen.tool_schemas is False
+    (in_python,) = evaluate(plan, chosen)
+    assert in_python.messages[:2] == episode["messages"][:2] and len(in_python.steps) == 1
 
 
 def test_eval_is_greedy_by_default_as_the_in_run_evaluation():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -30,114 +31,75 @@ def eval_command(
     tool_schemas: bool | None = True,
     split: str = "eval",
 ) -> int:
-    from toolgym.agents.collector import (
-        RolloutCollector,
-        requests_for,
-        require_unmasked,
-        summarize,
-    )
-    from toolgym.agents.engines import SamplingParams, make_engine
-    from toolgym.agents.engines.base import HoldsTokenizer, ReadsImages
-    from toolgym.agents.render_vision import make_renderer
-    from toolgym.agents.rollout import RolloutConfig
-    from toolgym.agents.runtime import Runtime
+    from toolgym.agents.collector import require_unmasked, summarize
+    from toolgym.agents.evaluation import EvalPlan, evaluate, setting
     from toolgym.agents.trajectory import write_jsonl
     from toolgym.cli.train import env_kwargs
-    from toolgym.envs import EnvRef, spec
-    from toolgym.envs.saved_settings import merge_env_kwargs, read_env_settings
-    from toolgym.errors import ConfigError
 
-    spec(env_id)  # unknown ids and bad env arguments fail here, before any model loads
+    plan = EvalPlan(
+        env_id, model, env_kwargs(env_args), engine_name, base_url, tokenizer, episodes, split,
+        seed, max_tokens, temperature, max_turns, max_context, concurrency, tool_schemas,
+    )  # fmt: skip
+    chosen = setting(plan)  # unknown ids and bad env arguments fail here, before any model
     out = out or Path("runs") / f"eval-{env_id.replace('/', '_').replace(':', '_')}.jsonl"
     check_writable(out)  # before the evaluation that would fill it
-    kwargs = env_kwargs(env_args)
-    saved = read_env_settings(tokenizer or model, env_id)
-    if saved is not None:  # as the model was fine-tuned, unless told otherwise
-        merged = merge_env_kwargs(dict(saved.get("env_kwargs") or {}), kwargs)
-        for line in merged.notes(tokenizer or model):
-            console.print(line, markup=False)
-        kwargs = merged.kwargs
-        tool_schemas = saved["tool_schemas"] if tool_schemas is None else tool_schemas
-    tool_schemas = True if tool_schemas is None else tool_schemas
-    with Runtime() as runtime:
-        pool = runtime.pool_for(EnvRef(env_id, env_id, kwargs))  # a bad argument stops here
-        env: Any = runtime.run(pool.acquire())
-        tasks = env.unwrapped.task_source()
-        pool.release(env)  # and serves the first episode
-        draws = tasks.head(split, episodes)
-        if not draws:
-            raise ConfigError(f"{env_id} has no {split} tasks to evaluate on")
-        if len(draws) < episodes:
-            console.print(
-                f"the {split} split of {env_id} holds {len(draws)} tasks: playing those "
-                f"{len(draws)}, not {episodes}"
-            )
-        engine_args: dict[str, Any] = {"model": model}
-        if engine_name == "openai":
-            if not base_url:
-                raise ConfigError(
-                    "--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)"
-                )
-            engine_args["base_url"] = base_url
-        given = load_tokenizer(tokenizer, engine_name) if tokenizer else None  # before any model
-        engine = make_engine(engine_name, **engine_args)
-        held = engine.tokenizer if isinstance(engine, HoldsTokenizer) else None
-        tok = given or held or load_tokenizer(model, engine_name)
-        config = RolloutConfig(
-            SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed),
-            max_turns=max_turns,
-            max_context_tokens=max_context,
-        )
-        collector = RolloutCollector(
-            engine,
-            make_renderer(
-                tok,
-                engine.images if isinstance(engine, ReadsImages) else None,
-                tool_schemas=tool_schemas,
-            ),
-            config,
-            runtime.pool_for,
-            concurrency=concurrency,
-        )
-        requests = requests_for(pool.ref, draws)
-
-        async def run() -> list[Any]:
-            try:
-                return await collector.collect(requests)
-            finally:
-                await engine.aclose()
-
-        start = time.perf_counter()
-        with Ticker(f"evaluating {env_id}", len(draws)) as ticker:
-            ended: list[Any] = []
-
-            def figures() -> str:  # over every ended episode: only when drawn
-                s = summarize(ended, time.perf_counter() - start)
-                return (
-                    f"success {s.success_rate:.1%}  valid calls {s.valid_action_rate:.1%}  "
-                    f"{s.tokens_per_s:,.0f} tok/s"
-                )
-
-            def on_episode(trajectory: Any) -> None:
-                ended.append(trajectory)
-                ticker.advance(len(ended), figures)
-
-            collector.on_episode = on_episode
-            trajectories = [t for g in runtime.run(run()) for t in g.trajectories]
+    for line in chosen.merged.notes(tokenizer or model) if chosen.merged else []:
+        console.print(line, markup=False)
+    start = time.perf_counter()
+    with ExitStack() as stack:
+        progress = EvalProgress(plan, stack)
+        trajectories = evaluate(plan, chosen, progress.draws, progress.episode)
     stats = summarize(trajectories, time.perf_counter() - start)
     path = write_jsonl(trajectories, out)
-    table = Table(title=f"{env_id} · {engine_name} · {model}")
-    for column in (
-        "episodes",
-        "distinct items",
-        "success",
-        "95% interval",
-        "mean turns",
-        "valid tool calls",
-        "tokens / episode",
-        "masked",
-        "tokens/s",
-    ):
+    console.print(results_table(f"{env_id} · {engine_name} · {model}", stats))
+    console.print(f"trajectories: {path}")
+    if stats.tool_exception_rate:
+        console.print(
+            f"[red]{stats.tool_exception_rate:.1%} of tool calls raised[/] (a bug in the env's "
+            "tools, not the policy's mistake); the trajectories' `error` fields say where"
+        )
+    require_unmasked(trajectories, f"evaluating {env_id}")
+    return 0
+
+
+class EvalProgress:
+    """What a user sees while the evaluation plays: how many tasks the split holds when it
+    is fewer than asked, then a bar (a line off a terminal) with the running figures."""
+
+    def __init__(self, plan: Any, stack: ExitStack) -> None:
+        self.plan, self.stack = plan, stack
+        self.ended: list[Any] = []
+        self.started = time.perf_counter()
+        self.ticker: Ticker | None = None
+
+    def draws(self, played: int) -> None:
+        plan = self.plan
+        if played < plan.episodes:
+            console.print(
+                f"the {plan.split} split of {plan.env_id} holds {played} tasks: playing those "
+                f"{played}, not {plan.episodes}"
+            )
+        self.ticker = self.stack.enter_context(Ticker(f"evaluating {plan.env_id}", played))
+
+    def episode(self, trajectory: Any) -> None:
+        self.ended.append(trajectory)
+        if self.ticker is not None:
+            self.ticker.advance(len(self.ended), self.figures)
+
+    def figures(self) -> str:  # over every ended episode: only when drawn
+        from toolgym.agents.collector import summarize
+
+        s = summarize(self.ended, time.perf_counter() - self.started)
+        return (
+            f"success {s.success_rate:.1%}  valid calls {s.valid_action_rate:.1%}  "
+            f"{s.tokens_per_s:,.0f} tok/s"
+        )
+
+
+def results_table(title: str, stats: Any) -> Table:
+    table = Table(title=title)
+    for column in ("episodes", "distinct items", "success", "95% interval", "mean turns",
+                   "valid tool calls", "tokens / episode", "masked", "tokens/s"):  # fmt: skip
         table.add_column(column)
     low, high = stats.success_interval
     table.add_row(
@@ -151,33 +113,7 @@ def eval_command(
         str(stats.masked),
         f"{stats.tokens_per_s:,.0f}",
     )
-    console.print(table)
-    console.print(f"trajectories: {path}")
-    if stats.tool_exception_rate:
-        console.print(
-            f"[red]{stats.tool_exception_rate:.1%} of tool calls raised[/] (a bug in the env's "
-            "tools, not the policy's mistake); the trajectories' `error` fields say where"
-        )
-    require_unmasked(trajectories, f"evaluating {env_id}")
-    return 0
-
-
-def load_tokenizer(source: str, engine: str) -> Any:
-    """The tokenizer prompts are rendered with: a local directory, or a name already in the
-    local cache. Never a download: a served model's name is not a tokenizer."""
-    from toolgym.agents.loading import load_tokenizer as load
-    from toolgym.errors import ConfigError
-
-    try:
-        return load(source)
-    except ConfigError:
-        hint = (
-            "pass --tokenizer DIR, the directory of the served model's tokenizer (the engine "
-            "renders prompts itself, so it needs one)"
-            if engine == "openai"
-            else "pass a model directory"
-        )
-        raise ConfigError(f"no tokenizer found at '{source}'; {hint}") from None
+    return table
 
 
 def check_writable(path: Path) -> None:

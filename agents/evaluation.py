@@ -1,0 +1,138 @@
+"""Evaluating a policy outside training: N episodes of an env's held-out split played by any
+engine, with the env settings saved beside the model applied as `toolgym eval` applies them.
+The command only prints what this returns; a Python caller gets the same episodes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolgym.agents.collector import RolloutCollector, requests_for, summarize
+from toolgym.agents.engines import SamplingParams, make_engine
+from toolgym.agents.engines.base import HoldsTokenizer, ReadsImages
+from toolgym.agents.loading import load_tokenizer
+from toolgym.agents.render_vision import make_renderer
+from toolgym.agents.rollout import RolloutConfig
+from toolgym.agents.runtime import Runtime
+from toolgym.agents.trajectory import Trajectory
+from toolgym.envs import EnvRef, spec
+from toolgym.envs.saved_settings import MergedSettings, merge_env_kwargs, read_env_settings
+from toolgym.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    env_id: str
+    model: str
+    """A model directory, or the served model's name for engine openai."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """The env's arguments, on top of those saved with the model for the same env."""
+    engine: str = "hf"
+    base_url: str | None = None
+    """The server for engine openai."""
+    tokenizer: str | None = None
+    """Where the prompts' tokenizer is, when the model is not a directory (a served model)."""
+    episodes: int = 32
+    split: str = "eval"
+    seed: int = 0
+    max_tokens: int = 256
+    temperature: float = 0.0
+    max_turns: int | None = None
+    max_context_tokens: int = 4096
+    concurrency: int = 32
+    tool_schemas: bool | None = None
+    """Whether prompts list the tools' schemas; None: as saved with the model, else yes."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The env as the evaluation plays it, decided before any model loads."""
+
+    env_kwargs: dict[str, Any]
+    tool_schemas: bool
+    merged: MergedSettings | None
+    """The saved settings merged in (None: the model saved none for this env)."""
+
+
+def setting(plan: EvalPlan) -> Setting:
+    """The env settings saved with the model for this env, under the plan's own; an unknown
+    env id fails here, before any model loads."""
+    spec(plan.env_id)
+    saved = read_env_settings(plan.tokenizer or plan.model, plan.env_id)
+    if saved is None:
+        tool_schemas = True if plan.tool_schemas is None else plan.tool_schemas
+        return Setting(dict(plan.env_kwargs), tool_schemas, None)
+    merged = merge_env_kwargs(dict(saved.get("env_kwargs") or {}), dict(plan.env_kwargs))
+    tool_schemas = saved["tool_schemas"] if plan.tool_schemas is None else plan.tool_schemas
+    return Setting(merged.kwargs, tool_schemas, merged)
+
+
+def prompt_tokenizer(source: str, engine: str) -> Any:
+    """The tokenizer prompts are rendered with: a local directory, or a name already in the
+    local cache. Never a download: a served model's name is not a tokenizer."""
+    try:
+        return load_tokenizer(source)
+    except ConfigError:
+        hint = (
+            "pass --tokenizer DIR, the directory of the served model's tokenizer (the engine "
+            "renders prompts itself, so it needs one)"
+            if engine == "openai"
+            else "pass a model directory"
+        )
+        raise ConfigError(f"no tokenizer found at '{source}'; {hint}") from None
+
+
+def evaluate(
+    plan: EvalPlan,
+    chosen: Setting,
+    on_draws: Callable[[int], None] | None = None,
+    on_episode: Callable[[Trajectory], None] | None = None,
+) -> list[Trajectory]:
+    """The plan's episodes, played with `chosen` env settings: the first `episodes` tasks
+    of the split (all it holds if fewer: `on_draws` hears how many before any is played)."""
+    if plan.engine == "openai" and not plan.base_url:
+        raise ConfigError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+    with Runtime() as runtime:
+        pool = runtime.pool_for(EnvRef(plan.env_id, plan.env_id, chosen.env_kwargs))
+        env: Any = runtime.run(pool.acquire())  # a bad argument stops here
+        tasks = env.unwrapped.task_source()
+        pool.release(env)  # and serves the first episode
+        draws = tasks.head(plan.split, plan.episodes)
+        if not draws:
+            raise ConfigError(f"{plan.env_id} has no {plan.split} tasks to evaluate on")
+        if on_draws is not None:
+            on_draws(len(draws))
+        engine_args: dict[str, Any] = {"model": plan.model}
+        if plan.engine == "openai":
+            engine_args["base_url"] = plan.base_url
+        given = prompt_tokenizer(plan.tokenizer, plan.engine) if plan.tokenizer else None
+        engine = make_engine(plan.engine, **engine_args)
+        held = engine.tokenizer if isinstance(engine, HoldsTokenizer) else None
+        tokenizer = given or held or prompt_tokenizer(plan.model, plan.engine)
+        images = engine.images if isinstance(engine, ReadsImages) else None
+        collector = RolloutCollector(
+            engine,
+            make_renderer(tokenizer, images, tool_schemas=chosen.tool_schemas),
+            RolloutConfig(
+                SamplingParams(
+                    max_tokens=plan.max_tokens, temperature=plan.temperature, seed=plan.seed
+                ),
+                max_turns=plan.max_turns,
+                max_context_tokens=plan.max_context_tokens,
+            ),
+            runtime.pool_for,
+            concurrency=plan.concurrency,
+        )
+        collector.on_episode = on_episode
+
+        async def run() -> list[Any]:
+            try:
+                return await collector.collect(requests_for(pool.ref, draws))
+            finally:
+                await engine.aclose()
+
+        return [t for g in runtime.run(run()) for t in g.trajectories]
+
+
+__all__ = ["EvalPlan", "Setting", "evaluate", "prompt_tokenizer", "setting", "summarize"]
