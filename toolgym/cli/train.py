@@ -149,18 +149,24 @@ def train_command(
                 on_step=steps,
                 on_episode=steps.episode if steps is not None else None,
             )
-    policy = Path(config.run_dir) / "policy"
-    last = metrics[-1] if metrics else {}
-    summary = (
-        ("success", "rollout/success"),
-        ("eval success", "eval/success"),
-        ("eval valid calls", "eval/valid_actions"),
-    )
+    console.print(finished(config, metrics[-1] if metrics else {}))
+    return 0
+
+
+SUMMARY = (
+    ("success", "rollout/success"),
+    ("eval success", "eval/success"),
+    ("eval valid calls", "eval/valid_actions"),
+)
+"""The figures a finished run's last line shows, from its last record."""
+
+
+def finished(config: Any, last: dict[str, Any]) -> str:
     shown = "  ".join(
-        f"{name} {last[key]:.3f}" for name, key in summary if isinstance(last.get(key), int | float)
+        f"{name} {last[key]:.3f}" for name, key in SUMMARY if isinstance(last.get(key), int | float)
     )
-    console.print(
+    policy = Path(config.run_dir) / "policy"
+    return (
         f"finished {config.run_dir} at step {config.steps}: {shown or 'no steps recorded'}; "
         f"policy: {policy}, curves: toolgym plot {config.run_dir}"
     )
-    return 0
