@@ -10,11 +10,12 @@ import torch
 
 from toolgym.agents.trajectory import Step, Trajectory
 from toolgym.training.batch import build_batch, token_logprobs
-from toolgym.training.losses import PPOConfig, aggregate, normalizer_for, ppo_clip_loss
+from toolgym.training.config import LossSection
+from toolgym.training.losses import aggregate, normalizer_for, ppo_clip_loss
 
 
 def loss_of(new, old, adv, mask=None, config=None, **kw):
-    config = config or PPOConfig()
+    config = config or LossSection()
     new = torch.tensor([new], dtype=torch.float64, requires_grad=True)
     old, adv = torch.tensor([old], dtype=torch.float64), torch.tensor([adv], dtype=torch.float64)
     mask = torch.tensor([mask or [1] * new.shape[1]], dtype=torch.float64)
@@ -60,7 +61,7 @@ def test_kl_k3_and_entropy_terms():
         [-1.0],
         [-1.0],
         [0.0],
-        config=PPOConfig(kl_coef=0.5),
+        config=LossSection(kl_coef=0.5),
         ref_logprobs=torch.tensor([[-1.0]], dtype=torch.float64),
     )
     assert same == 0 and m["kl_ref"] == 0
@@ -69,7 +70,7 @@ def test_kl_k3_and_entropy_terms():
         [-1.0],
         [-1.0],
         [0.0],
-        config=PPOConfig(kl_coef=0.5),
+        config=LossSection(kl_coef=0.5),
         ref_logprobs=torch.tensor([[-1.5]], dtype=torch.float64),
     )
     assert m["kl_ref"] == pytest.approx(0.106531, abs=1e-6) and kl == pytest.approx(
@@ -79,14 +80,14 @@ def test_kl_k3_and_entropy_terms():
         [-1.0],
         [-1.0],
         [0.0],
-        config=PPOConfig(entropy_coef=0.1),
+        config=LossSection(entropy_coef=0.1),
         entropy=torch.tensor([[2.0]], dtype=torch.float64),
     )
     assert ent == pytest.approx(-0.2)
 
 
-DECOUPLED = PPOConfig(mode="decoupled", behaviour_cap=5.0)
-TRUNCATED = PPOConfig(mode="truncated-is", behaviour_cap=5.0)
+DECOUPLED = LossSection(mode="decoupled", behaviour_cap=5.0)
+TRUNCATED = LossSection(mode="truncated-is", behaviour_cap=5.0)
 
 
 @pytest.mark.parametrize("config", [DECOUPLED, TRUNCATED])

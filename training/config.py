@@ -175,6 +175,11 @@ class LossSection(ConfigModel):
     behaviour_cap: float = Field(5.0, gt=1)
     """The largest proximal / behaviour probability ratio a token is weighted by."""
 
+    @property
+    def needs_proximal(self) -> bool:
+        """Whether the loss reads the proximal policy's log-probabilities."""
+        return self.mode != "on-policy"
+
 
 class EngineSection(ConfigModel):
     kind: Annotated[str, Choices("toolgym.agents.engines:ENGINES")] = "hf"

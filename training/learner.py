@@ -26,7 +26,7 @@ from toolgym.training import checkpoint
 from toolgym.training.batch import TokenBatch, token_logprobs
 from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import Ranks, all_sum, micro_batches
-from toolgym.training.losses import PPOConfig, normalizer_for, ppo_clip_loss
+from toolgym.training.losses import normalizer_for, ppo_clip_loss
 from toolgym.training.optim_step import optimizer_step
 from toolgym.training.schedule import lr_factor
 from toolgym.training.weight_sync import TrainedWeights
@@ -60,7 +60,7 @@ class Learner:
         run (None in one process)."""
         self.model, self.reference, self.optimizer = model, reference, optimizer
         self.precision, self.config, self.ranks = precision, config, ranks
-        self.ppo = PPOConfig(**config.loss.model_dump())
+        self.ppo = config.loss
 
     def update(self, batch: TokenBatch, step: int) -> dict[str, float]:
         """ppo_epochs passes over `batch`, one optimizer step per mini-batch. With

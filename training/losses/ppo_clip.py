@@ -16,30 +16,12 @@ token by behaviour.py's correction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from toolgym.errors import lookup
+from toolgym.training.config import LossSection
 from toolgym.training.losses.aggregate import Normalizer, aggregate
 from toolgym.training.losses.behaviour import CORRECTIONS
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    clip_dual: float = 3.0
-    kl_coef: float = 0.0
-    entropy_coef: float = 0.0
-    aggregation: str = "token-mean"
-    mode: str = "on-policy"
-    behaviour_cap: float = 5.0
-
-    @property
-    def needs_proximal(self) -> bool:
-        """Whether the loss reads the proximal policy's log-probabilities."""
-        return self.mode != "on-policy"
 
 
 def ppo_clip_loss(
@@ -48,14 +30,16 @@ def ppo_clip_loss(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     normalizer: Normalizer,
-    config: PPOConfig = PPOConfig(),
+    config: LossSection | None = None,
     ref_logprobs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
     proximal_logprobs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """All tensors (batch, tokens); `mask` is 1 on the model's own tokens; `old_logprobs` are
     the behaviour policy's. Returns the loss and metrics (clip fraction, approximate KL to the
-    policy the ratio is taken against, ...) over masked tokens."""
+    policy the ratio is taken against, ...) over masked tokens. `config`: the run's loss
+    section (default: its defaults)."""
+    config = config or LossSection()
     correction = lookup(CORRECTIONS, config.mode, "loss mode")
     anchor = old_logprobs
     weight = None
