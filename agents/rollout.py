@@ -31,6 +31,7 @@ from toolgym.agents.engines.base import Engine, KeepsEpisodeContext, SamplingPar
 from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.trajectory import EpisodeEnd, Step, Trajectory
+from toolgym.envs.core import RESULT_LIMIT
 from toolgym.envs.pool import Pool
 from toolgym.tools.text import clean_messages
 
@@ -153,10 +154,6 @@ async def _env_call(call: Awaitable[Any], what: str, size: int, limit: float | N
         got = f"{len(returned)} values" if isinstance(returned, tuple) else type(returned).__name__
         raise EnvFailed(f"{what} returned {got}, expected a {size}-tuple (run `toolgym check`)")
     return returned
-
-
-RESULT_LIMIT = 64 << 10
-"""The most characters a step's result may take as JSON."""
 
 
 def _result(result: Any) -> Any:

@@ -25,7 +25,7 @@ from typing import Any
 import gymnasium
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
-from toolgym.envs.core import INFO_KEYS, Env
+from toolgym.envs.core import INFO_KEYS, RESULT_LIMIT, Env
 from toolgym.envs.held_out import shared_share, split_items
 from toolgym.envs.resources import Resources
 from toolgym.envs.spaces import message_problem
@@ -275,6 +275,32 @@ def _check_info(info: Any, where: str) -> None:
             f"{where}'s info['state_key'] is a {type(info['state_key']).__name__}, which is not hashable; "
             "GiGPO groups steps by it, so use a string or a tuple"
         ) from None
+    for key, fits, wanted in INFO_TYPES:
+        if key in info and not fits(info[key]):
+            got = type(info[key]).__name__
+            raise CheckFailed(f"{where}'s info[{key!r}] is a {got}; the rollout reads {wanted}")
+    if info.get("result") is not None:
+        try:
+            size = len(json.dumps(info["result"], allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise CheckFailed(f"{where}'s info['result'] is not JSON data: {exc}") from None
+        if size > RESULT_LIMIT:
+            raise CheckFailed(f"{where}'s info['result'] takes {size} characters as JSON "
+                              f"(at most {RESULT_LIMIT})")  # fmt: skip
+
+
+def _is_list_of_dicts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+INFO_TYPES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("valid_action", lambda v: isinstance(v, bool), "a bool"),
+    ("tool_calls", _is_list_of_dicts, "a list of dicts (id, name, arguments, error)"),
+    ("error", lambda v: v is None or isinstance(v, str), "text or None"),
+    ("infra_error", lambda v: v is None or isinstance(v, str), "text or None"),
+    ("tools", lambda v: v is None or _is_list_of_dicts(v), "a list of tool schemas"),
+)
+"""What each key of the info contract (envs/core.py) must hold, where the env gives it."""
 
 
 async def _determinism(factory: Callable[[], Any], seed: int) -> str | None:

@@ -21,6 +21,10 @@ Field by field:
     error        text of what went wrong with the action, or None.
     infra_error  text of an infrastructure failure (not the policy's fault: masked from
                  training, never scored 0), or None.
+  and, when the env has them:
+    tools        (reset) the tools' JSON schemas, which the prompt lists when asked to.
+    result       (step) what a tool handed back as data (JSON, at most RESULT_LIMIT
+                 characters), kept in the trajectory beside the text the policy read.
 - reset(seed, options={"task": task}) is deterministic: the same task and seed give the same
   initial state, so a group of N rollouts starts identically. Tasks come from the env's
   `task_source()` (envs/tasks.py) in named splits; the default, `SeedTasks`, makes each
@@ -55,6 +59,11 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 INFO_KEYS = ("state_key", "valid_action", "tool_calls", "error", "infra_error")
+"""What every reset's and step's info holds (make_info fills them)."""
+OPTIONAL_INFO_KEYS = ("tools", "result")
+"""What the rollout also reads when an env gives it; nothing else in info is read."""
+RESULT_LIMIT = 64 << 10
+"""The most characters a step's result may take as JSON."""
 
 
 def make_info(

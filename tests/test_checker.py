@@ -63,6 +63,15 @@ def test_unhashable_state_key_is_explained():
     )
 
 
+def test_an_info_value_of_the_wrong_kind_is_explained():
+    f = failure("fixture/StringErrors-v0")
+    assert f.check == "contract"
+    assert f.message == (
+        "step()'s info['tool_calls'] is a str; the rollout reads a list of dicts (id, name, "
+        "arguments, error)"
+    )
+
+
 def test_tool_without_type_hints_is_explained():
     f = failure("fixture/UntypedTool-v0")
     assert f.check == "build"
