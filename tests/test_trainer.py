@@ -667,6 +667,34 @@ def test_transfer_sets_are_evaluated_beside_the_held_out_split(tool_calling_mode
         load_config(TrainConfig, None, ["model=x", "eval.sets=[{id: toolgym/Maze-v0}]"])
 
 
+def test_a_set_on_the_test_split_plays_mazes_neither_training_nor_the_eval_split_draws(
+    tool_calling_model_dir, tmp_path
+):
+    """`split: test`: the run's own env on its other held-out split, logged apart, so a small
+    space holds out more items; its mazes are the test split's, by content."""
+    from toolgym.envs.maze import MazeEnv
+
+    played = []
+    config = load_config(
+        TrainConfig, None,
+        [f"model={tool_calling_model_dir}", f"run_dir={tmp_path}", "steps=1", "tensorboard=false",
+         *SMALL, "eval.sets=[{name: test, id: toolgym/Maze-v0, kwargs: {size: 3, max_turns: 4}, "
+         "split: test, episodes: 6}]"],
+    )  # fmt: skip
+    metrics = Trainer(config).run(on_episode=played.append)
+    assert metrics[-1]["eval/items"] == 4 and metrics[-1]["eval/test/items"] == 6
+    source = MazeEnv(size=3).task_source()
+    test_seeds = {d.seed for d in source.head("test", 6)}
+    assert {t.seed for t in played if t.env_name == "test"} == test_seeds
+    eval_seeds = {d.seed for d in source.head("eval", 4)}
+    assert eval_seeds <= {t.seed for t in played if t.env_name == "Maze-v0"}
+    held = {source.item_of(s) for s in test_seeds}
+    assert not held & {source.item_of(s) for s in eval_seeds}
+    assert not held & {source.item_of(d.seed) for d in source.head("train", 200)}
+    with pytest.raises(ConfigError, match="split"):
+        load_config(TrainConfig, None, ["model=x", "eval.sets=[{name: t, split: train}]"])
+
+
 def test_a_fine_tuned_models_env_settings_fill_what_the_config_leaves_unset(tmp_path):
     from toolgym.envs.saved_settings import write_env_settings
     from toolgym.training.run_setup import with_model_env_settings

@@ -39,6 +39,17 @@ class EnvSection(ConfigModel):
         return EnvRef(self.label, self.id, self.kwargs)
 
 
+class EvalSetSection(EnvSection):
+    """A set evaluated beside the run's own held-out split (eval.sets)."""
+
+    split: Literal["eval", "test"] = "eval"
+    """The split of this env the set plays: eval, or test, the other split training never
+    draws (the run's own env on its test split holds out more items where a space is small;
+    nothing chooses on it, so it stays a clean measure)."""
+    episodes: int | None = Field(None, ge=1)
+    """Episodes of this set (default: eval.episodes)."""
+
+
 class RewardSection(ConfigModel):
     source: Annotated[str, Choices("toolgym.training.rewards:SOURCES")]
     """A reward source from training/rewards; its role and kwargs are checked as the config
@@ -251,10 +262,11 @@ class EvalSection(ConfigModel):
     included; a tie keeps the earlier) as RUN_DIR/best_policy, with the step that chose it in
     its toolgym_best.json: a run that collapses late keeps what it reached. The choice saw
     the eval split, so measure the kept policy on the test split (`toolgym eval --split test`)."""
-    sets: list[EnvSection] = Field(default_factory=list)
+    sets: list[EvalSetSection] = Field(default_factory=list)
     """Transfer sets, played at every evaluation beside the run's own held-out split: each
     an env (id, kwargs, and a `name` its metrics are logged under, eval/NAME/success) whose
-    eval split differs from what training draws, e.g. a larger maze or unseen values."""
+    eval split (or test split: `split`) differs from what training draws, e.g. a larger
+    maze or unseen values."""
 
 
 class SelfPlaySection(ConfigModel):

@@ -46,6 +46,12 @@ def settings_markdown() -> str:
     out = [HEADER, "", "## Run", "", *_table(top)]
     for name, model, field in sections:
         out += ["", f"## {name}", "", _describe(field), "", *_table(_rows(model, f"{name}."))]
+        lists += [
+            (f"{name}.{inner_name}", inner, inner_field)
+            for inner_name, inner_field in model.model_fields.items()
+            if typing.get_origin(inner_field.annotation) is list
+            and (inner := _section_model(inner_field.annotation)) is not None
+        ]
     for name, model, field in lists:
         out += [
             "", f"## {name} (a list)", "", _describe(field), "",

@@ -121,17 +121,17 @@ class Trainer:
         # the run here with its reason (and the instance serves the first episode)
         try:
             self.tasks = {e.label: self._task_source(e) for e in config.mixture}
-            self.set_tasks = {s.label: self._task_source(s, "eval") for s in config.eval.sets}
-            for name, tasks in {**self.tasks, **self.set_tasks}.items():
-                held = len(tasks.head("eval", config.eval.episodes))
-                if held < config.eval.episodes:
+            self.set_tasks = {s.label: self._task_source(s, s.split) for s in config.eval.sets}
+            for name, tasks, split, episodes in self.eval_sets():
+                held = len(tasks.head(split, episodes))
+                if held < episodes:
                     log.warning(
-                        "the eval split of %s holds %d tasks: evaluating on those %d, "
-                        "not eval.episodes=%d",
+                        "the %s split of %s holds %d tasks: evaluating on those %d, not %d",
+                        split,
                         name,
                         held,
                         held,
-                        config.eval.episodes,
+                        episodes,
                     )
         except BaseException:
             self.runtime.close()
@@ -360,13 +360,21 @@ class Trainer:
     # ----- phases ------------------------------------------------------------------------------
     def eval_requests(self) -> list[GroupRequest]:
         """The first eval.episodes tasks of each env's eval split, then of each transfer
-        set's (eval.sets), one rollout each."""
-        episodes = self.config.eval.episodes
+        set's split (eval.sets), one rollout each."""
+        entries = {e.label: e for e in [*self.config.mixture, *self.config.eval.sets]}
         return [
-            GroupRequest(e.ref, draw, 1, e.role)
-            for e, tasks in [(e, self.tasks[e.label]) for e in self.config.mixture]
-            + [(s, self.set_tasks[s.label]) for s in self.config.eval.sets]
-            for draw in tasks.head("eval", episodes)
+            GroupRequest(entries[name].ref, draw, 1, entries[name].role)
+            for name, tasks, split, episodes in self.eval_sets()
+            for draw in tasks.head(split, episodes)
+        ]
+
+    def eval_sets(self) -> list[tuple[str, TaskSource, str, int]]:
+        """(name, tasks, split, episodes) of what each evaluation plays: each env's eval
+        split, then each transfer set's own split."""
+        episodes = self.config.eval.episodes
+        return [(e.label, self.tasks[e.label], "eval", episodes) for e in self.config.mixture] + [
+            (s.label, self.set_tasks[s.label], s.split, s.episodes or episodes)
+            for s in self.config.eval.sets
         ]
 
     def collect(
@@ -514,7 +522,7 @@ class Trainer:
 
     def _task_source(self, entry: EnvSection, split: str = "train") -> TaskSource:
         """The env's task source, from one instance (which stays in the pool) reset on the
-        first task of the split the run draws from it (a transfer set only its eval split):
+        first task of the split the run draws from it (a transfer set only its own split):
         an env that cannot be built or reset stops the run here, before any model loads."""
         pool = self.runtime.pool_for(entry.ref)
         env: Any = self.runtime.run(pool.acquire())
