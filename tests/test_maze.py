@@ -166,3 +166,26 @@ def test_a_slipping_solver_makes_one_wrong_move_then_walks_back():
         assert terminated and wrong == 1 and turns in (optimal + 1, optimal + 2)
     with pytest.raises(ConfigError, match="solver_slips 2"):
         toolgym.make("toolgym/Maze-v0", solver_slips=2)
+
+
+def test_uniform_carving_draws_every_perfect_maze_where_depth_first_draws_few():
+    """carve="uniform" (Wilson's algorithm): a 3x3 grid's 192 spanning trees, each about as
+    often, and 13,824 distinct mazes with any goal, where the depth-first carve makes 14 trees
+    (1,008 mazes): room to hold a thousand mazes out."""
+    uniform = [generate(s, 3, 0, far_goal=False, carve="uniform") for s in range(6000)]
+    trees = {}
+    for layout in uniform:
+        assert len(layout.passages) == 8 and solve(layout, game.initial_state(layout))
+        trees[layout.passages] = trees.get(layout.passages, 0) + 1
+    assert len(trees) == 192 and max(trees.values()) < 3 * min(trees.values())
+    assert len({generate(s, 3, 0, carve="dfs").passages for s in range(6000)}) == 14
+    assert uniform[5] == generate(5, 3, 0, far_goal=False, carve="uniform")
+    for seed in range(20):  # keys and doors still block the only path
+        layout = generate(seed, 5, 2, carve="uniform")
+        names = [c.name for c in solve(layout, game.initial_state(layout))]
+        assert names.count("open_door") == len(layout.doors) == 2
+    env = toolgym.make("toolgym/Maze-v0", size=3, n_doors=0, far_goal=False, carve="uniform")
+    source = env.unwrapped.task_source()
+    assert len({source.item_of(d.seed) for d in source.head("eval", 400)}) == 400
+    with pytest.raises(ConfigError, match="maze carve 'bfs'"):
+        toolgym.make("toolgym/Maze-v0", carve="bfs")

@@ -13,7 +13,8 @@ Arguments: size (cells per side), n_doors, far_goal (the goal is a cell farthest
     start; False: any other cell, so walks of every length), max_turns, hints, show_map (repeat
     the map in every tool result), solver_slips (the share of episodes in which the scripted
     solver makes one wrong move at a random step: a weaker demonstrator, whose SFT student RL
-    can then surpass), plus ToolEnv's (parser, max_calls_per_turn=1, ...).
+    can then surpass), carve ("dfs": passages carved by a depth-first search from the top-left
+    cell; "uniform": any perfect maze, drawn uniformly, 14x the distinct 3x3 mazes), plus ToolEnv's (parser, max_calls_per_turn=1, ...).
 Tasks: generated from seeds, split by the maze itself (`ContentTasks`: a maze's opening map
     belongs to one split whatever seed made it): reset(options={"task": {"seed": s}}) or
     reset(seed=s) plays maze s. Small settings (size 2 or 3 without doors) make too few
@@ -29,7 +30,7 @@ from typing import Any, Literal
 
 from toolgym.envs.content_tasks import ContentTasks
 from toolgym.envs.maze import game
-from toolgym.envs.maze.layout import DIRECTIONS, MazeLayout, generate
+from toolgym.envs.maze.layout import CARVINGS, DIRECTIONS, MazeLayout, generate
 from toolgym.envs.maze.solver import solve
 from toolgym.envs.tasks import TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
@@ -55,6 +56,7 @@ class MazeEnv(ToolEnv):
         hints: bool = True,
         show_map: bool = False,
         solver_slips: float = 0.0,
+        carve: str = "dfs",
         max_calls_per_turn: int | None = 1,
         **kwargs: Any,
     ) -> None:
@@ -63,6 +65,9 @@ class MazeEnv(ToolEnv):
             raise ConfigError(f"maze size must be a whole number of at least 2, got {size!r}")
         if not 0.0 <= solver_slips <= 1.0:
             raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
+        if carve not in CARVINGS:
+            raise ConfigError(f"maze carve {carve!r}: use one of {', '.join(CARVINGS)}")
+        self.carve = carve
         self.size, self.n_doors, self.far_goal = size, n_doors, far_goal
         self.hints, self.show_map, self.solver_slips = hints, show_map, solver_slips
         self.maze_seed = 0
@@ -75,7 +80,7 @@ class MazeEnv(ToolEnv):
         maze_seed = task.get("seed", seed)  # tasks are seeds (SeedTasks)
         if maze_seed is None:
             maze_seed = int(self.np_random.integers(2**31))
-        self.layout = generate(maze_seed, self.size, self.n_doors, self.far_goal)
+        self.layout = generate(maze_seed, self.size, self.n_doors, self.far_goal, self.carve)
         self.state = game.initial_state(self.layout)
         self.maze_seed = maze_seed
         chooser = random.Random(f"slip-{maze_seed}")
@@ -88,7 +93,7 @@ class MazeEnv(ToolEnv):
 
     def maze_item(self, seed: int) -> str:
         """What identifies maze `seed`: its opening map (walls, doors, keys, start, goal)."""
-        layout = generate(seed, self.size, self.n_doors, self.far_goal)
+        layout = generate(seed, self.size, self.n_doors, self.far_goal, self.carve)
         return layout.render(layout.start)
 
     @tool

@@ -66,14 +66,24 @@ class MazeLayout:
         return "\n".join("".join(row) for row in grid)
 
 
-def generate(seed: int, size: int = 4, n_doors: int = 1, far_goal: bool = True) -> MazeLayout:
+CARVINGS = ("dfs", "uniform")
+"""How passages are carved: a depth-first search from the top-left cell (long corridors, and
+few distinct mazes of a small size: 14 of a 3x3 grid's 192), or a spanning tree drawn
+uniformly from all of them (Wilson's algorithm)."""
+
+
+def generate(
+    seed: int, size: int = 4, n_doors: int = 1, far_goal: bool = True, carve: str = "dfs"
+) -> MazeLayout:
     """The layout for `seed`: the same seed and arguments always give the same maze. The goal
     is a cell farthest from the start, or with `far_goal=False` any other cell (walks of every
     length, and many more distinct mazes of a small size)."""
     if size < 2:
         raise ValueError(f"maze size must be at least 2, got {size}")
+    if carve not in CARVINGS:
+        raise ValueError(f"maze carve {carve!r}: use one of {', '.join(CARVINGS)}")
     rng = np.random.default_rng(seed)
-    passages = _carve(rng, size)
+    passages = _carve(rng, size) if carve == "dfs" else _carve_uniform(rng, size)
     start = (int(rng.integers(size)), int(rng.integers(size)))
     distances = _distances(passages, start)
     farthest = max(distances.values()) if far_goal else None
@@ -115,6 +125,28 @@ def _carve(rng: np.random.Generator, size: int) -> set[Edge]:
         passages.add(edge(cell, nxt))
         seen.add(nxt)
         stack.append(nxt)
+    return passages
+
+
+def _carve_uniform(rng: np.random.Generator, size: int) -> set[Edge]:
+    """Wilson's algorithm: loop-erased random walks from each cell to the tree so far, which
+    draws every spanning tree of the grid (every perfect maze) with equal chance."""
+    cells = [(x, y) for x in range(size) for y in range(size)]
+    tree = {cells[int(rng.integers(len(cells)))]}
+    passages: set[Edge] = set()
+    for first in cells:
+        step: dict[Cell, Cell] = {}  # the walk's last exit from each cell (erases its loops)
+        cell = first
+        while cell not in tree:
+            around = [n for d in DIRECTIONS if 0 <= (n := neighbour(cell, d))[0] < size
+                      and 0 <= n[1] < size]  # fmt: skip
+            step[cell] = around[int(rng.integers(len(around)))]
+            cell = step[cell]
+        cell = first
+        while cell not in tree:
+            tree.add(cell)
+            passages.add(edge(cell, step[cell]))
+            cell = step[cell]
     return passages
 
 
