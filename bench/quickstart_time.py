@@ -53,7 +53,9 @@ def quickstart(site: Path, out: Path, steps: int) -> tuple[float, int, float]:
     seconds = time.perf_counter() - start
     metrics = [json.loads(line) for line in (out / "rl" / "metrics.jsonl").read_text().splitlines()]
     results = json.loads((out / "results.json").read_text())
-    return seconds, sum(m["env_steps"] for m in metrics), results["after_rl"]["1.0"]["eval/success"]
+    after = results["after_rl"]["1.0"]  # an earlier tree's table had its eval split alone
+    success = after["held-out/success"] if "held-out/success" in after else after["eval/success"]
+    return seconds, sum(m["env_steps"] for m in metrics), success
 
 
 def main() -> None:

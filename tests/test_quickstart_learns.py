@@ -1,17 +1,17 @@
 """The README's main job as CI runs it: on held-out 3x3 mazes that training never drew (the env
-splits its mazes by content), the SFT policy must read the maze and GiGPO must lift its
-success, and the run must report success with its interval on the held-out and the 4x4
-transfer mazes.
+splits its mazes by content; its eval and test splits, 198 mazes), GiGPO must lift the
+success of a policy warm-started on a solver that slips, and the run must report success
+with its interval on the held-out and the 4x4 transfer mazes.
 
-Measured (toolgym quickstart, seeds 0, 1 and 2; 91 held-out 3x3 mazes, temperature 1):
-- SFT success 70.3%, 53.8%, 52.7%: it reads the maze (a policy moving through a random open
-  exit solves 29.3% of them; the earlier 150-step warm start, whose moves ignored the maze,
-  12-17%); asserted: 45%;
-- SFT -> SFT + 40 GiGPO steps: 70.3% -> 78.0%, 53.8% -> 67.0%, 52.7% -> 59.3% (+7.7, +13.2,
-  +6.6 points; mean +9.2, +0.4 to +17.9 over seeds); the in-run evaluations at steps 10,
-  20 and 30 were above the start too, in every seed (12 of 12, the least by 1.1 points);
-  asserted: above the start. Greedy: +2.2, +6.6, -1.1, not asserted;
-- valid tool calls after GiGPO: 100%, 100%, 99.5%; asserted: 95%.
+Measured (toolgym quickstart, seeds 0, 1 and 2; 198 held-out 3x3 mazes, temperature 1):
+- SFT success 45.5%, 31.8%, 51.0%; asserted: 30% (a policy moving through a random open
+  exit solves 29% of the eval split's mazes);
+- SFT -> SFT + 40 GiGPO steps: +19.2 (+13.0 to +25.4), +17.2 (+10.0 to +24.3), +15.7 (+9.2
+  to +22.1) points, paired maze by maze; in each seed the trained row's interval lay above
+  the SFT row's, but in an earlier run of the same recipe seed 2's overlapped by 1.7 points,
+  so what is asserted is the paired change's interval above 0. Greedy: +10.1, +11.6, +7.6,
+  not asserted;
+- valid tool calls after GiGPO: 97.3%, 99.1%, 99.4%; asserted: 95%.
 The SFT stage is deterministic on a given machine; the RL stage is not bit-reproducible
 (batched decoding pads rows differently from run to run).
 """
@@ -27,9 +27,11 @@ from toolgym.envs.maze import MazeEnv
 
 pytestmark = pytest.mark.timeout(1500)
 
-SFT_READS = 0.45
+SFT_READS = 0.30
 VALID_AFTER = 0.95
 STEPS, TASKS_PER_STEP = 40, 16
+HELD_OUT = 198
+"""The eval split's 91 mazes and the test split's 107: all 3x3 mazes training never draws."""
 
 
 def test_quickstart_trains_on_mazes_it_is_not_evaluated_on(quickstart_run):
@@ -38,18 +40,18 @@ def test_quickstart_trains_on_mazes_it_is_not_evaluated_on(quickstart_run):
     assert "SFT + GiGPO" in result.stdout and "4x4 transfer" in result.stdout
     results = json.loads((out / "results.json").read_text())
     before, after = results["before_rl"]["1.0"], results["after_rl"]["1.0"]
-    assert before["eval/success"] >= SFT_READS, before
-    assert after["eval/success"] > before["eval/success"], (before, after)
-    assert after["eval/valid_actions"] >= VALID_AFTER, after
+    assert before["held-out/success"] >= SFT_READS, before
+    assert after["held-out/change_low"] > 0, (before, after)
+    assert after["held-out/valid_actions"] >= VALID_AFTER, after
     for policy in (before, after, results["before_rl"]["0.0"], results["after_rl"]["0.0"]):
-        for key in ("eval/", "eval/4x4/"):
-            assert policy[f"{key}items"] == EVAL_EPISODES  # distinct mazes, each played once
+        for key, mazes in (("held-out/", HELD_OUT), ("4x4/", EVAL_EPISODES)):
+            assert policy[f"{key}items"] == mazes  # distinct mazes, each played once
             low, rate, high = (policy[f"{key}success{s}"] for s in ("_low", "", "_high"))
             assert 0 <= low <= rate <= high <= 1 and high - low < 0.3
     assert "change, paired by maze" in result.stdout
     for temperature in ("1.0", "0.0"):  # the change paired maze by maze is the rates' change
         sft, trained = results["before_rl"][temperature], results["after_rl"][temperature]
-        for key in ("eval/", "eval/4x4/"):
+        for key in ("held-out/", "4x4/"):
             low, change, high = (trained[f"{key}change{s}"] for s in ("_low", "", "_high"))
             assert low <= change <= high
             assert change == pytest.approx(trained[f"{key}success"] - sft[f"{key}success"])
@@ -57,8 +59,8 @@ def test_quickstart_trains_on_mazes_it_is_not_evaluated_on(quickstart_run):
     env = MazeEnv(**ENV_ARGS)
     source = env.task_source()
     trained = {source.item_of(d.seed) for d in source.head("train", STEPS * TASKS_PER_STEP)}
-    held = {source.item_of(d.seed) for d in source.head("eval", EVAL_EPISODES)}
-    assert len(held) == EVAL_EPISODES and not trained & held
+    held = {source.item_of(d.seed) for split in ("eval", "test") for d in source.head(split, 200)}
+    assert len(held) == HELD_OUT and not trained & held
     assert (out / "curves.png").stat().st_size > 5000
     assert (out / "rl" / "policy" / "config.json").is_file()
     # saved with the settings it was trained with, so `toolgym eval --model` plays it alike

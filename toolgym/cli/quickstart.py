@@ -1,20 +1,23 @@
 """`toolgym quickstart`, the README's main job: a tiny model trains on Maze on CPU, end to end.
 
     init  a tiny model with a tokenizer trained here (nothing is downloaded)
-    sft   imitate the scripted solver on 1,500 3x3 mazes for 6 epochs, 8 episodes a step:
-          the tool-call format, and reading the maze. Reading takes steps, not data: the
-          move's loss sits at a uniform guess among four for the first few hundred optimizer
-          steps, and the earlier 150-step warm start (300 mazes, 8 epochs of 16) stopped
-          there, with moves that did not depend on the maze (bench/maze_reading.py)
+    sft   imitate a weaker demonstrator on 1,500 3x3 mazes for 6 epochs, 8 episodes a step:
+          the scripted solver, which in half its episodes makes one wrong move and walks it
+          back (`solver_slips`). It teaches the tool-call format and reading the maze, which
+          takes steps, not data: the move's loss sits at a uniform guess among four for the
+          first few hundred optimizer steps (bench/maze_reading.py); and it leaves RL a
+          demonstrator to surpass (the slip-free solver's student leaves little: RL then
+          only sharpens its sampling towards what greedy decoding already did)
     rl    GiGPO from the SFT policy, 16 mazes x 4 rollouts per step in 4 mini-batches (four
           clipped updates per batch), a format term of -0.2 per malformed turn
     eval  the SFT and RL policies on the same held-out mazes (3x3 mazes training never drew:
-          the env splits its mazes by content), sampled at the training temperature and
-          greedy, and on larger 4x4 mazes neither ever saw (a transfer set); the trained
-          policy's change in success is paired maze by maze, with its 95% interval
+          the env splits its mazes by content; its eval and test splits, 198 mazes), sampled
+          at the training temperature and greedy, and on larger 4x4 mazes neither ever saw (a
+          transfer set); the trained policy's change in success is paired maze by maze, with
+          its 95% interval
 
-3x3 mazes whose goal is any cell are about a thousand distinct mazes, a tenth of them held
-out; the 2x2 mazes of earlier versions were 8, so "held-out" mazes were training's.
+3x3 mazes whose goal is any cell are 1,008 distinct mazes, a tenth held out for eval and a
+tenth for test; the 2x2 mazes of earlier versions were 8, so "held-out" mazes were training's.
 
 Writes OUT/base, OUT/sft, OUT/rl (metrics.jsonl, TensorBoard, policy/), OUT/curves.png and
 OUT/results.json (the table's numbers, keyed by sampling temperature).
@@ -39,10 +42,18 @@ ENV_ID = "toolgym/Maze-v0"
 ENV_ARGS = {
     "size": 3, "n_doors": 0, "far_goal": False, "max_turns": 6, "invalid_action_reward": -0.2
 }  # fmt: skip
+SFT_ENV_ARGS = {**ENV_ARGS, "solver_slips": 0.5}
+"""The demonstrations' env: the solver slips once in half its episodes."""
+TEST = {"name": "test", "id": ENV_ID, "kwargs": ENV_ARGS, "split": "test", "episodes": 107}
+"""The held-out mazes of the test split, played beside the eval split's: 91 mazes alone give
+each rate an interval about 20 points wide."""
 TRANSFER = {"name": "4x4", "id": ENV_ID, "kwargs": {**ENV_ARGS, "size": 4}}
 """Larger mazes than any the policy trained on, evaluated beside the held-out 3x3 ones."""
 EVAL_EPISODES = 91
-"""The held-out 3x3 mazes: all of the eval split's (its tenth of the distinct mazes)."""
+"""The eval split's mazes, all it holds (and of the 4x4 transfer set as many); with the test
+split's 107, 198 held-out 3x3 mazes."""
+KINDS = {"held-out": ("Maze-v0", "test"), "4x4": ("4x4",)}
+"""The table's kinds of maze, by the env names their episodes carry."""
 RECIPE = [
     "rollout.tasks_per_step=16",
     "rollout.rollouts_per_task=4",
@@ -54,7 +65,7 @@ RECIPE = [
     "eval.every_steps=10",
     f"eval.episodes={EVAL_EPISODES}",
     "eval.temperature=1.0",
-    f"eval.sets=[{json.dumps(TRANSFER)}]",
+    f"eval.sets=[{json.dumps(TEST)}, {json.dumps(TRANSFER)}]",
 ]
 EVAL_TEMPERATURES = (1.0, 0.0)
 
@@ -71,7 +82,7 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     console.rule("1/4 a tiny model")
     base = init_model(out / "base", size="tiny", seed=seed)
     console.rule("2/4 supervised warm start on scripted demonstrations")
-    env_args = [f"{k}={json.dumps(v)}" for k, v in ENV_ARGS.items()]
+    env_args = [f"{k}={json.dumps(v)}" for k, v in SFT_ENV_ARGS.items()]
     sft_command(
         ENV_ID, base, out / "sft", episodes=1500, epochs=6, lr=3e-3, batch_size=8, seed=seed,
         env_args=env_args, tool_schemas=False,
@@ -83,30 +94,27 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
         + [f"env.id={ENV_ID}", f"env.kwargs={ENV_ARGS}", *RECIPE],
     )
     trainer = Trainer(config)
-    before = {t: trainer.evaluation(t) for t in EVAL_TEMPERATURES}
+    before = {t: trainer.evaluation(t)[1] for t in EVAL_TEMPERATURES}
     console.rule(f"3/4 GiGPO for {steps} steps (metrics: {config.run_dir}/metrics.jsonl)")
     with TrainSteps(config.steps) as progress:
         trainer.run(overwrite=True, on_step=progress, on_episode=progress.episode)
     console.rule("4/4 the same held-out mazes, before and after RL")
     assert trainer.last_evaluation is not None  # a run ends with an evaluation
-    ran_at, metrics, played = trainer.last_evaluation  # the trained policy's, at eval.temperature
-    after = {
-        t: (metrics, played) if t == ran_at else trainer.evaluation(t) for t in EVAL_TEMPERATURES
-    }
+    ran_at, _, played = trainer.last_evaluation  # the trained policy's, at eval.temperature
+    after = {t: played if t == ran_at else trainer.evaluation(t)[1] for t in EVAL_TEMPERATURES}
     show_episode(trainer)
     trainer.close()
     results: dict[str, Any] = {
-        "before_rl": {t: metrics for t, (metrics, _) in before.items()},
+        "before_rl": {t: figures(played) for t, played in before.items()},
         "after_rl": {
-            t: metrics | paired_change(before[t][1], played)
-            for t, (metrics, played) in after.items()
+            t: figures(played) | paired_change(before[t], played) for t, played in after.items()
         },
     }
-    console.print(results_table(results["before_rl"], results["after_rl"], config.eval.episodes))
+    console.print(results_table(results["before_rl"], results["after_rl"]))
     curves = plot_runs(
         [config.run_dir],
         out / "curves.png",
-        ("rollout/success", "rollout/valid_actions", "eval/success"),
+        ("rollout/success", "rollout/valid_actions", "eval/success", "eval/test/success"),
     )
     console.print(
         f"learning curves: [bold]{curves}[/]; trained policy: [bold]{config.run_dir}/policy[/]"
@@ -116,28 +124,38 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     return 0
 
 
+def of_kind(played: list[Trajectory], kind: str) -> list[Trajectory]:
+    return [t for t in played if t.env_name in KINDS[kind]]
+
+
+def figures(played: list[Trajectory]) -> dict[str, float]:
+    """Success with its 95% interval, distinct mazes, valid calls and turns, per kind of
+    maze: `held-out/...` (both held-out splits) and `4x4/...`."""
+    from toolgym.training.trainer import rollout_metrics
+
+    out: dict[str, float] = {}
+    for kind in KINDS:
+        out |= rollout_metrics(kind, of_kind(played, kind), 0.0, [], full=False)
+    return out
+
+
 def paired_change(before: list[Trajectory], after: list[Trajectory]) -> dict[str, float]:
     """The trained policy's success minus the SFT policy's on the same mazes, paired maze by
-    maze, with its 95% interval: `eval/` for the held-out mazes, `eval/4x4/` for transfer."""
-    figures: dict[str, float] = {}
-    for key, transfer in (("eval/", False), (f"eval/{TRANSFER['name']}/", True)):
-        paired = pair(*(item_success([t for t in played if is_transfer(t) == transfer])
-                        for played in (before, after)))  # fmt: skip
+    maze, with its 95% interval, per kind of maze."""
+    out: dict[str, float] = {}
+    for kind in KINDS:
+        paired = pair(*(item_success(of_kind(played, kind)) for played in (before, after)))
         change, low, high = paired_difference(paired.after, paired.before)
-        figures |= {f"{key}change": change, f"{key}change_low": low, f"{key}change_high": high}
-    return figures
+        out |= {f"{kind}/change": change, f"{kind}/change_low": low, f"{kind}/change_high": high}
+    return out
 
 
-def is_transfer(trajectory: Trajectory) -> bool:
-    return trajectory.env_name == TRANSFER["name"]
-
-
-def results_table(before: dict[float, Any], after: dict[float, Any], episodes: int) -> Table:
-    table = Table(title=f"{ENV_ID} {ENV_ARGS}, up to {episodes} mazes of each kind")
+def results_table(before: dict[float, Any], after: dict[float, Any]) -> Table:
+    table = Table(title=f"{ENV_ID} {ENV_ARGS}")
     for column in ("policy", "sampling", "mazes", "success (95% interval)", "distinct mazes",
                    "valid tool calls", "mean turns", "change, paired by maze"):  # fmt: skip
         table.add_column(column)
-    kinds = (("eval/", "3x3 held-out"), (f"eval/{TRANSFER['name']}/", "4x4 transfer"))
+    kinds = (("held-out/", "3x3 held-out"), ("4x4/", "4x4 transfer"))
     for name, results in (("SFT", before), ("SFT + GiGPO", after)):
         for temperature, r in results.items():
             sampling = f"temperature {temperature:g}" if temperature else "greedy"
