@@ -4,16 +4,17 @@ success of a policy warm-started on a solver that slips, and the run must report
 with its interval on the held-out and the 4x4 transfer mazes.
 
 Measured (toolgym quickstart, seeds 0, 1 and 2; 198 held-out 3x3 mazes, temperature 1):
-- SFT success 45.5%, 31.8%, 51.0%; asserted: 30% (a policy moving through a random open
-  exit solves 29% of the eval split's mazes);
+- SFT success 45.5%, 31.8%, 51.0% (38.9% for seed 0 on two threads); asserted: 30% (a
+  policy moving through a random open exit solves 29% of the eval split's mazes);
 - SFT -> SFT + 40 GiGPO steps: +19.2 (+13.0 to +25.4), +17.2 (+10.0 to +24.3), +15.7 (+9.2
-  to +22.1) points, paired maze by maze; in each seed the trained row's interval lay above
-  the SFT row's, but in an earlier run of the same recipe seed 2's overlapped by 1.7 points,
-  so what is asserted is the paired change's interval above 0. Greedy: +10.1, +11.6, +7.6,
-  not asserted;
-- valid tool calls after GiGPO: 97.3%, 99.1%, 99.4%; asserted: 95%.
-The SFT stage is deterministic on a given machine; the RL stage is not bit-reproducible
-(batched decoding pads rows differently from run to run).
+  to +22.1) points, paired maze by maze, run one thread each; seed 0 alone on two threads
+  (another warm start: 38.9%), +12.1 (+3.6 to +20.6); an earlier run of seeds 0-2, paired
+  on the eval split's 91 mazes alone, +20.9, +15.4, +12.1. The trained row's interval lay above the SFT row's in five of those seven
+  runs, so that is not asserted; the change is, at 5 points (12.1 the least). Greedy: +10.1,
+  +11.6, +7.6, not asserted;
+- valid tool calls after GiGPO: 97.3%, 99.1%, 99.4%, 97.9%; asserted: 95%.
+The SFT stage is deterministic for a given machine and thread count; the RL stage is not
+bit-reproducible (batched decoding pads rows differently from run to run).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from toolgym.envs.maze import MazeEnv
 pytestmark = pytest.mark.timeout(1500)
 
 SFT_READS = 0.30
+LIFT = 0.05
 VALID_AFTER = 0.95
 STEPS, TASKS_PER_STEP = 40, 16
 HELD_OUT = 198
@@ -41,7 +43,7 @@ def test_quickstart_trains_on_mazes_it_is_not_evaluated_on(quickstart_run):
     results = json.loads((out / "results.json").read_text())
     before, after = results["before_rl"]["1.0"], results["after_rl"]["1.0"]
     assert before["held-out/success"] >= SFT_READS, before
-    assert after["held-out/change_low"] > 0, (before, after)
+    assert after["held-out/change"] >= LIFT, (before, after)
     assert after["held-out/valid_actions"] >= VALID_AFTER, after
     for policy in (before, after, results["before_rl"]["0.0"], results["after_rl"]["0.0"]):
         for key, mazes in (("held-out/", HELD_OUT), ("4x4/", EVAL_EPISODES)):
