@@ -10,7 +10,8 @@ about 0 everywhere.
 
 Measured: configs/maze_gigpo_prm.yaml from the quickstart's SFT policy (3x3 mazes, its
 seed 0, warm-started on a solver that slips once in half its episodes), 8 steps, training
-seeds 0 to 5 (separation x 1000):
+seeds 0 to 5 from its one-thread warm start and 0 to 2 from its two-thread one (another
+policy; CI's two cores make that one) (separation x 1000):
 
 | run | step 1 | steps 1-3, mean | steps 4-7, mean |
 |---|---|---|---|
@@ -20,10 +21,13 @@ seeds 0 to 5 (separation x 1000):
 | seed 3 | 1.3 | 1.1 | 7.2 |
 | seed 4 | 3.1 | 3.2 | 5.9 |
 | seed 5 | 3.3 | 3.5 | 24.7 |
+| two threads, seed 0 | 2.9 | 3.5 (no pair at step 2) | 3.5 (-7.3 at step 6) |
+| two threads, seed 1 | 13.2 | 6.1 | 4.2 |
+| two threads, seed 2 | 3.1 | 5.5 | 6.5 |
 
 The separation moves a lot from step to step (the reward is the PRM's log-ratio to the current
 policy, which GiGPO moves towards what the PRM has learned), and single steps go below 0;
-the mean over steps 1-3 did too, in one seed of six. What held in all six, with room: from
+the mean over steps 1-3 did too, in one run of nine. What held in all nine, with room: from
 its fifth step on the PRM scores fresh trajectories with separation above 0 on average
 (steps 4-7). That is asserted, over 8 steps; step 1 alone (0.1 at the least) and single
 later steps are not. From the earlier slip-free SFT policy, steps 1 and 1-3 held in three
