@@ -7,9 +7,11 @@ from `--base`). Then, per seed, two runs from it with the same steps and rollout
   references are solved only when too few proposals are valid.
 - curated: the same config without `selfplay`, trained on the solver env's own training tasks.
 
-Each run prints held-out solver success (the solver env's eval split, sampled) at the start
-and after the last step. The means, and whether self-play lifted held-out success and by how
-much, come last.
+Each run prints held-out solver success (the solver env's eval split, sampled: items
+training never drew, by content) at the start and after the last step. Last come, per eval
+set (the held-out split, then the recipe's transfer sets: SQL's values no training database
+holds), the start's and each method's success over seeds with 95% intervals, and self-play's
+difference from the curated recipe paired by seed.
 
     python bench/selfplay.py --base models/pt_tiny [--domains sql code] [--seeds 3]
         [--steps 20] [--sft-episodes 2000] [--sft-epochs 4] [--search-base models/search-mini]
@@ -18,31 +20,25 @@ much, come last.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 from pathlib import Path
+
+from common import HeldOut
 
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
 from toolgym.training.sft import SFTConfig
-from toolgym.training.trainer import Trainer
 from toolgym.training.warm_start import WarmStart, warm_start
 
 ROOT = Path(__file__).resolve().parent.parent
 SFT = {
     "sql": ("toolgym/SQL-v0", "toolgym/ProposeSQL-v0",
-            {"style": "tags", "sample_rows": 0, "solver_slips": 0.5,
+            {"style": "tags", "sample_rows": 0, "solver_slips": 0.5, "values": "wide",
              "templates": ["filter_count", "filter_list", "aggregate_state", "ordering"]}, 3e-3),
     "code": ("toolgym/CodeReason-v0", "toolgym/ProposeCode-v0", {}, 3e-3),
     "search": ("toolgym/Search-v0", "toolgym/ProposeSearch-v0",
                {"hops": 1, "topk": 1, "doc_chars": 150, "max_turns": 3}, 1e-3),
 }  # fmt: skip
-
-
-def run(config: TrainConfig) -> tuple[float, float]:
-    metrics = Trainer(config).run(overwrite=True)
-    evals = [m["eval/success"] for m in metrics if "eval/success" in m]
-    return evals[0], evals[-1]
 
 
 def main() -> None:
@@ -74,24 +70,21 @@ def main() -> None:
                              tool_schemas=False, with_envs=(proposer,))  # fmt: skip
             warm_start(base, sft, plan)
         recipe = ROOT / "configs" / f"selfplay_{domain}.yaml"
-        results: dict[str, list[tuple[float, float]]] = {"self-play": [], "curated": []}
+        held_out = HeldOut(baseline="curated")
         for seed in range(args.seeds):
-            for name, extra in (("self-play", []), ("curated", ["selfplay=null"])):
+            for name, extra in (("curated", ["selfplay=null"]), ("self-play", [])):
                 config = load_config(
                     TrainConfig, recipe,
                     [f"model={sft}", f"run_dir={out / f'{domain}-{name}-{seed}'}",
                      f"steps={args.steps}", f"seed={seed}", "tensorboard=false",
-                     f"eval.every_steps={args.steps}", *extra],
+                     f"eval.every_steps={args.steps}", f"eval.at_start={name == 'curated'}",
+                     *extra],
                 )  # fmt: skip
-                start, end = run(config)
-                results[name].append((start, end))
-                print(f"{domain} seed {seed} {name:9}: held-out success {start:.1%} -> {end:.1%}",
-                      flush=True)  # fmt: skip
-        for name, pairs in results.items():
-            lifts = [end - start for start, end in pairs]
-            shown = ", ".join(f"{lift:+.1%}" for lift in lifts)
-            print(f"{domain} {name:9}: lift {shown}  mean {statistics.mean(lifts):+.1%}"
-                  f"  (held in every run: {all(lift > 0 for lift in lifts)})")  # fmt: skip
+                held_out.train(name, config)
+                start, end = held_out.start[-1], held_out.finals[name][-1]
+                print(f"{domain} seed {seed} {name:9}: held-out success "
+                      f"{start['eval/success']:.1%} -> {end['eval/success']:.1%}", flush=True)  # fmt: skip
+        print(f"{domain}:\n{held_out.report()}", flush=True)
 
 
 if __name__ == "__main__":
