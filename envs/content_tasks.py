@@ -27,23 +27,23 @@ from toolgym.envs.tasks import (
 )
 from toolgym.errors import ConfigError
 
-SHARES = {"eval": 0.1, "test": 0.1}
-"""The share of all items each held-out split owns; train owns the rest."""
+HELD_OUT = 0.2
+"""The share of all items held out, half for eval and half for test; train owns the rest. A
+small space may hold out more, so that its held-out rates have tighter intervals."""
 
 SCAN_LIMIT = 5_000
 """Seeds a held-out split walks past without finding a new item before it counts as spent
 (a small space, e.g. 2x2 mazes); also the most probes for one train task."""
 
 
-def split_of(item: str) -> str:
-    """The split that owns `item`: its hash's place in [0, 1) against the held-out shares."""
+def split_of(item: str, held_out: float = HELD_OUT) -> str:
+    """The split that owns `item`: its hash's place in [0, 1) against the held-out shares
+    (eval below half of `held_out`, test below all of it)."""
     place = int(hashlib.sha256(item.encode("utf-8", "surrogatepass")).hexdigest()[:12], 16)
-    place_01, edge = place / 16**12, 0.0
-    for split, share in SHARES.items():
-        edge += share
-        if place_01 < edge:
-            return split
-    return "train"
+    place_01 = place / 16**12
+    if place_01 < held_out / 2:
+        return "eval"
+    return "test" if place_01 < held_out else "train"
 
 
 class ContentTasks(TaskSource):
@@ -53,15 +53,18 @@ class ContentTasks(TaskSource):
     Args:
         item_of: seed -> the item it generates (a string: what identifies the task, e.g. a
             maze's layout, start and goal); the same seed always gives the same item.
+        held_out: the share of all items held out, half for eval and half for test.
     """
 
-    def __init__(self, item_of: Callable[[int], str]) -> None:
-        self.item_of = item_of
-        held_out = [split for split in SPLITS if split != "train"]  # train is reached at once
-        self._seeds: dict[str, list[int]] = {split: [] for split in held_out}
-        self._next: dict[str, int] = {split: 0 for split in held_out}  # the next seed offset
-        self._seen: dict[str, set[str]] = {split: set() for split in held_out}
-        self._spent: dict[str, bool] = {split: False for split in held_out}
+    def __init__(self, item_of: Callable[[int], str], held_out: float = HELD_OUT) -> None:
+        if not 0.0 < held_out < 1.0:
+            raise ConfigError(f"held_out {held_out!r}: the held-out share must lie in (0, 1)")
+        self.item_of, self.held_out = item_of, held_out
+        walked = [split for split in SPLITS if split != "train"]  # train is reached at once
+        self._seeds: dict[str, list[int]] = {split: [] for split in walked}
+        self._next: dict[str, int] = {split: 0 for split in walked}  # the next seed offset
+        self._seen: dict[str, set[str]] = {split: set() for split in walked}
+        self._spent: dict[str, bool] = {split: False for split in walked}
 
     @classmethod
     def of_generator(cls, generate: Callable[[int], Mapping[str, Any]]) -> ContentTasks:
@@ -103,7 +106,7 @@ class ContentTasks(TaskSource):
         for attempt in range(SCAN_LIMIT):
             digest = hashlib.sha256(f"train-{index}-{attempt}".encode()).hexdigest()
             seed = index if attempt == 0 else half + int(digest[:12], 16) % half
-            if split_of(self._item(seed, "train")) == "train":
+            if split_of(self._item(seed, "train"), self.held_out) == "train":
                 return seed
         raise ConfigError(
             f"no training item in {SCAN_LIMIT} seeds: these settings generate too few items "
@@ -131,7 +134,7 @@ class ContentTasks(TaskSource):
                 break
             self._next[split] = offset + 1
             item = self._item(base + offset, split)
-            if split_of(item) == split and item not in seen:
+            if split_of(item, self.held_out) == split and item not in seen:
                 seeds.append(base + offset)
                 seen.add(item)
                 fruitless = 0

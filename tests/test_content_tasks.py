@@ -64,3 +64,20 @@ def test_a_generator_that_raises_is_a_one_line_config_error():
 
     with pytest.raises(ConfigError, match="generating task 0 of split 'train' raised ValueError"):
         ContentTasks(broken).head("train", 1)
+
+
+def test_a_small_space_may_hold_out_a_larger_share_and_stays_disjoint():
+    def split_counts(held_out: float) -> tuple[int, int, set[str]]:
+        source = MazeEnv(size=3, n_doors=0, far_goal=False, held_out=held_out).task_source()
+        train = set(items_of(source, "train", 3000))
+        held = items_of(source, "eval", 2000) + items_of(source, "test", 2000)
+        assert not train & set(held) and len(held) == len(set(held))
+        return len(held), len(train), set(held)
+
+    held_20, train_20, items_20 = split_counts(0.2)
+    held_40, train_40, items_40 = split_counts(0.4)
+    assert (held_20, held_40) == (198, 388)  # of 1,008 distinct 3x3 mazes
+    assert train_40 < train_20 and items_20 < items_40  # the larger share holds the smaller's
+    for bad in (0.0, 1.0, -0.1):
+        with pytest.raises(ConfigError, match="held-out share must lie in"):
+            MazeEnv(size=3, held_out=bad)

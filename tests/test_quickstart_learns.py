@@ -4,14 +4,18 @@ success of a policy warm-started on a solver that slips, and the run must report
 with its interval on the held-out and the 4x4 transfer mazes.
 
 Measured (toolgym quickstart, seeds 0, 1 and 2; 198 held-out 3x3 mazes, temperature 1):
-- SFT success 45.5%, 31.8%, 51.0% (38.9% for seed 0 on two threads); asserted: 30% (a
-  policy moving through a random open exit solves 29% of the eval split's mazes);
+- a policy moving through a random open exit each turn solves 34.8% of these mazes (29.3%
+  of the eval split's, 38.6% of the test split's);
+- SFT success 45.5%, 31.8%, 51.0% (38.9% for seed 0 on two threads), near the random walk's;
+  greedy 58.6%, 42.9%, 59.6% (47.5%); asserted: greedy above the random walk (the warm start
+  reads the maze, though sampled it barely shows);
 - SFT -> SFT + 40 GiGPO steps: +19.2 (+13.0 to +25.4), +17.2 (+10.0 to +24.3), +15.7 (+9.2
   to +22.1) points, paired maze by maze, run one thread each; seed 0 alone on two threads
   (another warm start: 38.9%), +12.1 (+3.6 to +20.6); an earlier run of seeds 0-2, paired
-  on the eval split's 91 mazes alone, +20.9, +15.4, +12.1. The trained row's interval lay above the SFT row's in five of those seven
-  runs, so that is not asserted; the change is, at 5 points (12.1 the least). Greedy: +10.1,
-  +11.6, +7.6, not asserted;
+  on the eval split's 91 mazes alone, +20.9, +15.4, +12.1. The trained row's interval lay
+  above the SFT row's in five of those seven runs, so that is not asserted; the change is, at 5 points (12.1 the least). Greedy: +10.1,
+  +11.6, +7.6, not asserted. After GiGPO: 64.6%, 49.0%, 66.7% (51.0%); asserted: 5 points
+  above the random walk;
 - valid tool calls after GiGPO: 97.3%, 99.1%, 99.4%, 97.9%; asserted: 95%.
 The SFT stage is deterministic for a given machine and thread count; the RL stage is not
 bit-reproducible (batched decoding pads rows differently from run to run).
@@ -28,7 +32,9 @@ from toolgym.envs.maze import MazeEnv
 
 pytestmark = pytest.mark.timeout(1500)
 
-SFT_READS = 0.30
+RANDOM_EXIT = 0.348
+"""A policy moving through a random open exit each turn, on the 198 held-out mazes
+(bench/maze_reading.py's reactive policy, over both held-out splits)."""
 LIFT = 0.05
 VALID_AFTER = 0.95
 STEPS, TASKS_PER_STEP = 40, 16
@@ -42,8 +48,9 @@ def test_quickstart_trains_on_mazes_it_is_not_evaluated_on(quickstart_run):
     assert "SFT + GiGPO" in result.stdout and "4x4 transfer" in result.stdout
     results = json.loads((out / "results.json").read_text())
     before, after = results["before_rl"]["1.0"], results["after_rl"]["1.0"]
-    assert before["held-out/success"] >= SFT_READS, before
+    assert results["before_rl"]["0.0"]["held-out/success"] > RANDOM_EXIT, results["before_rl"]
     assert after["held-out/change"] >= LIFT, (before, after)
+    assert after["held-out/success"] >= RANDOM_EXIT + LIFT, after
     assert after["held-out/valid_actions"] >= VALID_AFTER, after
     for policy in (before, after, results["before_rl"]["0.0"], results["after_rl"]["0.0"]):
         for key, mazes in (("held-out/", HELD_OUT), ("4x4/", EVAL_EPISODES)):

@@ -14,7 +14,10 @@ Arguments: size (cells per side), n_doors, far_goal (the goal is a cell farthest
     the map in every tool result), solver_slips (the share of episodes in which the scripted
     solver makes one wrong move at a random step: a weaker demonstrator, whose SFT student RL
     can then surpass), carve ("dfs": passages carved by a depth-first search from the top-left
-    cell; "uniform": any perfect maze, drawn uniformly, 14x the distinct 3x3 mazes), plus ToolEnv's (parser, max_calls_per_turn=1, ...).
+    cell; "uniform": any perfect maze, drawn uniformly, 14x the distinct 3x3 mazes), held_out
+    (the share of all mazes held out, half for eval and half for test: 0.2; a small space
+    may hold out more, for tighter intervals on its held-out rates), plus ToolEnv's (parser,
+    max_calls_per_turn=1, ...).
 Tasks: generated from seeds, split by the maze itself (`ContentTasks`: a maze's opening map
     belongs to one split whatever seed made it): reset(options={"task": {"seed": s}}) or
     reset(seed=s) plays maze s. Small settings (size 2 or 3 without doors) make too few
@@ -28,7 +31,7 @@ import random
 from collections.abc import Hashable
 from typing import Any, Literal
 
-from toolgym.envs.content_tasks import ContentTasks
+from toolgym.envs.content_tasks import HELD_OUT, ContentTasks
 from toolgym.envs.maze import game
 from toolgym.envs.maze.layout import CARVINGS, DIRECTIONS, MazeLayout, generate
 from toolgym.envs.maze.solver import solve
@@ -57,6 +60,7 @@ class MazeEnv(ToolEnv):
         show_map: bool = False,
         solver_slips: float = 0.0,
         carve: str = "dfs",
+        held_out: float = HELD_OUT,
         max_calls_per_turn: int | None = 1,
         **kwargs: Any,
     ) -> None:
@@ -67,7 +71,8 @@ class MazeEnv(ToolEnv):
             raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
         if carve not in CARVINGS:
             raise ConfigError(f"maze carve {carve!r}: use one of {', '.join(CARVINGS)}")
-        self.carve = carve
+        self.carve, self.held_out = carve, held_out
+        self.task_source()  # a held-out share outside (0, 1) fails here, not at the first draw
         self.size, self.n_doors, self.far_goal = size, n_doors, far_goal
         self.hints, self.show_map, self.solver_slips = hints, show_map, solver_slips
         self.maze_seed = 0
@@ -89,7 +94,7 @@ class MazeEnv(ToolEnv):
         return [{"role": "user", "content": f"Map:\n{self._map()}\n{self._view()}"}]
 
     def task_source(self) -> TaskSource:
-        return ContentTasks(self.maze_item)
+        return ContentTasks(self.maze_item, self.held_out)
 
     def maze_item(self, seed: int) -> str:
         """What identifies maze `seed`: its opening map (walls, doors, keys, start, goal)."""
