@@ -36,6 +36,13 @@ SCAN_LIMIT = 5_000
 (a small space, e.g. 2x2 mazes); also the most probes for one train task."""
 
 
+def check_held_out(held_out: float) -> float:
+    """`held_out`, if it is a share in (0, 1): a ConfigError in one line otherwise."""
+    if not 0.0 < held_out < 1.0:
+        raise ConfigError(f"held_out {held_out!r}: the held-out share must lie in (0, 1)")
+    return held_out
+
+
 def split_of(item: str, held_out: float = HELD_OUT) -> str:
     """The split that owns `item`: its hash's place in [0, 1) against the held-out shares
     (eval below half of `held_out`, test below all of it)."""
@@ -57,9 +64,7 @@ class ContentTasks(TaskSource):
     """
 
     def __init__(self, item_of: Callable[[int], str], held_out: float = HELD_OUT) -> None:
-        if not 0.0 < held_out < 1.0:
-            raise ConfigError(f"held_out {held_out!r}: the held-out share must lie in (0, 1)")
-        self.item_of, self.held_out = item_of, held_out
+        self.item_of, self.held_out = item_of, check_held_out(held_out)
         walked = [split for split in SPLITS if split != "train"]  # train is reached at once
         self._seeds: dict[str, list[int]] = {split: [] for split in walked}
         self._next: dict[str, int] = {split: 0 for split in walked}  # the next seed offset

@@ -13,9 +13,9 @@ Measured (toolgym quickstart, seeds 0, 1 and 2; 198 held-out 3x3 mazes, temperat
   to +22.1) points, paired maze by maze, run one thread each; seed 0 alone on two threads
   (another warm start: 38.9%), +12.1 (+3.6 to +20.6); an earlier run of seeds 0-2, paired
   on the eval split's 91 mazes alone, +20.9, +15.4, +12.1. The trained row's interval lay
-  above the SFT row's in five of those seven runs, so that is not asserted; the change is, at 5 points (12.1 the least). Greedy: +10.1,
-  +11.6, +7.6, not asserted. After GiGPO: 64.6%, 49.0%, 66.7% (51.0%); asserted: 5 points
-  above the random walk;
+  above the SFT row's in five of those seven runs, so that is not asserted; the change is,
+  at 5 points (12.1 the least). Greedy: +10.1, +11.6, +7.6, not asserted. After GiGPO:
+  64.6%, 49.0%, 66.7% (51.0%); asserted: 5 points above the random walk;
 - valid tool calls after GiGPO: 97.3%, 99.1%, 99.4%, 97.9%; asserted: 95%.
 The SFT stage is deterministic for a given machine and thread count; the RL stage is not
 bit-reproducible (batched decoding pads rows differently from run to run).

@@ -31,7 +31,7 @@ import random
 from collections.abc import Hashable
 from typing import Any, Literal
 
-from toolgym.envs.content_tasks import HELD_OUT, ContentTasks
+from toolgym.envs.content_tasks import HELD_OUT, ContentTasks, check_held_out
 from toolgym.envs.maze import game
 from toolgym.envs.maze.layout import CARVINGS, DIRECTIONS, MazeLayout, generate
 from toolgym.envs.maze.solver import solve
@@ -71,8 +71,7 @@ class MazeEnv(ToolEnv):
             raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
         if carve not in CARVINGS:
             raise ConfigError(f"maze carve {carve!r}: use one of {', '.join(CARVINGS)}")
-        self.carve, self.held_out = carve, held_out
-        self.task_source()  # a held-out share outside (0, 1) fails here, not at the first draw
+        self.carve, self.held_out = carve, check_held_out(held_out)
         self.size, self.n_doors, self.far_goal = size, n_doors, far_goal
         self.hints, self.show_map, self.solver_slips = hints, show_map, solver_slips
         self.maze_seed = 0
