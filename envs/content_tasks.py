@@ -38,6 +38,8 @@ SCAN_LIMIT = 5_000
 
 def check_held_out(held_out: float) -> float:
     """`held_out`, if it is a share in (0, 1): a ConfigError in one line otherwise."""
+    if isinstance(held_out, bool) or not isinstance(held_out, int | float):
+        raise ConfigError(f"held_out {held_out!r}: give the held-out share as a number in (0, 1)")
     if not 0.0 < held_out < 1.0:
         raise ConfigError(f"held_out {held_out!r}: the held-out share must lie in (0, 1)")
     return held_out

@@ -81,3 +81,6 @@ def test_a_small_space_may_hold_out_a_larger_share_and_stays_disjoint():
     for bad in (0.0, 1.0, -0.1):
         with pytest.raises(ConfigError, match="held-out share must lie in"):
             MazeEnv(size=3, held_out=bad)
+    for not_a_number in ("a fifth", None, True):
+        with pytest.raises(ConfigError, match="held-out share as a number"):
+            MazeEnv(size=3, held_out=not_a_number)
