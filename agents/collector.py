@@ -13,7 +13,7 @@ through its `pools` (the runtime's, in a run).
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -26,7 +26,7 @@ from toolgym.envs.pool import Pool
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.tasks import TaskDraw
 from toolgym.errors import RunFailedError, one_line
-from toolgym.intervals import wilson
+from toolgym.intervals import item_wilson
 
 PoolSource = Callable[[EnvRef], Pool]
 """The pool that runs a referenced env's episodes (the runtime's `pool_for`)."""
@@ -99,14 +99,12 @@ class RolloutStats:
     tool_exception_rate: float
     """Tool calls that raised (the tool's or env's bug, not the policy's mistake), of all
     calls: a tool that raises on every call shows here instead of training silently."""
+    success_interval: tuple[float, float]
+    """The 95% interval of `success_rate`, over items: Wilson's, narrowed by an item's repeats
+    only as far as its plays differ (`item_wilson`)."""
     generated_tokens: int
     tokens_per_s: float
     seconds: float
-
-    @property
-    def success_interval(self) -> tuple[float, float]:
-        """The 95% (Wilson) interval of `success_rate`."""
-        return wilson(self.successes, self.episodes - self.masked)
 
 
 def summarize(trajectories: Sequence[Trajectory], seconds: float = 0.0) -> RolloutStats:
@@ -116,17 +114,21 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float = 0.0) -> Rollo
     tokens = sum(t.generated_tokens for t in trajectories)
     n = max(len(kept), 1)
     successes = sum(t.total_reward > 0 for t in kept)
+    outcomes: dict[str, list[float]] = defaultdict(list)
+    for t in kept:
+        outcomes[t.item].append(float(t.total_reward > 0))
     return RolloutStats(
         episodes=len(trajectories),
         masked=len(trajectories) - len(kept),
         success_rate=successes / n,
         successes=successes,
-        items=len({t.item for t in kept}),
+        items=len(outcomes),
         mean_reward=sum(t.total_reward for t in kept) / n,
         mean_turns=len(steps) / n,
         valid_action_rate=sum(s.valid_action for s in steps) / max(len(steps), 1),
         tool_exception_rate=len(tool_exceptions(kept))
         / max(sum(len(s.tool_calls) for s in steps), 1),
+        success_interval=item_wilson(list(outcomes.values())),
         generated_tokens=tokens,
         tokens_per_s=tokens / seconds if seconds > 0 else 0.0,
         seconds=seconds,

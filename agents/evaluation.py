@@ -34,6 +34,7 @@ class EvalPlan:
     tokenizer: str | None = None
     """Where the prompts' tokenizer is, when the model is not a directory (a served model)."""
     episodes: int = 32
+    """Tasks: the first this many of the split."""
     split: str = "eval"
     seed: int = 0
     max_tokens: int = 256
@@ -43,6 +44,9 @@ class EvalPlan:
     concurrency: int = 32
     tool_schemas: bool | None = None
     """Whether prompts list the tools' schemas; None: as saved with the model, else yes."""
+    plays: int = 1
+    """Episodes of each task (sampled evaluation): success is then an item's share of its
+    plays, and the rate's interval stays one over items."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,8 @@ def evaluate(
     on_episode: Callable[[Trajectory], None] | None = None,
 ) -> list[Trajectory]:
     """The plan's episodes, played with `chosen` env settings: the first `episodes` tasks
-    of the split (all it holds if fewer: `on_draws` hears how many before any is played)."""
+    of the split (all it holds if fewer: `on_draws` hears how many before any is played),
+    each played `plays` times."""
     if plan.engine == "openai" and not plan.base_url:
         raise ConfigError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
     with Runtime() as runtime:
@@ -128,7 +133,7 @@ def evaluate(
 
         async def run() -> list[Any]:
             try:
-                return await collector.collect(requests_for(pool.ref, draws))
+                return await collector.collect(requests_for(pool.ref, draws, plan.plays))
             finally:
                 await engine.aclose()
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from toolgym.intervals import mean_interval, paired_difference, percent, wilson
+from toolgym.intervals import item_wilson, mean_interval, paired_difference, percent, wilson
 
 
 def test_wilson_is_right_at_the_edges_and_on_few_episodes():
@@ -15,6 +15,21 @@ def test_wilson_is_right_at_the_edges_and_on_few_episodes():
     assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
     assert wilson(11, 128) == pytest.approx((0.0487, 0.1473), abs=1e-4)
     assert wilson(0, 0) == (0.0, 1.0)  # nothing played: nothing known
+
+
+def test_repeated_plays_of_an_item_narrow_a_rate_only_as_far_as_they_differ():
+    once = [[1.0], [0.0], [1.0], [1.0], [0.0]]
+    assert item_wilson(once) == wilson(3, 5)  # one play an item: Wilson's own
+    # Items that always or never succeed: four plays each are worth one, 10 episodes not 40.
+    alike = [[1.0] * 4] * 5 + [[0.0] * 4] * 5
+    assert item_wilson(alike) == pytest.approx(wilson(5, 10))
+    # Items alike in their rate (each succeeds in half its plays): every play counts.
+    halves = [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]
+    assert item_wilson(halves) == pytest.approx((0.2152, 0.7848), abs=1e-4)  # Wilson on 8
+    # Between: 9 of 16, the items' spread worth 5.4 episodes (worked by hand).
+    mixed = [[1.0] * 4, [0.0] * 4, [1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]]
+    assert item_wilson(mixed) == pytest.approx((0.2156, 0.8574), abs=1e-4)
+    assert item_wilson([]) == (0.0, 1.0)
 
 
 def test_a_mean_over_three_seeds_uses_students_t():

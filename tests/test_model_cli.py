@@ -80,3 +80,23 @@ def test_eval_says_how_many_tasks_it_played_and_prints_the_interval(cli, tiny_mo
     assert "distinct items" in result.stdout and "95% interval" in result.stdout
     row = next(line for line in result.stdout.splitlines() if line.startswith("│ 2 "))
     assert "0.0% to 65.8%" in row  # Wilson's for 0 of 2: two episodes say little
+
+
+def test_eval_plays_each_task_several_times_and_keeps_the_interval_over_tasks(
+    cli, tiny_model_dir, tmp_path
+):
+    tasks = tmp_path / "tasks.jsonl"
+    rows = [{"question": "1+1?", "answer": 2}] + [
+        {"question": f"{a}*2?", "answer": 2 * a, "split": "eval"} for a in (4, 5)
+    ]
+    tasks.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "e.jsonl"
+    result = cli("eval", "toolgym/Arithmetic-v0", "--model", str(tiny_model_dir), "-n", "2",
+                 "--plays", "3", "--temperature", "1", "--max-tokens", "8",
+                 "--env-arg", f"tasks={tasks}", "--env-arg", "max_turns=1", "--out", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    played = read_jsonl(out)
+    assert len(played) == 6 and len({t.item for t in played}) == 2
+    row = next(line for line in result.stdout.splitlines() if line.startswith("│ 6 "))
+    # An untrained model fails every play: six plays of two tasks vouch for no more than two.
+    assert "│ 2 " in row and "0.0% to 65.8%" in row

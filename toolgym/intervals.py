@@ -1,5 +1,6 @@
 """95% intervals for the figures a learning claim rests on: a success rate over episodes
-(Wilson's interval, right at 0% and 100% and on few episodes, where the normal one is not), a
+(Wilson's interval, right at 0% and 100% and on few episodes, where the normal one is not;
+over items played several times each, on as many episodes as the repeats are worth), a
 mean over seeds (Student's t), and the difference between two policies played on the same
 items (paired, so the items' own difficulty cancels)."""
 
@@ -24,7 +25,33 @@ def wilson(successes: int, n: int) -> tuple[float, float]:
     """The 95% interval of a rate seen as `successes` of `n` (0 to 1 when n is 0)."""
     if n <= 0:
         return 0.0, 1.0
-    p = successes / n
+    return _wilson(successes / n, n)
+
+
+def item_wilson(outcomes: Sequence[Sequence[float]]) -> tuple[float, float]:
+    """The 95% interval of a success rate over items each played one or more times (each
+    item's outcomes, 1 for a success): Wilson's, on the episodes' count divided by the
+    repeats' design effect. Two plays of one item agree more than plays of two items do, so a
+    rate over few items stays as wide as those items leave it however often each is replayed;
+    items played once each give Wilson's own interval."""
+    outcomes = [o for o in outcomes if o]
+    items, plays = len(outcomes), sum(len(o) for o in outcomes)
+    successes = sum(sum(o) for o in outcomes)
+    if plays == items:
+        return wilson(round(successes), plays)
+    p = successes / plays
+    # The ratio estimator's variance over items (a cluster sample), and the episodes that
+    # would give a plain rate the same variance: from one per item to one per play.
+    spread = sum((sum(o) - p * len(o)) ** 2 for o in outcomes)
+    between = spread * items / ((items - 1) * plays**2) if items > 1 else 0.0
+    if between > 0:
+        effective = p * (1 - p) / between
+    else:  # one item, or every item alike: only the items vouch for the rate
+        effective = plays if 0 < p < 1 and items > 1 else items
+    return _wilson(p, min(max(effective, items), plays))
+
+
+def _wilson(p: float, n: float) -> tuple[float, float]:
     centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
     half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
     return max(0.0, centre - half), min(1.0, centre + half)

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -96,6 +96,17 @@ RUN_FILES = (
 """What a run writes into its directory."""
 
 
+class EvalSet(NamedTuple):
+    """One env's share of an evaluation: the first `episodes` tasks of its `split`."""
+
+    name: str
+    tasks: TaskSource
+    split: str
+    episodes: int
+    plays: int | None = None
+    """Episodes of each task (None: the evaluation's)."""
+
+
 class Trainer:
     def __init__(
         self,
@@ -122,16 +133,16 @@ class Trainer:
         try:
             self.tasks = {e.label: self._task_source(e) for e in config.mixture}
             self.set_tasks = {s.label: self._task_source(s, s.split) for s in config.eval.sets}
-            for name, tasks, split, episodes in self.eval_sets():
-                held = len(tasks.head(split, episodes))
-                if held < episodes:
+            for chosen in self.eval_sets():
+                held = len(chosen.tasks.head(chosen.split, chosen.episodes))
+                if held < chosen.episodes:
                     log.warning(
                         "the %s split of %s holds %d tasks: evaluating on those %d, not %d",
-                        split,
-                        name,
+                        chosen.split,
+                        chosen.name,
                         held,
                         held,
-                        episodes,
+                        chosen.episodes,
                     )
         except BaseException:
             self.runtime.close()
@@ -358,22 +369,23 @@ class Trainer:
         return any(not t.masked and t.steps for t in group.trajectories)
 
     # ----- phases ------------------------------------------------------------------------------
-    def eval_requests(self) -> list[GroupRequest]:
+    def eval_requests(self, plays: int = 1) -> list[GroupRequest]:
         """The first eval.episodes tasks of each env's eval split, then of each transfer
-        set's split (eval.sets), one rollout each."""
+        set's split (eval.sets), `plays` rollouts each (a set's own plays, where it has them)."""
         entries = {e.label: e for e in [*self.config.mixture, *self.config.eval.sets]}
         return [
-            GroupRequest(entries[name].ref, draw, 1, entries[name].role)
-            for name, tasks, split, episodes in self.eval_sets()
-            for draw in tasks.head(split, episodes)
+            GroupRequest(entries[e.name].ref, draw, e.plays or plays, entries[e.name].role)
+            for e in self.eval_sets()
+            for draw in e.tasks.head(e.split, e.episodes)
         ]
 
-    def eval_sets(self) -> list[tuple[str, TaskSource, str, int]]:
-        """(name, tasks, split, episodes) of what each evaluation plays: each env's eval
-        split, then each transfer set's own split."""
+    def eval_sets(self) -> list[EvalSet]:
+        """What each evaluation plays: each env's eval split, then each transfer set's own
+        split."""
         episodes = self.config.eval.episodes
-        return [(e.label, self.tasks[e.label], "eval", episodes) for e in self.config.mixture] + [
-            (s.label, self.set_tasks[s.label], s.split, s.episodes or episodes)
+        own = [EvalSet(e.label, self.tasks[e.label], "eval", episodes) for e in self.config.mixture]
+        return own + [
+            EvalSet(s.label, self.set_tasks[s.label], s.split, s.episodes or episodes, s.plays)
             for s in self.config.eval.sets
         ]
 
@@ -497,13 +509,16 @@ class Trainer:
         return metrics
 
     def evaluation(
-        self, temperature: float | None = None
+        self, temperature: float | None = None, plays: int | None = None
     ) -> tuple[dict[str, Any], list[Trajectory]]:
         """`evaluate`'s metrics and the episodes they measured: two policies' episodes on the
-        same eval tasks pair item by item (a paired difference, tighter than two rates)."""
+        same eval tasks pair item by item (a paired difference, tighter than two rates).
+        Unset, `temperature` and `plays` are the eval section's."""
         temperature = self.config.eval.temperature if temperature is None else temperature
+        plays = plays or self.config.eval.plays
         start = time.perf_counter()
-        groups = self.collect(self.eval_requests(), temperature=temperature, sampling_seed=0)
+        requests = self.eval_requests(plays)
+        groups = self.collect(requests, temperature=temperature, sampling_seed=0)
         played = [t for g in groups for t in g.trajectories]
         held_out = [t for t in played if t.env_name not in self.set_tasks]
         require_unmasked(held_out, f"evaluation after step {self.step}")

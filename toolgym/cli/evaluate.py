@@ -30,6 +30,7 @@ def eval_command(
     env_args: list[str],
     tool_schemas: bool | None = True,
     split: str = "eval",
+    plays: int = 1,
 ) -> int:
     from toolgym.agents.collector import require_unmasked, summarize
     from toolgym.agents.evaluation import EvalPlan, evaluate, setting
@@ -38,7 +39,7 @@ def eval_command(
 
     plan = EvalPlan(
         env_id, model, env_kwargs(env_args), engine_name, base_url, tokenizer, episodes, split,
-        seed, max_tokens, temperature, max_turns, max_context, concurrency, tool_schemas,
+        seed, max_tokens, temperature, max_turns, max_context, concurrency, tool_schemas, plays,
     )  # fmt: skip
     chosen = setting(plan)  # unknown ids and bad env arguments fail here, before any model
     out = out or Path("runs") / f"eval-{env_id.replace('/', '_').replace(':', '_')}.jsonl"
@@ -79,7 +80,8 @@ class EvalProgress:
                 f"the {plan.split} split of {plan.env_id} holds {played} tasks: playing those "
                 f"{played}, not {plan.episodes}"
             )
-        self.ticker = self.stack.enter_context(Ticker(f"evaluating {plan.env_id}", played))
+        episodes = played * plan.plays
+        self.ticker = self.stack.enter_context(Ticker(f"evaluating {plan.env_id}", episodes))
 
     def episode(self, trajectory: Any) -> None:
         self.ended.append(trajectory)
