@@ -46,7 +46,8 @@ def item_wilson(outcomes: Sequence[Sequence[float]]) -> tuple[float, float]:
     between = spread * items / ((items - 1) * plays**2) if items > 1 else 0.0
     if between > 0:
         effective = p * (1 - p) / between
-    else:  # one item, or every item alike: only the items vouch for the rate
+    else:  # no spread between items: at 0% or 100% (or one item) only the items vouch
+        # for the rate; every item at the same rate between, every play counts
         effective = plays if 0 < p < 1 and items > 1 else items
     return _wilson(p, min(max(effective, items), plays))
 
