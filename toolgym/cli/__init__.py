@@ -13,6 +13,14 @@ import typer
 from toolgym.version import __version__
 
 EnvArgs = Annotated[list[str] | None, typer.Option(help="Env argument name=value (repeatable).")]
+Plays = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Episodes of each task (with --temperature above 0): the success interval stays "
+        "one over tasks, narrowed only by what the repeats add.",
+    ),
+]
 ToolSchemas = Annotated[
     bool | None,
     typer.Option(
@@ -303,14 +311,7 @@ def evaluate(
         str | None, typer.Option(help="Tokenizer to render prompts with (default: --model).")
     ] = None,
     n: Annotated[int, typer.Option("-n", min=1, help="Tasks: the first n tasks of --split.")] = 50,
-    plays: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Episodes of each task (with --temperature above 0): the success interval "
-            "stays one over tasks, narrowed only by what the repeats add.",
-        ),
-    ] = 1,
+    plays: Plays = 1,
     seed: Annotated[int, typer.Option(min=0, help="Seeds the sampling.")] = 0,
     split: Annotated[
         str, typer.Option(help="Task split to play: eval (held out from training), train, test.")
