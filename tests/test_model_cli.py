@@ -100,3 +100,6 @@ def test_eval_plays_each_task_several_times_and_keeps_the_interval_over_tasks(
     row = next(line for line in result.stdout.splitlines() if line.startswith("│ 6 "))
     # An untrained model fails every play: six plays of two tasks vouch for no more than two.
     assert "│ 2 " in row and "0.0% to 65.8%" in row
+    # A count of plays that would hold millions of episodes in memory is refused, not played.
+    huge = cli("eval", "toolgym/Arithmetic-v0", "--model", str(tiny_model_dir), "--plays", "65")
+    assert huge.returncode == 2 and "less than or equal to 64" in huge.stderr

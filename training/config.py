@@ -48,7 +48,7 @@ class EvalSetSection(EnvSection):
     nothing chooses on it, so it stays a clean measure)."""
     episodes: int | None = Field(None, ge=1)
     """Episodes of this set (default: eval.episodes)."""
-    plays: int | None = Field(None, ge=1)
+    plays: int | None = Field(None, ge=1, le=64)
     """Episodes of each of its items (default: the evaluation's, eval.plays)."""
 
 
@@ -256,7 +256,7 @@ class EvalSection(ConfigModel):
     eval tasks never occur in training."""
     temperature: float = Field(0.0, ge=0)
     """Sampling temperature of evaluation (0: greedy)."""
-    plays: int = Field(1, ge=1)
+    plays: int = Field(1, ge=1, le=64)
     """Episodes of each eval item, for a sampled evaluation: repeats narrow a rate's interval
     by their own sampling noise (not by how few items there are: intervals are over items)."""
     at_start: bool = False

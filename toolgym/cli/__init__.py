@@ -17,6 +17,7 @@ Plays = Annotated[
     int,
     typer.Option(
         min=1,
+        max=64,
         help="Episodes of each task (with --temperature above 0): the success interval stays "
         "one over tasks, narrowed only by what the repeats add.",
     ),
