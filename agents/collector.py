@@ -114,9 +114,7 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float = 0.0) -> Rollo
     tokens = sum(t.generated_tokens for t in trajectories)
     n = max(len(kept), 1)
     successes = sum(t.total_reward > 0 for t in kept)
-    outcomes: dict[str, list[float]] = defaultdict(list)
-    for t in kept:
-        outcomes[t.item].append(float(t.total_reward > 0))
+    outcomes = item_outcomes(kept)
     return RolloutStats(
         episodes=len(trajectories),
         masked=len(trajectories) - len(kept),
@@ -133,6 +131,15 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float = 0.0) -> Rollo
         tokens_per_s=tokens / seconds if seconds > 0 else 0.0,
         seconds=seconds,
     )
+
+
+def item_outcomes(trajectories: Iterable[Trajectory]) -> dict[str, list[float]]:
+    """Each item's outcomes over its unmasked episodes (1.0 for a success), by `Trajectory.item`."""
+    outcomes: dict[str, list[float]] = defaultdict(list)
+    for t in trajectories:
+        if not t.masked:
+            outcomes[t.item].append(float(t.total_reward > 0))
+    return outcomes
 
 
 def tool_exceptions(trajectories: Sequence[Trajectory]) -> list[str]:

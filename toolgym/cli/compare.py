@@ -9,7 +9,6 @@ holds whatever seeds drew them; an item played several times counts as its succe
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,11 +34,9 @@ class Paired:
 
 def item_success(trajectories: list[Trajectory]) -> dict[str, float]:
     """Each item's success rate over its scored (unmasked) episodes."""
-    outcomes: dict[str, list[float]] = defaultdict(list)
-    for t in trajectories:
-        if not t.masked:
-            outcomes[t.item].append(float(t.total_reward > 0))
-    return {item: sum(o) / len(o) for item, o in outcomes.items()}
+    from toolgym.agents.collector import item_outcomes
+
+    return {item: sum(o) / len(o) for item, o in item_outcomes(trajectories).items()}
 
 
 def file_item_success(path: Path) -> dict[str, float]:
