@@ -84,7 +84,7 @@ def test_the_trainer_never_draws_an_eval_task_of_a_task_list_env(tiny_model_dir,
     )  # fmt: skip
     trainer = Trainer(config)
     try:
-        evaluated = {content_key(r.draw.task) for r in trainer.eval_requests()}
+        evaluated = {content_key(r.draw.task) for r in trainer.player.eval_requests()}
         trained = {
             content_key(r.draw.task)
             for s in range(40)

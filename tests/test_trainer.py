@@ -401,7 +401,7 @@ def test_a_mixture_trains_both_envs_with_unique_groups_and_per_env_metrics(
          "optim.micro_batch_size=4", "eval.episodes=3", "tensorboard=false"],
     )  # fmt: skip
     trainer = Trainer(config)
-    groups = trainer.collect(
+    groups = trainer.player.collect(
         trainer.groups.requests(0, trainer.config.rollout.tasks_per_step),
         temperature=1.0,
         sampling_seed=0,
@@ -441,7 +441,7 @@ def test_a_process_reward_joins_the_advantages_as_a_step_term(tool_calling_model
     def first_step(run, *extra):
         config = load_config(TrainConfig, None, [*base, f"run_dir={tmp_path / run}", *extra])
         trainer = Trainer(config)
-        groups = trainer.collect(
+        groups = trainer.player.collect(
             trainer.groups.requests(0, trainer.config.rollout.tasks_per_step),
             temperature=1.0,
             sampling_seed=0,
@@ -474,7 +474,7 @@ def test_monte_carlo_values_branch_every_step_and_average_the_continuations(
         rewards, *SMALL,
     ])  # fmt: skip
     trainer = Trainer(config)
-    groups = trainer.collect(
+    groups = trainer.player.collect(
         trainer.groups.requests(0, trainer.config.rollout.tasks_per_step),
         temperature=1.0,
         sampling_seed=0,
@@ -507,7 +507,7 @@ def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_mod
         trainer = Trainer(
             load_config(TrainConfig, None, [*base, f"run_dir={tmp_path / run}", *extra])
         )
-        groups = trainer.collect(
+        groups = trainer.player.collect(
             trainer.groups.requests(0, trainer.config.rollout.tasks_per_step),
             temperature=1.0,
             sampling_seed=0,
@@ -530,7 +530,7 @@ def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_mod
         load_config(TrainConfig, None, [*base, "rewards=[{source: oracle}]"])  # before a model
     broken = "rewards=[{source: function, kwargs: {path: 'fixture_rewards:too_short'}}]"
     trainer = Trainer(load_config(TrainConfig, None, [*base, f"run_dir={tmp_path / 'y'}", broken]))
-    groups = trainer.collect(
+    groups = trainer.player.collect(
         trainer.groups.requests(0, trainer.config.rollout.tasks_per_step),
         temperature=1.0,
         sampling_seed=0,

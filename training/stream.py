@@ -48,6 +48,7 @@ class Unit:
     """The policy's version when it started."""
     groups: list[TrajectoryGroup] | None = None
     """Its groups once finished."""
+    started_at: float = 0.0
     finished_at: float = 0.0
 
 
@@ -62,6 +63,8 @@ class Batch:
     generator_idle_s: float
     """Time nothing was being played since the previous batch."""
     since_previous_s: float
+    rollout_s: float
+    """From the first of its units starting to play to the last finishing."""
 
 
 class GroupStream:
@@ -74,15 +77,22 @@ class GroupStream:
         max_staleness: int,
         extra_groups: int = 0,
         partial: bool = False,
+        whole_steps: bool = False,
+        steps: int | None = None,
     ) -> None:
+        """`whole_steps`: stream every builder a step at a time (synchronous training, whose
+        batches wait for their whole step anyway: one collection, under one concurrency).
+        `steps`: the run's length; no unit of a later step starts."""
         self.builder, self.collect_for, self.gate = builder, collect_for, gate
-        self.per_group = isinstance(builder, PlaysRequests)
+        self.per_group = isinstance(builder, PlaysRequests) and not whole_steps
         self.groups_per_step, self.max_staleness = groups_per_step, max_staleness
         self.capacity = (max_staleness + 1) * groups_per_step + extra_groups
         """Slots that may be started and not yet trained."""
         self.cost = 1 if self.per_group else groups_per_step
         """Slots one unit takes."""
         self.partial = partial
+        self.units_per_step = groups_per_step if self.per_group else 1
+        self.last_unit = None if steps is None else steps * self.units_per_step
         self.next_unit = 0
         self.restart: list[int] = []
         """Units a resumed run plays again (started before the kill, never trained)."""
@@ -115,6 +125,8 @@ class GroupStream:
             return None
         if self.restart:
             return self.restart.pop(0)
+        if self.next_unit == self.last_unit:
+            return None
         self.next_unit += 1
         return self.next_unit - 1
 
@@ -132,6 +144,7 @@ class GroupStream:
         try:
             async with hold:
                 unit.version = self.gate.version  # a sync may have landed before it got in
+                unit.started_at = time.perf_counter()
                 unit.groups = await self._groups(unit)
         except asyncio.CancelledError:
             raise
@@ -144,7 +157,7 @@ class GroupStream:
         self._changed.set()
 
     async def _groups(self, unit: Unit) -> list[TrajectoryGroup]:
-        step = unit.index // self.groups_per_step if self.per_group else unit.index
+        step = unit.index // self.units_per_step
         collect = self.collect_for(step)
         if not self.per_group:
             context = BuildContext(step, unit.version, self.groups_per_step, collect)
@@ -171,7 +184,7 @@ class GroupStream:
             done = [u for u in self.units.values() if u.groups is not None]
             if all(u.groups is not None for u in due) and (
                 sum(len(u.groups or []) for u in done) >= self.groups_per_step
-                or (self.running() == 0 and not self._room() and done)
+                or (self.running() == 0 and not self._can_start() and done)
             ):
                 break
             self._changed.clear()
@@ -191,12 +204,18 @@ class GroupStream:
         now = time.perf_counter()
         idle = self._idle_s + (now - self._idle_since if self.running() == 0 else 0.0)
         self._idle_s, self._idle_since = 0.0, now
+        played = max(u.finished_at for u in units) - min(u.started_at for u in units)
         batch = Batch(
             [g for u in units for g in u.groups or []], units, now - t0, idle,
-            now - self._last_batch,
+            now - self._last_batch, played,
         )  # fmt: skip
         self._last_batch = now
         return batch
+
+    def _can_start(self) -> bool:
+        """Whether another unit may yet start before this batch is taken."""
+        more = bool(self.restart) or self.next_unit != self.last_unit
+        return more and self._room()
 
     def _room(self) -> bool:
         """Whether one more unit's slots fit beside those held."""
@@ -224,6 +243,10 @@ class GroupStream:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.next_unit, self.restart = read_stream_state(state)
+
+    def start_at(self, step: int) -> None:
+        """Play from step `step`'s first unit (a checkpoint that holds no stream state)."""
+        self.next_unit = step * self.units_per_step
 
 
 def read_stream_state(state: Any) -> tuple[int, list[int]]:

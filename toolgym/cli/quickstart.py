@@ -101,7 +101,9 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
         + [f"env.id={ENV_ID}", f"env.kwargs={ENV_ARGS}", *RECIPE],
     )
     trainer = Trainer(config)
-    before = {t: trainer.evaluation(t, plays)[1] for t, plays in EVAL_PLAYS.items()}
+    before = {
+        t: trainer.player.evaluation("before RL", t, plays)[1] for t, plays in EVAL_PLAYS.items()
+    }
     console.rule(f"3/4 GiGPO for {steps} steps (metrics: {config.run_dir}/metrics.jsonl)")
     with TrainSteps(config.steps) as progress:
         trainer.run(overwrite=True, on_step=progress, on_episode=progress.episode)
@@ -109,7 +111,7 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     assert trainer.last_evaluation is not None  # a run ends with an evaluation
     ran_at, _, played = trainer.last_evaluation  # the trained policy's, at eval.temperature
     after = {
-        t: played if t == ran_at else trainer.evaluation(t, plays)[1]
+        t: played if t == ran_at else trainer.player.evaluation("after RL", t, plays)[1]
         for t, plays in EVAL_PLAYS.items()
     }
     show_episode(trainer)
@@ -141,7 +143,7 @@ def of_kind(played: list[Trajectory], kind: str) -> list[Trajectory]:
 def figures(played: list[Trajectory]) -> dict[str, float]:
     """Success with its 95% interval, distinct mazes and the episodes played of each, valid
     calls and turns, per kind of maze: `held-out/...` (both held-out splits) and `4x4/...`."""
-    from toolgym.training.trainer import rollout_metrics
+    from toolgym.training.player import rollout_metrics
 
     out: dict[str, float] = {}
     for kind in KINDS:
@@ -198,8 +200,8 @@ def change(r: dict[str, Any], key: str) -> str:
 
 def show_episode(trainer: Any) -> None:
     """One held-out episode of the trained policy, sampled as in training."""
-    request = trainer.eval_requests()[0]
-    group = trainer.collect([request], temperature=1.0, sampling_seed=0)[0]
+    request = trainer.player.eval_requests()[0]
+    group = trainer.player.collect([request], temperature=1.0, sampling_seed=0)[0]
     episode = group.trajectories[0]
     console.rule(f"the trained policy on held-out maze {request.draw.seed}")
     show_message(episode.messages[1])  # the opening map (after the system prompt)

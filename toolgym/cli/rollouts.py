@@ -50,7 +50,7 @@ def trajectories_file(path: Path, step: int | None) -> Path:
     """A trajectories file as given, or a run directory's kept rollouts of `step` (by
     default its last step's)."""
     from toolgym.errors import ConfigError
-    from toolgym.training.trainer import ROLLOUTS
+    from toolgym.training.run_directory import ROLLOUTS
 
     if path.is_file():
         if step is not None:

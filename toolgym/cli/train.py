@@ -117,8 +117,9 @@ def train_command(
     from toolgym.config import load_config
     from toolgym.training.config import TrainConfig
     from toolgym.training.distributed import launched
+    from toolgym.training.run_directory import check_run_dir
     from toolgym.training.run_setup import saved_run_config, with_model_env_settings
-    from toolgym.training.trainer import Trainer, check_run_dir
+    from toolgym.training.trainer import Trainer
 
     if resume is not None:
         config = saved_run_config(resume, ray_address)

@@ -6,11 +6,12 @@ from toolgym.training.groups.base import (
     GroupBuilder,
     PlaysRequests,
     ReportsMetrics,
+    group_metrics,
 )
 from toolgym.training.groups.mixture import BuilderMixture
 from toolgym.training.groups.tasks import TaskGroups
 
 __all__ = [
     "BuildContext", "BuilderMixture", "Collect", "GroupBuilder", "PlaysRequests",
-    "ReportsMetrics", "TaskGroups",
+    "ReportsMetrics", "TaskGroups", "group_metrics",
 ]  # fmt: skip

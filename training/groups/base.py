@@ -61,3 +61,11 @@ class ReportsMetrics(Protocol):
     solve rate, pool size), logged as `groups/NAME`."""
 
     last_metrics: dict[str, float]
+
+
+def group_metrics(builder: GroupBuilder, groups: list[TrajectoryGroup]) -> dict[str, float]:
+    """`groups/filtered`, the groups that give the update nothing (no unmasked member with
+    steps), and the builder's own figures where it reports them."""
+    filtered = sum(not any(not t.masked and t.steps for t in g.trajectories) for g in groups)
+    own = builder.last_metrics if isinstance(builder, ReportsMetrics) else {}
+    return {"groups/filtered": float(filtered), **{f"groups/{k}": float(v) for k, v in own.items()}}
