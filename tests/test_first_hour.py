@@ -63,6 +63,27 @@ def test_train_to_a_file_prints_a_line_per_step_and_keeps_rollouts(tiny_model_di
     again = run_cli(*tiny_run("/nonexistent/model", run_dir))
     assert again.returncode == 2 and "already holds a run" in again.stderr
     assert "nonexistent" not in again.stderr
+    # from Python, Trainer(config) on the config the command completes writes the same run:
+    # the same files, the same metrics step by step, the same config but for its directory
+    from toolgym.training.run_setup import with_model_env_settings
+    from toolgym.training.trainer import Trainer
+
+    in_python = tmp_path / "in_python"
+    overrides = tiny_run(tiny_model_dir, in_python)[1:]
+    config, _ = with_model_env_settings(load_config(TrainConfig, None, overrides))
+    Trainer(config).run()
+    assert sorted(p.name for p in in_python.iterdir()) == sorted(p.name for p in run_dir.iterdir())
+    assert sorted(p.name for p in (in_python / "rollouts").iterdir()) == kept
+
+    def records(run):
+        return [
+            sorted(json.loads(line)) for line in (run / "metrics.jsonl").read_text().splitlines()
+        ]
+
+    assert records(in_python) == records(run_dir)
+    saved = [json.loads((run / "config.json").read_text()) for run in (run_dir, in_python)]
+    assert saved[0].pop("run_dir") == str(run_dir) and saved[1].pop("run_dir") == str(in_python)
+    assert saved[0] == saved[1]
 
 
 def test_train_on_a_terminal_draws_a_bar_as_well(tiny_model_dir, tmp_path):
