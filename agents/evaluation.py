@@ -100,7 +100,7 @@ def evaluate(
         raise ConfigError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
     with Runtime() as runtime:
         pool = runtime.pool_for(EnvRef(plan.env_id, plan.env_id, chosen.env_kwargs))
-        env: Any = runtime.run(pool.acquire())  # a bad argument stops here
+        env = runtime.run(pool.acquire())  # a bad argument stops here
         tasks = env.unwrapped.task_source()
         pool.release(env)  # and serves the first episode
         draws = tasks.head(plan.split, plan.episodes)

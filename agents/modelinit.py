@@ -64,7 +64,7 @@ IMAGE_PIXELS = (28 * 28 * 4, 160 * 210 * 2)
 def corpus(n_episodes: int = 300) -> list[str]:
     """Text like what the model will read and write: our envs' prompts, maps, tool calls and
     results, played by their scripted solvers."""
-    from toolgym.envs import make
+    from toolgym.envs import ToolEnv, make
     from toolgym.version import __version__
 
     texts = []
@@ -72,10 +72,13 @@ def corpus(n_episodes: int = 300) -> list[str]:
         ("toolgym/Maze-v0", "toolgym/Arithmetic-v0"), range(n_episodes // 2)
     ):
         env = make(env_id)
+        assert isinstance(env, ToolEnv)  # both envs above are
         obs, _ = env.reset(seed=seed)
         texts += [m["content"] for m in obs]
         for _ in range(30):
             action = env.scripted_action()
+            if action is None:
+                break
             texts.append(action)
             obs, _, terminated, truncated, _ = env.step(action)
             texts += [m["content"] for m in obs]

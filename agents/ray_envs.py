@@ -25,7 +25,8 @@ from typing import Any
 from toolgym.agents.actor_load import ActorLoad
 from toolgym.agents.ray_cluster import close_actors, connect, import_ray, restartable
 from toolgym.agents.runtime import Runtime
-from toolgym.envs.pool import EnvPool
+from toolgym.envs.episode_env import EpisodeEnv
+from toolgym.envs.pool import EnvPool, Pool
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.registration import make
 from toolgym.envs.tasks import TaskSource
@@ -44,7 +45,7 @@ class EnvHost:
             lambda: make(env_id, **arguments), name=name, env_id=env_id, kwargs=arguments
         )
         self.pool.prime()  # an env that cannot be built fails the actor's start, saying why
-        self.leased: dict[str, Any] = {}
+        self.leased: dict[str, EpisodeEnv] = {}
         """Lent instances by lease: random names, so a lease from before a restart never
         names an instance of the restarted actor."""
 
@@ -70,9 +71,8 @@ class EnvHost:
             await self.pool.retire(env)
 
     def task_source(self) -> TaskSource:
-        env: Any = self.pool.idle[0] if self.pool.idle else next(iter(self.leased.values()))
-        tasks: TaskSource = env.unwrapped.task_source()  # a ToolEnv's; checked at its reset
-        return tasks
+        env = self.pool.idle[0] if self.pool.idle else next(iter(self.leased.values()))
+        return env.unwrapped.task_source()  # a ToolEnv's; checked at its reset
 
     def built(self) -> int:
         return self.pool.built
@@ -103,6 +103,13 @@ class RemoteEnv:
         """The env's task source, from its actor (blocking: asked once, when a run starts)."""
         ray = import_ray()
         return ray.get(self.pool.hosts[self.host].task_source.remote(), timeout=self.pool.timeout_s)
+
+
+def remote(env: EpisodeEnv) -> RemoteEnv:
+    """An instance a `RayEnvPool` lent (another pool's is refused)."""
+    if not isinstance(env, RemoteEnv):
+        raise TypeError(f"a Ray env pool lends RemoteEnv instances; given a {type(env).__name__}")
+    return env
 
 
 class RayEnvPool:
@@ -161,13 +168,15 @@ class RayEnvPool:
             self.lent += 1
             return RemoteEnv(self, host, lease)
 
-    def release(self, env: Any) -> None:
+    def release(self, env: EpisodeEnv) -> None:
+        env = remote(env)
         self.usage.end(env.host)
         self.hosts[env.host].release.remote(env.lease)
 
-    async def retire(self, env: Any) -> None:
+    async def retire(self, env: EpisodeEnv) -> None:
         """Drop a failed instance; its actor may be dead or restarted, so a failure to reach
         it only means there is nothing left to close."""
+        env = remote(env)
         self.usage.end(env.host)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.hosts[env.host].retire.remote(env.lease), self.timeout_s)
@@ -197,5 +206,5 @@ class RayRuntime(Runtime):
         connect(address)
         self.env_actors, self.env_cpus = env_actors, env_cpus
 
-    def make_pool(self, env: EnvRef) -> Any:
+    def make_pool(self, env: EnvRef) -> Pool:
         return RayEnvPool(env, self.env_actors, self.env_cpus)

@@ -32,6 +32,7 @@ from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.trajectory import EpisodeEnd, Step, Trajectory
 from toolgym.envs.core import RESULT_LIMIT
+from toolgym.envs.episode_env import EpisodeEnv
 from toolgym.envs.pool import Pool
 from toolgym.tools.text import clean_messages
 
@@ -65,7 +66,7 @@ class Prefix:
 
 
 async def run_episode(
-    env: Any,
+    env: EpisodeEnv,
     engine: Engine,
     renderer: ChatRenderer,
     config: RolloutConfig,
@@ -184,7 +185,7 @@ def _finite(reward: Any) -> float:
 
 
 async def _play(
-    env: Any,
+    env: EpisodeEnv,
     engine: Engine,
     renderer: ChatRenderer,
     config: RolloutConfig,
@@ -255,7 +256,7 @@ async def _play(
         traj.images += renderer.image_urls(obs)
 
 
-async def _replay(env: Any, traj: Trajectory, prefix: Prefix, limit: float | None) -> Any:
+async def _replay(env: EpisodeEnv, traj: Trajectory, prefix: Prefix, limit: float | None) -> Any:
     """Step `env` through the prefix's actions, checking that it answers as it did; copy
     those steps and the tokens before the next one into `traj`. Returns the state key."""
     source = prefix.trajectory

@@ -126,6 +126,11 @@ class Env(gymnasium.Env[list[Message], str]):
     _resources: Resources | None = None
     _owns_resources = False
 
+    @property
+    def unwrapped(self) -> Env:
+        """This env: a toolgym env is not wrapped (an episode awaits its own areset/astep)."""
+        return self
+
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> Any:

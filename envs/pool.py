@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from toolgym.envs.core import Env
+from toolgym.envs.episode_env import EpisodeEnv
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.resources import Resources, close_quietly
 from toolgym.errors import EnvBuildError, ToolgymError
@@ -27,11 +28,11 @@ class Pool(Protocol):
 
     def prime(self) -> None: ...
 
-    async def acquire(self) -> Any: ...
+    async def acquire(self) -> EpisodeEnv: ...
 
-    def release(self, env: Any) -> None: ...
+    def release(self, env: EpisodeEnv) -> None: ...
 
-    async def retire(self, env: Any) -> None: ...
+    async def retire(self, env: EpisodeEnv) -> None: ...
 
     async def aclose(self) -> None: ...
 
@@ -51,7 +52,7 @@ class EnvPool:
 
     def __init__(
         self,
-        factory: Callable[[], Env],
+        factory: Callable[[], EpisodeEnv],
         resources: Resources | None = None,
         *,
         name: str = "env",
@@ -65,8 +66,8 @@ class EnvPool:
         self.owns_resources = resources is None
         self.resources = Resources() if resources is None else resources
         self.close_timeout_s = close_timeout_s
-        self.idle: list[Env] = []
-        self._all: dict[int, Env] = {}
+        self.idle: list[EpisodeEnv] = []
+        self._all: dict[int, EpisodeEnv] = {}
         self.built = 0
         """Instances built so far (a reuse gauge: it stays small over many episodes)."""
 
@@ -76,14 +77,14 @@ class EnvPool:
         if not self.idle:
             self.idle.append(self._build())
 
-    async def acquire(self) -> Env:
+    async def acquire(self) -> EpisodeEnv:
         return self.idle.pop() if self.idle else self._build()
 
-    def release(self, env: Env) -> None:
+    def release(self, env: EpisodeEnv) -> None:
         """Give a healthy instance back for the next episode."""
         self.idle.append(env)
 
-    async def retire(self, env: Env) -> None:
+    async def retire(self, env: EpisodeEnv) -> None:
         """Close and drop an instance that failed (it may be in any state)."""
         self._all.pop(id(env), None)
         await close_quietly(env, type(env).__name__, self.close_timeout_s)
@@ -102,16 +103,15 @@ class EnvPool:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _build(self) -> Env:
+    def _build(self) -> EpisodeEnv:
         try:
             env = self.factory()
         except ToolgymError:
             raise
         except Exception as exc:
             raise EnvBuildError(f"building the env raised {type(exc).__name__}: {exc}") from exc
-        use = getattr(getattr(env, "unwrapped", env), "use_resources", None)
-        if use is not None:  # a toolgym Env; anything else keeps to itself
-            use(self.resources)
+        if isinstance(env, Env):  # anything else keeps to itself
+            env.use_resources(self.resources)
         self.built += 1
         self._all[id(env)] = env
         return env

@@ -20,6 +20,7 @@ from typing import Any
 import gymnasium
 from gymnasium.envs.registration import EnvSpec as GymEnvSpec
 
+from toolgym.envs.core import Env
 from toolgym.errors import (
     ConfigError,
     EnvBuildError,
@@ -135,7 +136,7 @@ def registered_ids() -> list[str]:
     return sorted(_registry)
 
 
-def make(id: str, **kwargs: Any) -> Any:
+def make(id: str, **kwargs: Any) -> Env:
     """Build the env registered as `id` ("ns/Name-v0"), or "pkg.module:ns/Name-v0", which
     imports `pkg.module` first (for envs that register themselves on import)."""
     id = _import_prefix(id)
@@ -156,6 +157,12 @@ def make(id: str, **kwargs: Any) -> Any:
     if not isinstance(env, gymnasium.Env):
         raise EnvContractError(
             f"env '{id}': {env_spec.entry_point} built a {type(env).__name__}, not a gymnasium.Env"
+        )
+    if not isinstance(env, Env):
+        raise EnvContractError(
+            f"env '{id}': {env_spec.entry_point} built a {type(env).__name__}, a gymnasium.Env "
+            "but not a toolgym Env: subclass toolgym.Env (or toolgym.ToolEnv), whose episodes "
+            "await areset and astep"
         )
     env.unwrapped.spec = GymEnvSpec(
         id=id,
