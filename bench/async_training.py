@@ -56,8 +56,13 @@ RECIPE = [
 ]
 MODES = {
     "sync": ["mode=sync"],
-    "async": ["mode=async", "max_staleness=1"],
-    "partial": ["mode=async", "max_staleness=1", "partial_rollouts=true", "loss.mode=decoupled"],
+    "async": ["mode=async", "async_training.max_staleness=1"],
+    "partial": [
+        "mode=async",
+        "async_training.max_staleness=1",
+        "async_training.partial_rollouts=true",
+        "loss.mode=decoupled",
+    ],
 }
 
 
@@ -74,7 +79,7 @@ class SlowMaze(MazeEnv):
 
 
 def run(mode: str, args: argparse.Namespace, out: Path) -> dict[str, float]:
-    extra = [f"extra_groups={args.extra}"] if mode == "partial" else []
+    extra = [f"async_training.extra_groups={args.extra}"] if mode == "partial" else []
     config = load_config(
         TrainConfig,
         None,

@@ -1,8 +1,8 @@
 """The quickstart's RL recipe in sync and in async mode (eta = 1), over several seeds.
 
 Each seed trains the same SFT start with the quickstart's GiGPO recipe once per mode:
-`mode=sync`, `mode=async max_staleness=1` (the next step's groups play while the trainer
-trains; one version stale at most), and with `--modes ... async-decoupled` the same with
+`mode=sync`, `mode=async async_training.max_staleness=1` (the next step's groups play
+while the trainer trains; one version stale at most), and with `--modes ... async-decoupled` the same with
 decoupled PPO (clipped against the weights before the update, each token weighted by their
 probability over the sampling weights'). Prints each run's held-out success (128 mazes, sampled) after the
 last step, its env steps and wall clock, and the means.
@@ -26,8 +26,8 @@ from toolgym.training.trainer import Trainer
 
 MODES = {
     "sync": ["mode=sync"],
-    "async": ["mode=async", "max_staleness=1"],
-    "async-decoupled": ["mode=async", "max_staleness=1", "loss.mode=decoupled"],
+    "async": ["mode=async", "async_training.max_staleness=1"],
+    "async-decoupled": ["mode=async", "async_training.max_staleness=1", "loss.mode=decoupled"],
 }
 
 

@@ -35,7 +35,7 @@ class Recording(Trainer):
             "fresh_tokens": sum(
                 s.response_end - s.response_start for g in groups for t in g.trajectories
                 if not t.masked for s in t.steps
-                if s.policy_version >= self.step - self.config.max_staleness
+                if s.policy_version >= self.step - self.config.async_training.max_staleness
             ),
         })  # fmt: skip
         return await super().learn(groups, rollout_s)
@@ -43,6 +43,9 @@ class Recording(Trainer):
 
 class Died(Exception):
     pass
+
+
+ETA_1 = ("mode=async", "async_training.max_staleness=1")
 
 
 def config(model, run_dir, *extra):
@@ -62,7 +65,7 @@ def test_with_eta_0_async_trains_on_exactly_what_sync_does(tool_calling_model_di
     sync_metrics = sync.run()
     eager = Recording(
         config(tool_calling_model_dir, tmp_path / "async", "steps=3", "mode=async",
-               "max_staleness=0", one_at_a_time)
+               "async_training.max_staleness=0", one_at_a_time)
     )  # fmt: skip
     async_metrics = eager.run()
     assert eager.engine.model is not eager.model  # it samples from its own copy
@@ -79,9 +82,7 @@ def test_with_eta_0_async_trains_on_exactly_what_sync_does(tool_calling_model_di
 def test_staleness_never_passes_eta_and_the_next_step_plays_meanwhile(
     tool_calling_model_dir, tmp_path
 ):
-    trainer = Recording(
-        config(tool_calling_model_dir, tmp_path, "steps=4", "mode=async", "max_staleness=1")
-    )
+    trainer = Recording(config(tool_calling_model_dir, tmp_path, "steps=4", *ETA_1))
     metrics = trainer.run()
     lags = [lag for step in trainer.trained for lag in step["lags"]]
     assert lags and max(lags) <= 1  # every sample of the run
@@ -99,8 +100,9 @@ def test_staleness_never_passes_eta_and_the_next_step_plays_meanwhile(
 def test_partial_rollouts_carry_episodes_across_syncs(tool_calling_model_dir, tmp_path):
     trainer = Recording(
         config(
-            tool_calling_model_dir, tmp_path, "steps=4", "mode=async", "max_staleness=1",
-            "partial_rollouts=true", "extra_groups=2", "loss.mode=decoupled",
+            tool_calling_model_dir, tmp_path, "steps=4", *ETA_1,
+            "async_training.partial_rollouts=true", "async_training.extra_groups=2",
+            "loss.mode=decoupled",
         )
     )  # fmt: skip
     metrics = trainer.run()
@@ -114,13 +116,15 @@ def test_partial_rollouts_carry_episodes_across_syncs(tool_calling_model_dir, tm
 
 def test_partial_rollouts_need_a_loss_that_corrects_older_turns(tool_calling_model_dir, tmp_path):
     with pytest.raises(ConfigError, match="decoupled or truncated-is"):
-        config(tool_calling_model_dir, tmp_path, "mode=async", "partial_rollouts=true")
+        config(
+            tool_calling_model_dir, tmp_path, "mode=async", "async_training.partial_rollouts=true"
+        )
 
 
 def test_a_run_that_dies_resumes_with_no_group_lost_or_trained_twice(
     tool_calling_model_dir, tmp_path
 ):
-    args = ("steps=4", "mode=async", "max_staleness=1")
+    args = ("steps=4", *ETA_1)
     first = Recording(config(tool_calling_model_dir, tmp_path, *args), fail_at=2)
     with pytest.raises(Died):
         first.run()
@@ -144,7 +148,7 @@ def test_a_run_that_dies_resumes_with_no_group_lost_or_trained_twice(
 
 def test_async_needs_an_engine_that_can_take_weights(tool_calling_model_dir, tmp_path):
     with pytest.raises(ConfigError, match="for mode: async"):
-        config(tool_calling_model_dir, tmp_path, "partial_rollouts=true")
+        config(tool_calling_model_dir, tmp_path, "async_training.partial_rollouts=true")
 
 
 def test_reward_sources_play_and_learn_on_the_loop_while_groups_stream(
@@ -205,8 +209,9 @@ def test_masked_stale_turns_stay_in_the_sequence_but_out_of_the_loss(
     whole = build_batch([t], [np.array([1.0, 1.0])], 0)
     assert whole.loss_mask[0].tolist() == [0, 1, 1, 0, 0, 1, 1, 1, 0]
     trainer = Recording(
-        config(tool_calling_model_dir, tmp_path, "steps=3", "mode=async", "partial_rollouts=true",
-               "stale_turns=mask", "extra_groups=2")
+        config(tool_calling_model_dir, tmp_path, "steps=3", "mode=async",
+               "async_training.partial_rollouts=true", "async_training.stale_turns=mask",
+               "async_training.extra_groups=2")
     )  # fmt: skip
     metrics = trainer.run()  # on-policy loss: the masked turns need no correction
     for step, m in zip(trainer.trained, metrics, strict=True):

@@ -30,6 +30,8 @@ def test_yaml_then_overrides(tmp_path):
 def test_typos_and_bad_values_are_explained(tmp_path):
     with pytest.raises(ConfigError, match=r"trainer.lrr: unknown setting. Did you mean: lr\?"):
         load_config(Run, None, ["trainer.lrr=1"])
+    with pytest.raises(ConfigError, match=r"lr: unknown setting. Did you mean trainer.lr\?"):
+        load_config(Run, None, ["lr=1"])  # one level too high: pointed to its section
     with pytest.raises(
         ConfigError, match=r"trainer.steps: Input should be a valid integer.*got 'many'"
     ):
@@ -99,6 +101,8 @@ def test_importing_the_train_config_loads_no_torch_and_no_env():
         ),
         ("rewards=[{source: mc_values}]", r"rewards.0: .*scores steps: give it role: process"),
         ("engine.kind=hff", r"engine.kind: .*'hff' is not one of .*Did you mean: hf\?"),
+        ("max_staleness=2", r"max_staleness: unknown setting. Did you mean async_training"),
+        ("async_training.extra_groups=2", r"async_training.extra_groups: for mode: async"),
     ],
 )
 def test_a_bad_reward_source_its_kwargs_or_an_engine_kind_fail_as_the_config_loads(override, error):

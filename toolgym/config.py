@@ -117,19 +117,48 @@ def _explain(exc: ValidationError, model: type[BaseModel]) -> str:
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            fields = _fields_at(model, err["loc"][:-1])
-            hint = did_you_mean(str(err["loc"][-1]), fields)
+            name = str(err["loc"][-1])
+            moved = _sections_holding(_model_at(model, err["loc"][:-1]), name)
+            hint = (
+                f" Did you mean {' or '.join(moved)}?" if moved
+                else did_you_mean(name, _fields_at(model, err["loc"][:-1]))
+            )  # fmt: skip
             lines.append(f"  {where}: unknown setting.{hint}")
+        elif not err["loc"]:  # a model validator's check: its message says it all
+            lines.append(f"  {err['msg'].removeprefix('Value error, ')}")
         else:
             lines.append(f"  {where}: {err['msg']} (got {err.get('input')!r})")
     return "\n".join(lines)
 
 
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    return list(getattr(_model_at(model, loc), "model_fields", {}))
+
+
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
     current: Any = model
     for part in loc:
         field = getattr(current, "model_fields", {}).get(part)
         if field is None:
-            return []
-        current = field.annotation
-    return list(getattr(current, "model_fields", {}))
+            return None
+        current = _section(field.annotation)
+    return current
+
+
+def _section(annotation: Any) -> Any:
+    """The config class a field holds (`X`, `X | None`), else the annotation itself."""
+    for arg in (annotation, *getattr(annotation, "__args__", ())):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return annotation
+
+
+def _sections_holding(model: Any, name: str) -> list[str]:
+    """`section.name` for each section directly under `model` with a field `name`, so a
+    setting given one level too high (or from before it moved) is pointed to its place."""
+    found = []
+    for field_name, field in getattr(model, "model_fields", {}).items():
+        section = _section(field.annotation)
+        if name in getattr(section, "model_fields", {}):
+            found.append(f"{field_name}.{name}")
+    return found

@@ -274,6 +274,26 @@ class EvalSection(ConfigModel):
     maze or unseen values."""
 
 
+class AsyncSection(ConfigModel):
+    """mode: async. Every setting here is refused in sync mode, which is the stream at
+    max_staleness 0 with the engine sharing the trained weights."""
+
+    max_staleness: int = Field(1, ge=0)
+    """The most versions a group may be trained behind the weights it started under (eta; 0
+    trains on exactly what sync mode does)."""
+    partial_rollouts: bool = False
+    """Episodes go on across weight syncs (a sync lands between turns), so a step trains on
+    the first groups to finish and the rest carry over; loss.mode (decoupled or truncated-is)
+    corrects the older turns' tokens, which may be more than max_staleness versions old."""
+    stale_turns: Literal["correct", "mask"] = "correct"
+    """partial_rollouts: the turns of a carried-over episode made more than max_staleness
+    versions before the update: correct (loss.mode weighs them) or mask (left out of the
+    loss, so every trained token is within max_staleness)."""
+    extra_groups: int = Field(0, ge=0)
+    """Groups started beyond (max_staleness + 1) x rollout.tasks_per_step, so a step can pick
+    the first to finish."""
+
+
 class SelfPlaySection(ConfigModel):
     domain: Annotated[str, Choices("toolgym.training.selfplay.domains:DOMAINS")]
     """What the policy proposes tasks on (sql); its solver env is the run's env, whose
@@ -356,22 +376,9 @@ class TrainConfig(ConfigModel):
     mode: Literal["sync", "async"] = "sync"
     """sync: each step collects, then trains, then syncs the weights. async: episodes are
     played on the run's loop while the trainer trains (training/stream.py), the engine on
-    its own copy of the weights; staleness is bounded by max_staleness."""
-    max_staleness: int = Field(1, ge=0)
-    """async: the most versions a group may be trained behind the weights it started under
-    (eta; 0 trains on exactly what sync mode does)."""
-    partial_rollouts: bool = False
-    """async: episodes go on across weight syncs (a sync lands between turns), so a step
-    trains on the first groups to finish and the rest carry over; loss.mode (decoupled or
-    truncated-is) corrects the older turns' tokens, which may be more than max_staleness
-    versions old."""
-    stale_turns: Literal["correct", "mask"] = "correct"
-    """partial_rollouts: the turns of a carried-over episode made more than max_staleness
-    versions before the update: correct (loss.mode weighs them) or mask (left out of the
-    loss, so every trained token is within max_staleness)."""
-    extra_groups: int = Field(0, ge=0)
-    """async: groups started beyond (max_staleness + 1) x rollout.tasks_per_step, so a step
-    can pick the first to finish."""
+    its own copy of the weights, as `async_training` sets."""
+    async_training: AsyncSection = Field(default_factory=AsyncSection)
+    """mode: async: how stale a trained group may be and whether episodes span syncs."""
     selfplay: SelfPlaySection | None = None
     """Self-play: the policy proposes its tasks and solves them (training/selfplay)."""
 
@@ -412,16 +419,19 @@ class TrainConfig(ConfigModel):
             raise ConfigError(f"rewards: give each source a distinct `name` (got {components})")
         if self.selfplay is not None and len(self.mixture) != 1:
             raise ConfigError("selfplay solves on one env: give `env`, not a mixture in `envs`")
-        if self.mode == "sync" and (self.partial_rollouts or self.extra_groups):
-            raise ConfigError("partial_rollouts and extra_groups are for mode: async")
+        stream = self.async_training
+        if self.mode == "sync" and stream.model_fields_set:
+            given = ", ".join(f"async_training.{k}" for k in sorted(stream.model_fields_set))
+            raise ConfigError(f"{given}: for mode: async (sync mode never trains a stale group)")
         if (
-            self.partial_rollouts
-            and self.stale_turns == "correct"
+            stream.partial_rollouts
+            and stream.stale_turns == "correct"
             and self.loss.mode == "on-policy"
         ):
             raise ConfigError(
-                "partial_rollouts trains on turns made by older weights: set loss.mode to "
-                "decoupled or truncated-is, which correct them, or stale_turns=mask"
+                "async_training.partial_rollouts trains on turns made by older weights: set "
+                "loss.mode to decoupled or truncated-is, which correct them, or "
+                "async_training.stale_turns=mask"
             )
         if self.advantage.estimator != "rloo" and self.rollout.rollouts_per_task < 2:
             raise ConfigError(

@@ -116,12 +116,11 @@ class Trainer:
         self.player = Player(config, self.runtime, tasks, self.engine, self.renderer)
         self.rewards = build_reward_stage(config, self.precision, self.continue_from)
         self.groups: GroupBuilder = groups or build_groups(config, tasks.train)
+        stream = config.async_training  # sync mode refuses any of it: defaults there
         self.stream = GroupStream(
             self.groups, self.collect_for, self.gate, config.rollout.tasks_per_step,
-            0 if synchronous else config.max_staleness,
-            0 if synchronous else config.extra_groups,
-            partial=config.partial_rollouts and not synchronous, whole_steps=synchronous,
-            steps=config.steps,
+            0 if synchronous else stream.max_staleness, stream.extra_groups,
+            partial=stream.partial_rollouts, whole_steps=synchronous, steps=config.steps,
         )  # fmt: skip
         self.step = 0
         self.on_step: Callable[[dict[str, Any]], None] | None = None
@@ -280,7 +279,7 @@ class Trainer:
     def update(
         self, trajectories: list[Trajectory], advantages: list[np.ndarray]
     ) -> dict[str, float]:
-        masked = self.stream.partial and self.config.stale_turns == "mask"
+        masked = self.stream.partial and self.config.async_training.stale_turns == "mask"
         oldest = self.step - self.stream.max_staleness if masked else None
         batch = build_batch(trajectories, advantages, self.pad_id, self.images, oldest)
         out = self.learner.update(batch, self.step)
