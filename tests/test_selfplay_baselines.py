@@ -12,7 +12,8 @@ from toolgym.agents.trajectory import Step, Trajectory
 from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
 from toolgym.training.advantages import GroupRewards, compute_advantages
-from toolgym.training.selfplay.builder import SelfPlay, SelfPlaySettings
+from toolgym.training.config import SelfPlaySection
+from toolgym.training.selfplay.builder import SelfPlay
 from toolgym.training.selfplay.pool import TaskPool
 from toolgym.training.selfplay.validation import Proposal
 
@@ -30,7 +31,7 @@ def proposal(i: int, kind: str, reward: float) -> Proposal:
 
 
 def test_proposers_are_normalised_within_their_kind_and_a_lone_kind_gets_zero(caplog):
-    builder = SelfPlay(Domain(), TaskPool([]), SelfPlaySettings())
+    builder = SelfPlay(Domain(), TaskPool([]), SelfPlaySection(domain="code"), solvers=4)
     proposals = [proposal(0, "code.deduction", 1.0), proposal(1, "code.deduction", 0.0),
                  proposal(2, "code.deduction", 0.5), proposal(3, "code.induction", 0.75),
                  proposal(4, "code.abduction", 0.2), proposal(5, "code.abduction", 0.2)]  # fmt: skip

@@ -10,9 +10,13 @@ import fixture_envs  # noqa: F401 (registers fixture/ProposeMaze-v0)
 from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
 from toolgym.training import checkpoint
-from toolgym.training.selfplay.builder import SelfPlay, SelfPlaySettings
+from toolgym.training.config import SelfPlaySection
+from toolgym.training.selfplay.builder import SelfPlay
 from toolgym.training.selfplay.pool import TaskPool
 from toolgym.training.selfplay.validation import Rules
+
+MAZE_SELFPLAY = SelfPlaySection.model_construct(domain="maze", proposals=4, min_solver_groups=2)
+"""The section for a domain of this test's own, which the registry of choices does not hold."""
 
 
 class MazeDomain:
@@ -39,7 +43,7 @@ REFERENCES = [
 def builder(settings, hostile=False):
     domain = MazeDomain(settings.mixture[0].ref, hostile)
     return SelfPlay(domain, TaskPool(REFERENCES, seed=settings.seed),
-                    SelfPlaySettings(proposals=4, solvers=2, min_solver_groups=2))  # fmt: skip
+                    MAZE_SELFPLAY, solvers=2)  # fmt: skip
 
 
 def test_proposals_are_validated_solved_and_both_roles_train_in_one_step(

@@ -119,7 +119,8 @@ def test_the_domain_s_references_and_solver_tasks_are_sql_v0_tasks():
 
 def test_a_task_the_domain_cannot_hand_to_its_solvers_is_refused_not_raised():
     from toolgym.agents.trajectory import Step, Trajectory
-    from toolgym.training.selfplay.builder import SelfPlay, SelfPlaySettings
+    from toolgym.training.config import SelfPlaySection
+    from toolgym.training.selfplay.builder import SelfPlay
     from toolgym.training.selfplay.pool import TaskPool
 
     calls = [
@@ -133,7 +134,7 @@ def test_a_task_the_domain_cannot_hand_to_its_solvers_is_refused_not_raised():
     proposal = read_task(Trajectory("p0:0", steps=[
         Step(0, 1, [0.0], "x", [], 0.0, 0, 1, tool_calls=calls, result=result)]))  # fmt: skip
     builder = SelfPlay(SQLDomain(EnvRef("sql", "toolgym/SQL-v0", ARGS)), TaskPool([]),
-                       SelfPlaySettings())  # fmt: skip
+                       SelfPlaySection(domain="sql"), solvers=4)  # fmt: skip
     asyncio.run(builder._validate([proposal], ctx=None))
     assert proposal.rejected == "solver task: the check raised KeyError: 'db_id'"
     assert proposal.trajectory.steps[-1].reward == -1.0

@@ -31,7 +31,7 @@ from toolgym.training.rewards import (
     make_source,
 )
 from toolgym.training.rewards.base import Continue
-from toolgym.training.selfplay.builder import SelfPlay, SelfPlaySettings
+from toolgym.training.selfplay.builder import SelfPlay
 from toolgym.training.selfplay.domains import DOMAINS
 from toolgym.training.selfplay.pool import TaskPool
 
@@ -286,10 +286,4 @@ def build_groups(config: TrainConfig, tasks: dict[str, TaskSource]) -> GroupBuil
     domain = DOMAINS[play.domain](config.mixture[0].ref, play.proposer)
     pool = TaskPool(domain.references(play.references), play.pool_capacity, play.pool_policy,
                     config.seed)  # fmt: skip
-    settings = SelfPlaySettings(
-        proposals=play.proposals, solvers=config.rollout.rollouts_per_task, shown=play.shown,
-        reward=play.reward, invalid_penalty=play.invalid_penalty,
-        min_solver_groups=play.min_solver_groups, readers=play.readers,
-        duplicate_threshold=play.duplicate_threshold,
-    )  # fmt: skip
-    return SelfPlay(domain, pool, settings)
+    return SelfPlay(domain, pool, play, config.rollout.rollouts_per_task)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from toolgym.agents.collector import GroupRequest
@@ -34,6 +33,7 @@ from toolgym.envs.proposed import ProposedTask, Provenance
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.tasks import TaskDraw
 from toolgym.log import get_logger
+from toolgym.training.config import SelfPlaySection
 from toolgym.training.groups.base import BuildContext
 from toolgym.training.selfplay.pool import TaskPool
 from toolgym.training.selfplay.proposer_rewards import proposer_reward
@@ -82,27 +82,13 @@ class GroundsTasks(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class SelfPlaySettings:
-    proposals: int = 4
-    """Proposer episodes a step."""
-    solvers: int = 4
-    """Solver episodes per valid task (its group)."""
-    shown: int = 2
-    """Pool tasks shown to each proposer."""
-    reward: str = "learnability"
-    """The proposer's reward rule (proposer_rewards.py)."""
-    invalid_penalty: float = -1.0
-    min_solver_groups: int = 1
-    """Backfill from the pool up to this many solver groups when too few tasks are valid."""
-    readers: int = 1
-    """Reader episodes per task for a domain that grounds its tasks (GroundsTasks)."""
-    duplicate_threshold: float = 0.8
-
-
 class SelfPlay:
-    def __init__(self, domain: SelfPlayDomain, pool: TaskPool, settings: SelfPlaySettings) -> None:
+    def __init__(
+        self, domain: SelfPlayDomain, pool: TaskPool, settings: SelfPlaySection, solvers: int
+    ) -> None:
         self.domain, self.pool, self.settings = domain, pool, settings
+        self.solvers = solvers
+        """Solver episodes per valid task (its group): the run's rollout.rollouts_per_task."""
         self.rule = proposer_reward(settings.reward)
         self.proposed = 0
         """Proposals made so far (their ids are p0, p1, ...)."""
@@ -195,7 +181,7 @@ class SelfPlay:
         seed = reset.get("seed")
         index, self.solved = self.solved, self.solved + 1
         draw = TaskDraw("selfplay", index, reset, seed if isinstance(seed, int) else index)
-        return GroupRequest(self.domain.solver, draw, self.settings.solvers, "solver")
+        return GroupRequest(self.domain.solver, draw, self.solvers, "solver")
 
     def _reward(self, proposal: Proposal, solvers: TrajectoryGroup) -> None:
         ran = [t for t in solvers.trajectories if not t.masked]
