@@ -20,7 +20,7 @@ from typing import Any
 
 from toolgym.agents.engines.base import Engine
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.rollout import Prefix, RolloutConfig, run_pooled
+from toolgym.agents.rollout import EpisodeRequest, Prefix, RolloutConfig, run_pooled
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.envs.pool import Pool
 from toolgym.envs.ref import EnvRef
@@ -198,10 +198,10 @@ class RolloutCollector:
         """One group per request, in order; `options` go to every reset (e.g. the trainer's
         step), besides each draw's task."""
         episodes = [
-            (self.pools(r.env), {
-                "seed": r.draw.seed, "task": r.draw.task, "options": options, "role": r.role,
-                "trajectory_id": f"{r.group_id}:{member}", "group_id": r.group_id, "adapter": adapter,
-            })
+            (self.pools(r.env), EpisodeRequest(
+                f"{r.group_id}:{member}", r.group_id, r.draw.seed, task=r.draw.task,
+                options=options, role=r.role, adapter=adapter,
+            ))
             for r in requests
             for member in range(r.size)
         ]  # fmt: skip
@@ -224,11 +224,10 @@ class RolloutCollector:
         for r in requests:
             t = r.prefix.trajectory
             for k in range(r.size):
-                episodes.append((self.pools(r.env), {
-                    "seed": t.seed, "task": t.task, "options": options, "role": t.role,
-                    "trajectory_id": f"{t.id}/after{r.prefix.steps}:{k}", "group_id": t.group_id,
-                    "adapter": adapter, "prefix": r.prefix,
-                }))  # fmt: skip
+                episodes.append((self.pools(r.env), EpisodeRequest(
+                    f"{t.id}/after{r.prefix.steps}:{k}", t.group_id, t.seed, task=t.task,
+                    options=options, role=t.role, adapter=adapter, prefix=r.prefix,
+                )))  # fmt: skip
         results = await self._run(episodes)
         out, at = [], 0
         for r in requests:
@@ -236,13 +235,13 @@ class RolloutCollector:
             at += r.size
         return out
 
-    async def _run(self, episodes: list[tuple[Pool, dict[str, Any]]]) -> list[Trajectory]:
-        """Every episode (a pool and run_pooled's arguments), at most `concurrency` at once."""
+    async def _run(self, episodes: list[tuple[Pool, EpisodeRequest]]) -> list[Trajectory]:
+        """Every episode (its pool and request), at most `concurrency` at once."""
         limit = asyncio.Semaphore(self.concurrency)
 
-        async def one(pool: Pool, episode: dict[str, Any]) -> Trajectory:
+        async def one(pool: Pool, episode: EpisodeRequest) -> Trajectory:
             async with limit:
-                traj = await run_pooled(pool, self.engine, self.renderer, self.config, **episode)
+                traj = await run_pooled(pool, self.engine, self.renderer, self.config, episode)
             if self.on_episode is not None:
                 self.on_episode(traj)
             return traj

@@ -17,7 +17,7 @@ from typing import Any
 
 from toolgym.agents.engines.base import Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.rollout import RolloutConfig, run_episode
+from toolgym.agents.rollout import EpisodeRequest, RolloutConfig, run_episode
 from toolgym.agents.trajectory import Trajectory
 from toolgym.envs.resources import Resources
 from toolgym.envs.tasks import TaskDraw
@@ -34,8 +34,6 @@ class Demonstration:
 class ScriptedEngine:
     """Answers with `env.scripted_action()` (or, at `mistake_rate`, `env.mistake_action()`),
     tokenized and closed like a model's turn."""
-
-    policy_version = 0
 
     def __init__(
         self, env: Any, renderer: ChatRenderer, mistake_rate: float = 0.0, seed: int = 0
@@ -95,10 +93,12 @@ def demonstrations(
             env.unwrapped.use_resources(resources)
             engine = ScriptedEngine(env, renderer, mistake_rate, draw.seed)
             try:
+                request = EpisodeRequest(
+                    f"demo:{draw.split}:{draw.index}", seed=draw.seed, task=draw.task
+                )
                 trajectory = await run_episode(
-                    env, engine, renderer, config, seed=draw.seed, task=draw.task,
-                    trajectory_id=f"demo:{draw.split}:{draw.index}", env_id=env_id,
-                )  # fmt: skip
+                    env, engine, renderer, config, request, env_id=env_id
+                )
             finally:
                 await env.aclose()
         if trajectory.infra_error:  # a demonstration that cannot be played is a bug, not data

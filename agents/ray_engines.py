@@ -117,7 +117,6 @@ class RayEngines:
         host = restartable(EngineHost, cpus, gpus)
         self.hosts = [host.remote(kind, self._files, seed + i) for i in range(actors)]
         self.usage = ActorLoad(actors, "engine", "tokens")
-        self.policy_version = 0
         self.weights = 0
         """The number of the current weights, which every request names."""
         self._state: Any = None
@@ -165,7 +164,6 @@ class RayEngines:
         ray = import_ray()
         cpu = {name: tensor.detach().to("cpu") for name, tensor in state_dict.items()}
         self._state = ray.put(cpu)
-        self.policy_version += 1
         await self._send(self._state)
 
     async def load_adapter(self, name: str, path: str) -> None:

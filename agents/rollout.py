@@ -50,9 +50,12 @@ class RolloutConfig:
     call_timeout_s: float | None = 120.0
     """Limit for each env reset and step; past it the episode ends ENV_FAILED (masked)."""
     gate: PolicyGate | None = None
-    """Held by each turn's generation (a weight sync waits for turns in flight and lands
-    between them): for episodes that go on across weight updates. None: the caller makes
-    sure the weights do not move under the episode."""
+    """The policy's one clock: each turn is stamped with its version (None: version 0, for
+    weights that never move)."""
+    hold_turns: bool = False
+    """Each turn's generation holds the gate (a weight sync waits for turns in flight and
+    lands between them): for episodes that go on across weight updates. False: the caller
+    holds it for the whole episode, or the weights do not move under the episode."""
 
 
 @dataclass(frozen=True)
@@ -65,37 +68,60 @@ class Prefix:
     steps: int
 
 
+@dataclass(frozen=True)
+class EpisodeRequest:
+    """One episode to play, as a collector hands it to the rollout: frozen, so what was asked
+    for is what is played and what its trajectory records."""
+
+    trajectory_id: str = "0"
+    group_id: str = ""
+    seed: int | None = None
+    task: dict[str, Any] | None = None
+    """Goes to reset as `options["task"]`."""
+    options: dict[str, Any] | None = None
+    """Reset options besides the task (e.g. the trainer's step)."""
+    role: str = "policy"
+    adapter: str | None = None
+    """The LoRA adapter the engine generates with (None: the base weights)."""
+    prefix: Prefix | None = None
+    """Continue this episode rather than start afresh (see Prefix)."""
+
+    def reset_options(self) -> dict[str, Any] | None:
+        if self.task is None:
+            return self.options
+        return {**(self.options or {}), "task": self.task}
+
+    def trajectory(self, env_id: str, env_name: str) -> Trajectory:
+        """The empty trajectory this episode fills."""
+        return Trajectory(
+            self.trajectory_id, self.group_id, env_id, self.seed, env_name=env_name,
+            role=self.role, task=self.task,
+        )  # fmt: skip
+
+
 async def run_episode(
     env: EpisodeEnv,
     engine: Engine,
     renderer: ChatRenderer,
     config: RolloutConfig,
+    request: EpisodeRequest = EpisodeRequest(),
     *,
-    seed: int | None = None,
-    options: dict[str, Any] | None = None,
-    trajectory_id: str = "0",
-    group_id: str = "",
     env_id: str = "",
-    adapter: str | None = None,
-    task: dict[str, Any] | None = None,
     env_name: str = "",
-    role: str = "policy",
-    prefix: Prefix | None = None,
 ) -> Trajectory:
     """Play one episode; never raises for env, engine or timeout failures (they are masked).
-    `task` goes to reset as `options["task"]`. With a `prefix`, the episode continues that
-    one (see Prefix); an env that answers the replayed actions differently than it did is
-    not deterministic, and the continuation is masked."""
-    traj = Trajectory(
-        trajectory_id, group_id, env_id, seed, env_name=env_name, role=role, task=task
-    )
-    if task is not None:
-        options = {**(options or {}), "task": task}
+    With a `request.prefix`, the episode continues that one (see Prefix); an env that answers
+    the replayed actions differently than it did is not deterministic, and the continuation
+    is masked. `env_id` and `env_name` label the trajectory."""
+    traj = request.trajectory(env_id, env_name)
+    options, prefix = request.reset_options(), request.prefix
     start = time.perf_counter()
     episode = _EpisodeKey() if isinstance(engine, KeepsEpisodeContext) else None
     try:
         async with asyncio.timeout(config.episode_timeout_s):
-            await _play(env, engine, renderer, config, traj, options, adapter, prefix, episode)
+            await _play(
+                env, engine, renderer, config, traj, options, request.adapter, prefix, episode
+            )
     except TimeoutError:
         traj.end, traj.infra_error = (
             EpisodeEnd.TIMEOUT,
@@ -118,20 +144,21 @@ class _EpisodeKey:
     __slots__ = ()
 
 
-async def run_pooled(pool: Pool, engine: Engine, renderer: ChatRenderer, config: RolloutConfig,
-                     **episode: Any) -> Trajectory:  # fmt: skip
+async def run_pooled(
+    pool: Pool, engine: Engine, renderer: ChatRenderer, config: RolloutConfig,
+    request: EpisodeRequest,
+) -> Trajectory:  # fmt: skip
     """`run_episode` on an instance from `pool`: given back after the episode, or retired
     (closed, not reused) when it failed or the episode timed out."""
-    labels = {"env_id": pool.env_id, "env_name": pool.name, **episode}
     try:
         env = await pool.acquire()
     except Exception as exc:
-        return Trajectory(
-            episode.get("trajectory_id", "0"), episode.get("group_id", ""), pool.env_id,
-            episode.get("seed"), end=EpisodeEnd.INFRA_ERROR, infra_error=str(exc),
-            env_name=pool.name, role=episode.get("role", "policy"), task=episode.get("task"),
-        )  # fmt: skip
-    traj = await run_episode(env, engine, renderer, config, **labels)
+        traj = request.trajectory(pool.env_id, pool.name)
+        traj.end, traj.infra_error = EpisodeEnd.INFRA_ERROR, str(exc)
+        return traj
+    traj = await run_episode(
+        env, engine, renderer, config, request, env_id=pool.env_id, env_name=pool.name
+    )
     if traj.end in (EpisodeEnd.ENV_FAILED, EpisodeEnd.TIMEOUT):
         await pool.retire(env)
     else:
@@ -220,9 +247,10 @@ async def _play(
         extra: dict[str, Any] = {"images": list(traj.images)} if traj.images else {}
         if episode is not None:  # engines that keep no context take no key
             extra["episode"] = episode
-        async with config.gate.hold() if config.gate else contextlib.nullcontext():
+        gate = config.gate
+        async with gate.hold() if gate and config.hold_turns else contextlib.nullcontext():
             completion = await engine.generate(list(traj.token_ids), sampling, adapter, **extra)
-            version = engine.policy_version  # the weights that made this turn
+            version = gate.version if gate else 0  # the weights that made this turn
         t1 = time.perf_counter()
         begin = len(traj.token_ids)
         traj.token_ids += completion.token_ids

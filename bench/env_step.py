@@ -40,7 +40,7 @@ from transformers import AutoTokenizer
 import toolgym
 from toolgym.agents.engines.base import Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.rollout import RolloutConfig, run_pooled
+from toolgym.agents.rollout import EpisodeRequest, RolloutConfig, run_pooled
 from toolgym.envs import EnvPool
 from toolgym.envs.maze import game
 from toolgym.envs.maze.layout import generate
@@ -92,8 +92,6 @@ def single_env(seeds: range, size: int, texts: dict[int, list[str]]) -> int:
 class Replay:
     """A policy that replays one episode's precomputed turns."""
 
-    policy_version = 0
-
     def __init__(self, turns: list[tuple[str, list[int]]]) -> None:
         self.turns = iter(turns)
 
@@ -135,7 +133,9 @@ def runner(
 
             async def one(seed: int) -> int:
                 async with limit:
-                    traj = await run_pooled(pool, Replay(turns[seed]), renderer, config, seed=seed)
+                    traj = await run_pooled(
+                        pool, Replay(turns[seed]), renderer, config, EpisodeRequest(seed=seed)
+                    )
                 assert traj.terminated, traj.infra_error
                 return len(traj.steps)
 

@@ -28,7 +28,7 @@ from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.modelinit import init_model
 from toolgym.agents.render_vision import make_renderer
-from toolgym.agents.rollout import RolloutConfig, run_episode
+from toolgym.agents.rollout import EpisodeRequest, RolloutConfig, run_episode
 from toolgym.envs.gui.miniwob import MiniWoBEnv
 from toolgym.envs.resources import Resources
 from toolgym.training.batch import build_batch, token_logprobs
@@ -51,7 +51,7 @@ async def collect(engine: HFEngine, renderer: Any, resources: Resources, args: A
     start = time.perf_counter()
     trajectories = await asyncio.gather(
         *[
-            run_episode(env, engine, renderer, config, seed=k, trajectory_id=str(k))
+            run_episode(env, engine, renderer, config, EpisodeRequest(seed=k, trajectory_id=str(k)))
             for k, env in enumerate(envs)
         ]
     )

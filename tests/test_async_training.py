@@ -179,7 +179,7 @@ def test_async_lora_trains_its_adapter_while_the_engine_samples_its_own_copy(
     )  # fmt: skip
     trainer.run()
     assert trainer.engine.model is not trainer.model and trainer.sync_way == "full"
-    assert trainer.engine.policy_version == trainer.gate.version == 2
+    assert trainer.gate.version == 2
     with torch.no_grad():  # an update the sync must carry into the engine's copy
         for name, weight in trainer.model.named_parameters():
             if "lora_B" in name:

@@ -35,11 +35,10 @@ class Declared:
     capabilities = Capabilities("full", full_weights=True, adapters=True)
 
     def __init__(self) -> None:
-        self.policy_version, self.calls = 0, []
+        self.calls = []
 
     async def update_weights(self, state_dict):
         self.calls.append(("full", sorted(state_dict)))
-        self.policy_version += 1
 
     async def load_adapter(self, name, path):
         self.calls.append(("load", name))
@@ -68,8 +67,8 @@ def test_weight_sync_follows_the_declaration(tmp_path):
     assert sync_way(engine, lora_enabled=True, own_weights=True) == "full"
 
     async def two_lora_syncs():
-        first = await lora(engine, Saved(), tmp_path, None)
-        return first, await lora(engine, Saved(), tmp_path, first)
+        first = await lora(engine, Saved(), tmp_path, None, 1)  # named by the gate's version
+        return first, await lora(engine, Saved(), tmp_path, first, 2)
 
     assert asyncio.run(two_lora_syncs()) == ("policy-1", "policy-2")
     assert engine.calls == [("load", "policy-1"), ("load", "policy-2"), ("unload", "policy-1")]

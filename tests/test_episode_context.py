@@ -13,7 +13,7 @@ import torch
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.hf import BadRequestError, HFEngine
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.rollout import RolloutConfig, run_episode
+from toolgym.agents.rollout import EpisodeRequest, RolloutConfig, run_episode
 from toolgym.envs.maze import MazeEnv
 
 
@@ -141,7 +141,9 @@ def test_a_rollout_ends_its_episode_and_its_logprobs_match_across_turns(engine, 
     renderer = ChatRenderer(engine.tokenizer)
     config = RolloutConfig(SamplingParams(max_tokens=16, seed=1), max_turns=6)
     reused = engine.contexts.reused_tokens
-    traj = asyncio.run(run_episode(MazeEnv(size=3, max_turns=6), engine, renderer, config, seed=1))
+    traj = asyncio.run(
+        run_episode(MazeEnv(size=3, max_turns=6), engine, renderer, config, EpisodeRequest(seed=1))
+    )
     assert len(traj.steps) == 6 and engine.contexts.reused_tokens > reused
     assert len(engine.contexts) == 0  # the episode's runner ended it
     for step in traj.steps:

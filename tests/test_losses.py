@@ -186,7 +186,7 @@ def test_recomputed_logprobs_of_a_real_rollout_equal_the_behaviour_logprobs(tiny
     from toolgym.agents.engines import SamplingParams
     from toolgym.agents.engines.hf import HFEngine
     from toolgym.agents.render import ChatRenderer
-    from toolgym.agents.rollout import RolloutConfig, run_episode
+    from toolgym.agents.rollout import EpisodeRequest, RolloutConfig, run_episode
 
     engine = HFEngine(tiny_model_dir)
     renderer = ChatRenderer(engine.tokenizer)
@@ -200,8 +200,7 @@ def test_recomputed_logprobs_of_a_real_rollout_equal_the_behaviour_logprobs(tiny
                     engine,
                     renderer,
                     config,
-                    seed=s,
-                    trajectory_id=str(s),
+                    EpisodeRequest(seed=s, trajectory_id=str(s)),
                 )
                 for s in (0, 1)
             )

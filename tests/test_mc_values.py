@@ -15,7 +15,7 @@ from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.base import Completion
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.rollout import Prefix, RolloutConfig, run_episode
+from toolgym.agents.rollout import EpisodeRequest, Prefix, RolloutConfig, run_episode
 from toolgym.envs import EnvPool, SeedTasks
 from toolgym.training.process.mc_values import step_values
 
@@ -78,10 +78,7 @@ def test_replayed_continuations_equal_fresh_rollouts_of_the_same_prefix(setting)
     fresh = []
     for k in range(CONTINUATIONS):
         forced = ForcedPrefix(engine, original, PREFIX)
-        fresh.append(asyncio.run(run_episode(
-            maze(), forced, collector.renderer, config, seed=original.seed,
-            trajectory_id=f"{original.id}/after{PREFIX}:{k}", group_id=original.group_id,
-        )))  # fmt: skip
+        fresh.append(asyncio.run(run_episode(maze(), forced, collector.renderer, config, EpisodeRequest(seed=original.seed, trajectory_id=f"{original.id}/after{PREFIX}:{k}", group_id=original.group_id))))  # fmt: skip
     for a, b in zip(replayed, fresh, strict=True):
         assert not a.masked and not b.masked, (a.infra_error, b.infra_error)
         assert a.token_ids == b.token_ids

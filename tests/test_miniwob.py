@@ -234,8 +234,6 @@ class KillingEngine:
     """Presses Tab every turn (an episode that never ends by itself); on its third call it
     kills the browser first: episode 2's second turn finds it dead."""
 
-    policy_version = 0
-
     def __init__(self, renderer: ChatRenderer, spare: set[int]) -> None:
         self.text = call("press", key="Tab")
         self.ids = renderer.encode(self.text) + renderer.closing_ids()

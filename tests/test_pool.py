@@ -25,8 +25,6 @@ GUESS_HEADS = '<tool_call>{"name": "guess", "arguments": {"side": "heads"}}</too
 class SayEngine:
     """A policy that always says `text` (the runner, not the model, is under test here)."""
 
-    policy_version = 0
-
     def __init__(self, renderer: ChatRenderer, text: str = GUESS_HEADS) -> None:
         self.ids = renderer.encode(text) + renderer.closing_ids()
         self.text = text

@@ -79,7 +79,7 @@ def test_engine_actors_make_what_the_synced_weights_make_and_a_killed_one_comes_
         await remote.update_weights(moved)
         await local.update_weights(moved)
         made, expected = await both(remote, local, prompt)
-        assert same(made, expected) and remote.policy_version == 1
+        assert same(made, expected)
         start = await local.generate(prompt, SAMPLING)
         assert start.token_ids == expected.token_ids  # (seeded: the same again)
 

@@ -21,7 +21,7 @@ from toolgym.agents.collector import (
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.rollout import RolloutConfig, run_episode
+from toolgym.agents.rollout import EpisodeRequest, RolloutConfig, run_episode
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import EpisodeEnd, read_jsonl, write_jsonl
 from toolgym.envs import EnvPool, EnvRef, SeedTasks
@@ -45,7 +45,13 @@ def play_maze(engine, renderer, seed, max_tokens, **kwargs):
     """One Maze episode (seeded sampling) through run_episode."""
     config = RolloutConfig(SamplingParams(max_tokens=max_tokens, seed=seed), **kwargs)
     return asyncio.run(
-        run_episode(maze(), engine, renderer, config, seed=seed, trajectory_id="t", group_id="g")
+        run_episode(
+            maze(),
+            engine,
+            renderer,
+            config,
+            EpisodeRequest(seed=seed, trajectory_id="t", group_id="g"),
+        )
     )
 
 
@@ -97,8 +103,7 @@ def test_token_sequence_is_prompt_plus_generated_plus_deltas(engine, renderer):
             engine,
             renderer,
             RolloutConfig(SamplingParams(max_tokens=20, seed=1)),
-            seed=5,
-            trajectory_id="t",
+            EpisodeRequest(seed=5, trajectory_id="t"),
         )
     )
     assert traj.end is EpisodeEnd.TRUNCATED and len(traj.steps) == 3
@@ -151,7 +156,9 @@ def test_context_budget_truncates_and_is_respected(engine, renderer):
 
 def test_env_failures_and_infra_errors_are_masked(engine, renderer):
     config = RolloutConfig(SamplingParams(max_tokens=8, seed=0))
-    raised = asyncio.run(run_episode(fixture_envs.RaisingEnv(), engine, renderer, config, seed=0))
+    raised = asyncio.run(
+        run_episode(fixture_envs.RaisingEnv(), engine, renderer, config, EpisodeRequest(seed=0))
+    )
     assert (
         raised.masked
         and raised.end is EpisodeEnd.ENV_FAILED
@@ -163,14 +170,16 @@ def test_a_reward_that_is_not_a_finite_number_fails_the_env(engine, renderer):
     config = RolloutConfig(SamplingParams(max_tokens=8, seed=0))
     for bad in (float("nan"), float("inf"), -float("inf"), "1.0x"):
         env = fixture_envs.NaNRewardEnv(reward=bad)
-        traj = asyncio.run(run_episode(env, engine, renderer, config, seed=0))
+        traj = asyncio.run(run_episode(env, engine, renderer, config, EpisodeRequest(seed=0)))
         assert traj.masked and traj.end is EpisodeEnd.ENV_FAILED, (bad, traj.end)
         assert "reward" in traj.infra_error and not traj.steps
 
 
 def test_observations_reach_the_renderer_as_valid_unicode(engine, renderer):
     config = RolloutConfig(SamplingParams(max_tokens=8, seed=0))
-    traj = asyncio.run(run_episode(fixture_envs.SurrogateEnv(), engine, renderer, config, seed=0))
+    traj = asyncio.run(
+        run_episode(fixture_envs.SurrogateEnv(), engine, renderer, config, EpisodeRequest(seed=0))
+    )
     assert not traj.masked and traj.end is EpisodeEnd.TERMINATED
     texts = [traj.messages[0]["content"], traj.messages[1]["content"][0]["text"]]
     texts += [m["content"] for s in traj.steps for m in s.observation]

@@ -110,14 +110,6 @@ class Counted:
     def __init__(self, engine):
         self.engine, self.turns, self.capabilities = engine, 0, engine.capabilities
 
-    @property
-    def policy_version(self):
-        return self.engine.policy_version
-
-    @policy_version.setter
-    def policy_version(self, value):
-        self.engine.policy_version = value
-
     async def generate(self, prompt_ids, sampling, adapter=None, **options):
         self.turns += 1
         return await self.engine.generate(prompt_ids, sampling, adapter, **options)
@@ -138,7 +130,7 @@ def test_a_trainer_runs_with_the_parts_it_is_handed(tool_calling_model_dir, tmp_
     assert trainer.model is parts.model and trainer.engine is counted
     (record,) = trainer.run()
     evaluated = round(record["eval/turns"] * 4)  # eval.episodes=4, after the last step
-    assert counted.turns == record["env_steps"] + evaluated and counted.policy_version == 1
+    assert counted.turns == record["env_steps"] + evaluated and trainer.gate.version == 1
 
 
 class OneTaskAStep:

@@ -25,7 +25,7 @@ from toolgym.agents.engines.hf import BadRequestError, HFEngine
 from toolgym.agents.engines.openai_http import OpenAIEngine
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.render_vision import VisionChatRenderer, make_renderer
-from toolgym.agents.rollout import RolloutConfig, run_episode
+from toolgym.agents.rollout import EpisodeRequest, RolloutConfig, run_episode
 from toolgym.config import load_config
 from toolgym.envs import SeedTasks
 from toolgym.envs.gui.miniwob import MiniWoBEnv
@@ -78,8 +78,7 @@ def play(engine, renderer, episodes: int, **env_args):
                     engine,
                     renderer,
                     config,
-                    seed=seed,
-                    trajectory_id=str(seed),
+                    EpisodeRequest(seed=seed, trajectory_id=str(seed)),
                 )
                 for seed in range(episodes)
             ]

@@ -420,8 +420,10 @@ class TrainConfig(ConfigModel):
         if self.selfplay is not None and len(self.mixture) != 1:
             raise ConfigError("selfplay solves on one env: give `env`, not a mixture in `envs`")
         stream = self.async_training
-        if self.mode == "sync" and stream.model_fields_set:
-            given = ", ".join(f"async_training.{k}" for k in sorted(stream.model_fields_set))
+        default = AsyncSection()
+        moved = [k for k in AsyncSection.model_fields if getattr(stream, k) != getattr(default, k)]
+        if self.mode == "sync" and moved:  # (a saved config holds the defaults: they pass)
+            given = ", ".join(f"async_training.{k}" for k in moved)
             raise ConfigError(f"{given}: for mode: async (sync mode never trains a stale group)")
         if (
             stream.partial_rollouts

@@ -106,24 +106,26 @@ def eval_sets(config: TrainConfig, tasks: RunTasks) -> list[EvalSet]:
 class Player:
     def __init__(
         self, config: TrainConfig, runtime: Runtime, tasks: RunTasks,
-        engine: PolicyEngine, renderer: ChatRenderer,
+        engine: PolicyEngine, renderer: ChatRenderer, gate: PolicyGate,
     ) -> None:  # fmt: skip
         self.config, self.runtime, self.tasks = config, runtime, tasks
         self.engine, self.renderer = engine, renderer
+        self.gate = gate
+        """The run's policy clock: every turn played is stamped with its version."""
         self.adapter: str | None = None
         """The adapter name the engine generates with (LoRA sync); None otherwise."""
         self.on_episode: Callable[[Trajectory], None] | None = None
         """Sees each episode as it ends."""
 
-    def collect_for(self, step: int, gate: PolicyGate | None = None) -> Collect:
-        """How step `step`'s groups are played: its sampling seed and options, and with a
-        `gate`, turns that hold it one by one (partial rollouts)."""
+    def collect_for(self, step: int, hold_turns: bool = False) -> Collect:
+        """How step `step`'s groups are played: its sampling seed and options, and whether
+        turns hold the gate one by one (partial rollouts)."""
         return functools.partial(
             self.acollect,
             temperature=self.config.rollout.temperature,
             sampling_seed=self.step_seed(step),
             options={"training_step": (step, self.config.steps)},
-            gate=gate,
+            hold_turns=hold_turns,
         )
 
     def step_seed(self, step: int) -> int:
@@ -144,11 +146,11 @@ class Player:
         temperature: float,
         sampling_seed: int | None,
         options: dict[str, Any] | None = None,
-        gate: PolicyGate | None = None,
+        hold_turns: bool = False,
     ) -> list[TrajectoryGroup]:
-        """The requests' groups, played by the current policy on the run's loop (`gate`:
-        held around each turn, for episodes that go on across weight syncs)."""
-        rollout = replace(self.rollout_config(temperature, sampling_seed), gate=gate)
+        """The requests' groups, played by the current policy on the run's loop (`hold_turns`:
+        the gate held around each turn, for episodes that go on across weight syncs)."""
+        rollout = replace(self.rollout_config(temperature, sampling_seed), hold_turns=hold_turns)
         collector = RolloutCollector(
             self.engine, self.renderer, rollout, self.runtime.pool_for,
             concurrency=self.config.rollout.concurrency, on_episode=self.on_episode,
@@ -165,6 +167,7 @@ class Player:
             max_turns=r.max_turns,
             max_context_tokens=r.max_context_tokens,
             episode_timeout_s=r.episode_timeout_s,
+            gate=self.gate,
         )
 
     async def continuations(

@@ -110,10 +110,11 @@ class Trainer:
         synchronous = config.mode == "sync"
         self.sync_way = sync_way(self.engine, config.lora.enabled, not synchronous or bool(ranks))
         self.sync_weights = SYNCS[self.sync_way]
-        self.gate = PolicyGate(self.engine.policy_version)
-        """The generating weights' version; a sync waits for whoever holds it (stream.py)."""
+        self.gate = PolicyGate()
+        """The policy's one clock: the generating weights' version, which stamps every turn;
+        a sync waits for whoever holds it (stream.py) and moves it."""
         self.model.eval()  # it trains only inside `update`
-        self.player = Player(config, self.runtime, tasks, self.engine, self.renderer)
+        self.player = Player(config, self.runtime, tasks, self.engine, self.renderer, self.gate)
         self.rewards = build_reward_stage(config, self.precision, self.continue_from)
         self.groups: GroupBuilder = groups or build_groups(config, tasks.train)
         stream = config.async_training  # sync mode refuses any of it: defaults there
@@ -193,7 +194,7 @@ class Trainer:
     def collect_for(self, step: int) -> Collect:
         """How step `step`'s groups are played (with partial rollouts, turns that hold the
         gate one by one)."""
-        return self.player.collect_for(step, self.gate if self.stream.partial else None)
+        return self.player.collect_for(step, hold_turns=self.stream.partial)
 
     def finish_step(self, record: dict[str, Any], stream_state: dict[str, Any]) -> None:
         """Evaluate when due, log the step's record, and checkpoint."""
@@ -298,8 +299,9 @@ class Trainer:
 
     async def send_weights(self) -> str | None:
         return await self.sync_weights(
-            self.engine, self.learner, self.run_dir / "adapters", self.player.adapter
-        )
+            self.engine, self.learner, self.run_dir / "adapters", self.player.adapter,
+            self.gate.version + 1,
+        )  # fmt: skip
 
     def evaluate(self, temperature: float | None = None) -> dict[str, Any]:
         """The policy on each env's eval tasks, at eval.temperature unless told otherwise
@@ -341,8 +343,8 @@ class Trainer:
         self.run_files.restore_parts(state, parts)
         if not state["extra"].get("stream"):  # written before its steps were streamed
             self.stream.start_at(self.step)
-        self.engine.policy_version = self.gate.version = self.step
+        self.gate.version = self.step
         if self.step > 0 and self.sync_way != "shared":
             # the server may have restarted, an own copy holds the start weights: send them
-            self.engine.policy_version = self.gate.version = self.step - 1
+            self.gate.version = self.step - 1
             self.sync()

@@ -25,22 +25,25 @@ class TrainedWeights(Protocol):
         ...
 
 
-Sync = Callable[[PolicyEngine, TrainedWeights, Path, "str | None"], Awaitable["str | None"]]
-"""(engine, trained weights, adapters directory, the adapter in use) -> the adapter to use."""
+Sync = Callable[[PolicyEngine, TrainedWeights, Path, "str | None", int], Awaitable["str | None"]]
+"""(engine, trained weights, adapters directory, the adapter in use, the version the new
+weights will be) -> the adapter to use. The version is the policy gate's (agents/policy_gate.py),
+the run's one clock: a sync only hands weights over, and the gate moves once it lands."""
 
 
 async def shared(
-    engine: PolicyEngine, weights: TrainedWeights, adapters: Path, previous: str | None
-) -> str | None:
-    """The engine holds the trained model itself: only the version moves."""
-    engine.policy_version += 1
+    engine: PolicyEngine, weights: TrainedWeights, adapters: Path, previous: str | None,
+    version: int,
+) -> str | None:  # fmt: skip
+    """The engine holds the trained model itself: nothing to send."""
     return None
 
 
 async def full(
-    engine: PolicyEngine, weights: TrainedWeights, adapters: Path, previous: str | None
-) -> str | None:
-    """Send every weight (the engine bumps its version)."""
+    engine: PolicyEngine, weights: TrainedWeights, adapters: Path, previous: str | None,
+    version: int,
+) -> str | None:  # fmt: skip
+    """Send every weight."""
     if not isinstance(engine, TakesFullWeights):
         raise ConfigError(f"{type(engine).__name__} declares full weights but cannot take them")
     await engine.update_weights(weights.full_state_dict())
@@ -48,13 +51,14 @@ async def full(
 
 
 async def lora(
-    engine: PolicyEngine, weights: TrainedWeights, adapters: Path, previous: str | None
-) -> str | None:
-    """Save the adapter under a fresh name, load it, drop the previous one; requests name it."""
+    engine: PolicyEngine, weights: TrainedWeights, adapters: Path, previous: str | None,
+    version: int,
+) -> str | None:  # fmt: skip
+    """Save the adapter under the version's name, load it, drop the previous one; requests
+    name it."""
     if not isinstance(engine, ServesAdapters):
         raise ConfigError(f"{type(engine).__name__} declares adapters but cannot serve them")
-    engine.policy_version += 1
-    name = f"policy-{engine.policy_version}"
+    name = f"policy-{version}"
     path = adapters / name
     weights.save_adapter(path)
     await engine.load_adapter(name, str(path.resolve()))

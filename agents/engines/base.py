@@ -47,10 +47,9 @@ class Completion:
 
 @runtime_checkable
 class Engine(Protocol):
-    """Anything that can complete token ids; `policy_version` counts weight updates. What a
-    rollout needs; the engine a trainer generates with is a `PolicyEngine`."""
-
-    policy_version: int
+    """Anything that can complete token ids: what a rollout needs; the engine a trainer
+    generates with is a `PolicyEngine`. It keeps no version: the trainer's policy gate is the
+    one clock (agents/policy_gate.py)."""
 
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None
@@ -91,7 +90,7 @@ class Capabilities:
 @runtime_checkable
 class TakesFullWeights(Protocol):
     async def update_weights(self, state_dict: dict[str, Any]) -> None:
-        """Load the trained weights and bump `policy_version`."""
+        """Load the trained weights."""
         ...
 
 

@@ -142,7 +142,6 @@ class HFEngine:
             if tokenizer.pad_token_id is not None
             else next(iter(self.end_ids))
         )
-        self.policy_version = 0
         self.peak_batch_size = 0
         self.decode_steps = 0
         """Forward passes that produced a token for every running row (a throughput gauge)."""
@@ -202,7 +201,7 @@ class HFEngine:
         self.contexts.drop(episode)
 
     async def update_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Load new weights (after a training step) and bump `policy_version`."""
+        """Load new weights (after a training step)."""
         await asyncio.to_thread(self._load_state, state_dict)
 
     async def load_adapter(self, name: str, path: str) -> None:
@@ -269,7 +268,7 @@ class HFEngine:
 
     def _resume(self, joining: list[_Request], adapter: str | None) -> None:
         """Give each joining turn its episode's context, where one holds under these weights."""
-        stamp = weights_stamp(self.model, self.policy_version, adapter)
+        stamp = weights_stamp(self.model, adapter)
         for r in joining:
             r.row.stamp = stamp
             if r.row.keep_context:
@@ -281,7 +280,7 @@ class HFEngine:
         kept = [(r, r.kept) for r in finished if r.kept is not None and not r.owner.future.done()]
         if not kept:
             return
-        stamp = weights_stamp(self.model, self.policy_version, adapter)
+        stamp = weights_stamp(self.model, adapter)
         for r, context in kept:
             if context.stamp == stamp:
                 self.contexts.put(r.owner.episode, context)
@@ -405,7 +404,6 @@ class HFEngine:
     def _load_state(self, state_dict: dict[str, torch.Tensor]) -> None:
         with self._model_lock:
             self.model.load_state_dict(state_dict, strict=False)
-            self.policy_version += 1
             self.contexts.clear()
 
     def _load_adapter(self, name: str, path: str) -> None:

@@ -41,11 +41,11 @@ class Context:
         return Context(self.tokens[:length], layers, self.stamp)
 
 
-def weights_stamp(model: Any, version: int, adapter: str | None) -> Hashable:
+def weights_stamp(model: Any, adapter: str | None) -> Hashable:
     """What a context was computed under. Every in-place change of a parameter (an optimizer
     step, `load_state_dict`) bumps that tensor's version counter, so their sum moves with any
     update of the weights, whoever made it."""
-    return version, adapter, sum(p._version for p in model.parameters())
+    return adapter, sum(p._version for p in model.parameters())
 
 
 class ContextStore:

@@ -66,7 +66,6 @@ class OpenAIEngine:
         self.model, self.api_key = model, api_key
         self.timeout_s, self.max_retries, self.backoff_s = timeout_s, max_retries, backoff_s
         self.max_connections = max_connections
-        self.policy_version = 0
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
 

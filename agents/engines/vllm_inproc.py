@@ -55,7 +55,6 @@ class VLLMEngine:
         self.tokenizer = (
             None  # render with the model's own tokenizer (AutoTokenizer.from_pretrained(model))
         )
-        self.policy_version = 0
         self._adapters: dict[str, Any] = {}
         self._adapter_ids = itertools.count(1)
 
@@ -110,11 +109,10 @@ class VLLMEngine:
         )
 
     async def update_weights(self, state_dict: dict[str, Any]) -> None:
-        """Load the trained weights into every worker and bump `policy_version`."""
+        """Load the trained weights into every worker."""
         named = [(name, tensor.detach().cpu()) for name, tensor in state_dict.items()]
         await self.engine.collective_rpc("load_named_weights", args=(named,))
         await self.engine.reset_prefix_cache()
-        self.policy_version += 1
 
     async def load_adapter(self, name: str, path: str) -> None:
         from vllm.lora.request import LoRARequest
