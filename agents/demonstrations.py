@@ -13,9 +13,9 @@ import asyncio
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from toolgym.agents.engines.base import Completion, SamplingParams
+from toolgym.agents.engines.base import Capabilities, Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import EpisodeRequest, RolloutConfig, run_episode
 from toolgym.agents.trajectory import Trajectory
@@ -34,6 +34,8 @@ class Demonstration:
 class ScriptedEngine:
     """Answers with `env.scripted_action()` (or, at `mistake_rate`, `env.mistake_action()`),
     tokenized and closed like a model's turn."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities("shared")  # no weights, no context
 
     def __init__(
         self, env: Any, renderer: ChatRenderer, mistake_rate: float = 0.0, seed: int = 0

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from toolgym.agents.collector import RolloutCollector, requests_for, summarize
 from toolgym.agents.engines import SamplingParams, make_engine
-from toolgym.agents.engines.base import HoldsTokenizer, ReadsImages
+from toolgym.agents.engines.base import Capabilities, HoldsTokenizer, ReadsImages
 from toolgym.agents.loading import load_tokenizer
 from toolgym.agents.render_vision import make_renderer
 from toolgym.agents.rollout import RolloutConfig
@@ -113,9 +113,10 @@ def evaluate(
             engine_args["base_url"] = plan.base_url
         given = prompt_tokenizer(plan.tokenizer, plan.engine) if plan.tokenizer else None
         engine = make_engine(plan.engine, **engine_args)
-        held = engine.tokenizer if isinstance(engine, HoldsTokenizer) else None
+        declared: Capabilities = engine.capabilities
+        held = cast(HoldsTokenizer, engine).tokenizer if declared.tokenizer else None
         tokenizer = given or held or prompt_tokenizer(plan.model, plan.engine)
-        images = engine.images if isinstance(engine, ReadsImages) else None
+        images = cast(ReadsImages, engine).images if declared.images else None
         collector = RolloutCollector(
             engine,
             make_renderer(tokenizer, images, tool_schemas=chosen.tool_schemas),

@@ -25,7 +25,7 @@ import time
 import zlib
 from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from toolgym.agents.engines.base import Engine, KeepsEpisodeContext, SamplingParams
 from toolgym.agents.policy_gate import PolicyGate
@@ -116,7 +116,8 @@ async def run_episode(
     traj = request.trajectory(env_id, env_name)
     options, prefix = request.reset_options(), request.prefix
     start = time.perf_counter()
-    episode = _EpisodeKey() if isinstance(engine, KeepsEpisodeContext) else None
+    keeps = engine.capabilities.episode_context
+    episode = _EpisodeKey() if keeps else None
     try:
         async with asyncio.timeout(config.episode_timeout_s):
             await _play(
@@ -133,7 +134,7 @@ async def run_episode(
         traj.end, traj.infra_error = EpisodeEnd.INFRA_ERROR, f"{type(exc).__name__}: {exc}"
     finally:
         if episode is not None:
-            engine.end_episode(episode)  # type: ignore[attr-defined]
+            cast(KeepsEpisodeContext, engine).end_episode(episode)
     traj.elapsed_s = time.perf_counter() - start
     return traj
 

@@ -38,7 +38,7 @@ from common import tiny_model
 from transformers import AutoTokenizer
 
 import toolgym
-from toolgym.agents.engines.base import Completion, SamplingParams
+from toolgym.agents.engines.base import Capabilities, Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import EpisodeRequest, RolloutConfig, run_pooled
 from toolgym.envs import EnvPool
@@ -91,6 +91,8 @@ def single_env(seeds: range, size: int, texts: dict[int, list[str]]) -> int:
 
 class Replay:
     """A policy that replays one episode's precomputed turns."""
+
+    capabilities = Capabilities("shared")  # no weights to sync, no context kept
 
     def __init__(self, turns: list[tuple[str, list[int]]]) -> None:
         self.turns = iter(turns)

@@ -26,6 +26,7 @@ def test_each_engine_declares_capabilities_its_methods_back(name):
     assert declared.full_weights == issubclass(cls, TakesFullWeights)
     assert declared.weight_sync != "lora" or declared.adapters
     assert declared.weight_sync != "full" or declared.full_weights
+    assert declared.episode_context == callable(getattr(cls, "end_episode", None))
     assert callable(cls.for_policy)
 
 

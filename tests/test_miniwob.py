@@ -15,7 +15,7 @@ import pytest
 
 import toolgym
 from toolgym.agents.collector import RolloutCollector, pools_of, requests_for
-from toolgym.agents.engines.base import Completion, SamplingParams
+from toolgym.agents.engines.base import Capabilities, Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig
 from toolgym.agents.trajectory import EpisodeEnd
@@ -233,6 +233,8 @@ def test_bad_settings_are_one_line_errors():
 class KillingEngine:
     """Presses Tab every turn (an episode that never ends by itself); on its third call it
     kills the browser first: episode 2's second turn finds it dead."""
+
+    capabilities = Capabilities("shared")  # no weights to sync, no context kept
 
     def __init__(self, renderer: ChatRenderer, spare: set[int]) -> None:
         self.text = call("press", key="Tab")

@@ -13,7 +13,7 @@ import pytest
 
 import fixture_envs
 from toolgym.agents.collector import RolloutCollector, pools_of, requests_for
-from toolgym.agents.engines.base import Completion, SamplingParams
+from toolgym.agents.engines.base import Capabilities, Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig
 from toolgym.agents.trajectory import EpisodeEnd
@@ -24,6 +24,8 @@ GUESS_HEADS = '<tool_call>{"name": "guess", "arguments": {"side": "heads"}}</too
 
 class SayEngine:
     """A policy that always says `text` (the runner, not the model, is under test here)."""
+
+    capabilities = Capabilities("shared")  # no weights to sync, no context kept
 
     def __init__(self, renderer: ChatRenderer, text: str = GUESS_HEADS) -> None:
         self.ids = renderer.encode(text) + renderer.closing_ids()

@@ -12,7 +12,13 @@ from typing import Any
 import torch
 
 from toolgym.agents.device import Precision, resolve_precision
-from toolgym.agents.engines import Capabilities, PolicyEngine, engine_class, policy_engine
+from toolgym.agents.engines import (
+    Capabilities,
+    PolicyContext,
+    PolicyEngine,
+    engine_class,
+    policy_engine,
+)
 from toolgym.agents.loading import check_model_dir, is_vision_model, load_model, load_tokenizer
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.render_vision import make_renderer
@@ -232,11 +238,12 @@ def build_engine(
             gpus=ray.engine_gpus, seed=config.seed, address=ray.address or "local",
             timeout_s=ray.timeout_s,
         )  # fmt: skip
-    return policy_engine(
-        kind, model=model, tokenizer=tokenizer, model_path=config.model, seed=config.seed,
+    context = PolicyContext(
+        config.model, model, tokenizer, config.seed, precision, images,
         base_url=config.engine.base_url, served_model=config.engine.served_model,
-        precision=precision, images=images, own_weights=config.mode == "async" or distributed,
+        own_weights=config.mode == "async" or distributed,
     )  # fmt: skip
+    return policy_engine(kind, context)
 
 
 def build_optimizer(config: TrainConfig, model: Any) -> torch.optim.Optimizer:

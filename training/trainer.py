@@ -111,8 +111,7 @@ class Trainer:
         self.sync_way = sync_way(self.engine, config.lora.enabled, not synchronous or bool(ranks))
         self.sync_weights = SYNCS[self.sync_way]
         self.gate = PolicyGate()
-        """The policy's one clock: the generating weights' version, which stamps every turn;
-        a sync waits for whoever holds it (stream.py) and moves it."""
+        """The one clock: the weights' version, which stamps each turn and each sync moves."""
         self.model.eval()  # it trains only inside `update`
         self.player = Player(config, self.runtime, tasks, self.engine, self.renderer, self.gate)
         self.rewards = build_reward_stage(config, self.precision, self.continue_from)

@@ -10,6 +10,7 @@ from toolgym.agents.engines.base import (
     Completion,
     Engine,
     EngineError,
+    PolicyContext,
     PolicyEngine,
     SamplingParams,
     ServesAdapters,
@@ -35,15 +36,15 @@ def make_engine(name: str, **kwargs: Any) -> Any:
     return engine_class(name)(**kwargs)
 
 
-def policy_engine(name: str, **context: Any) -> PolicyEngine:
-    """The engine `name` as a trainer's: built by its `for_policy` from the trainer's context
-    (see the Engine protocol), each engine taking what it needs."""
-    engine: PolicyEngine = engine_class(name).for_policy(**context)
+def policy_engine(name: str, context: PolicyContext) -> PolicyEngine:
+    """The engine `name` as a trainer's: built by its `for_policy` from the trainer's context,
+    each engine taking what it needs."""
+    engine: PolicyEngine = engine_class(name).for_policy(context)
     return engine
 
 
 __all__ = [
-    "ENGINES", "Capabilities", "Completion", "Engine", "EngineError", "PolicyEngine",
+    "ENGINES", "Capabilities", "Completion", "Engine", "EngineError", "PolicyContext", "PolicyEngine",
     "SamplingParams", "ServesAdapters", "TakesFullWeights", "engine_class", "make_engine",
     "policy_engine",
 ]  # fmt: skip

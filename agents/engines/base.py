@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from toolgym.errors import ToolgymError
+
+if TYPE_CHECKING:
+    from toolgym.agents.device import Precision
+    from toolgym.agents.vision import ImageEncoder
 
 
 class EngineError(ToolgymError, RuntimeError):
@@ -48,8 +52,11 @@ class Completion:
 @runtime_checkable
 class Engine(Protocol):
     """Anything that can complete token ids: what a rollout needs; the engine a trainer
-    generates with is a `PolicyEngine`. It keeps no version: the trainer's policy gate is the
-    one clock (agents/policy_gate.py)."""
+    generates with is a `PolicyEngine`. Its class declares what else it can do
+    (`capabilities`), read, never probed for. It keeps no version: the trainer's policy gate
+    is the one clock (agents/policy_gate.py)."""
+
+    capabilities: ClassVar[Capabilities]
 
     async def generate(
         self, prompt_ids: list[int], sampling: SamplingParams, adapter: str | None = None
@@ -82,9 +89,18 @@ class Capabilities:
     """It serves named LoRA adapters (ServesAdapters); a LoRA run then sends adapters, which
     are small, rather than full weights."""
     images: bool = False
-    """It generates from images (vision-language models, `generate(..., images=)`)."""
+    """It generates from images (vision-language models, `generate(..., images=)`) with the
+    encoder it holds as `images` (ReadsImages)."""
+    tokenizer: bool = False
+    """It loads the model in this process and holds its tokenizer as `tokenizer`
+    (HoldsTokenizer): the one to render prompts with. An engine behind a server has none."""
+    episode_context: bool = False
+    """It keeps an episode's context between turns (KeepsEpisodeContext): the rollout passes
+    `episode=` to generate and ends the episode when it is over."""
     requires: tuple[str, ...] = ()
     """The trainer settings (`engine.*`) it cannot do without."""
+    needs: tuple[str, ...] = ()
+    """What the machine must have for it (`toolgym doctor`'s checks: "vllm", "cuda")."""
 
 
 @runtime_checkable
@@ -101,16 +117,33 @@ class ServesAdapters(Protocol):
     async def unload_adapter(self, name: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class PolicyContext:
+    """What a trainer holds for the engine it generates with: each engine's `for_policy`
+    takes what it needs and names in `Capabilities.requires` the settings it cannot do
+    without."""
+
+    model_path: str
+    """The policy's model directory."""
+    model: Any = None
+    """The loaded model being trained (an engine in this process may generate with it)."""
+    tokenizer: Any = None
+    seed: int = 0
+    precision: Precision | None = None
+    images: ImageEncoder | None = None
+    """The policy's image encoder, for an engine that reads images."""
+    base_url: str | None = None
+    served_model: str | None = None
+    own_weights: bool = False
+    """Keep weights of its own: it generates while the trainer updates (async) or the trained
+    ones are sharded (distributed)."""
+
+
 class PolicyEngine(Engine, Protocol):
     """The engine a trainer generates with: its class declares its `capabilities` and builds
-    it with `for_policy(**context)` from what the trainer holds (model, tokenizer,
-    model_path, base_url, served_model, seed, precision, images; each takes what it needs
-    and names in `Capabilities.requires` the settings it cannot do without)."""
-
-    capabilities: ClassVar[Capabilities]
+    it with `for_policy(context)` from the trainer's PolicyContext."""
 
 
-@runtime_checkable
 class HoldsTokenizer(Protocol):
     """An engine that loads the model itself, in this process: its tokenizer is the one to
     render prompts with (an engine behind a server has none here)."""
@@ -118,7 +151,6 @@ class HoldsTokenizer(Protocol):
     tokenizer: Any
 
 
-@runtime_checkable
 class ReadsImages(Protocol):
     """An engine that generates from images: its encoder prepares them (None when the model
     it loaded is text-only)."""
@@ -126,7 +158,6 @@ class ReadsImages(Protocol):
     images: Any
 
 
-@runtime_checkable
 class KeepsEpisodeContext(Protocol):
     """An engine that keeps an episode's context (its KV cache) between the episode's turns:
     its `generate` also takes `episode=`, a key unique to the episode, and a turn whose prompt

@@ -31,7 +31,13 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from toolgym.agents.device import Precision, resolve_precision
-from toolgym.agents.engines.base import Capabilities, Completion, EngineError, SamplingParams
+from toolgym.agents.engines.base import (
+    Capabilities,
+    Completion,
+    EngineError,
+    PolicyContext,
+    SamplingParams,
+)
 from toolgym.agents.engines.hf_batch import Row, RunningBatch
 from toolgym.agents.engines.hf_contexts import ContextStore, weights_stamp
 from toolgym.agents.loading import check_model_dir, load_model, load_tokenizer
@@ -82,23 +88,26 @@ class HFEngine:
     """Generate with a transformers causal LM. `model` is a directory or a loaded model."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        "shared", full_weights=True, adapters=True, images=True
-    )
+        "shared", full_weights=True, adapters=True, images=True, tokenizer=True,
+        episode_context=True,
+    )  # fmt: skip
     """A trainer's engine holds the trained model itself: its updates are the engine's. It
-    also serves adapters and takes full weights (as a server), and reads images."""
+    also serves adapters and takes full weights (as a server), reads images, renders with
+    the tokenizer it loaded and keeps each episode's KV cache between its turns."""
 
     @classmethod
-    def for_policy(
-        cls, *, model: Any, tokenizer: Any, seed: int = 0, precision: Precision | None = None,
-        images: ImageEncoder | None = None, own_weights: bool = False, **_: Any,
-    ) -> HFEngine:  # fmt: skip
+    def for_policy(cls, context: PolicyContext) -> HFEngine:
         """The engine a trainer generates with: the same model object, so no copy, no sync
         (and the trainer's image encoder, so a screenshot is prepared once). With
         `own_weights` (asynchronous training: it generates while the trainer updates), a
         frozen copy of the model, which takes the trainer's weights at each sync."""
-        if own_weights:
+        model = context.model
+        if context.own_weights:
             model = copy.deepcopy(model).eval().requires_grad_(False)
-        return cls(model, tokenizer, seed=seed, precision=precision, images=images)
+        return cls(
+            model, context.tokenizer, seed=context.seed, precision=context.precision,
+            images=context.images,
+        )  # fmt: skip
 
     def __init__(
         self,

@@ -25,7 +25,13 @@ from typing import Any, ClassVar
 
 import aiohttp
 
-from toolgym.agents.engines.base import Capabilities, Completion, EngineError, SamplingParams
+from toolgym.agents.engines.base import (
+    Capabilities,
+    Completion,
+    EngineError,
+    PolicyContext,
+    SamplingParams,
+)
 from toolgym.errors import ConfigError
 from toolgym.log import get_logger
 
@@ -40,15 +46,13 @@ class OpenAIEngine:
     """A server gets trained weights as LoRA adapters it loads by path."""
 
     @classmethod
-    def for_policy(
-        cls, *, base_url: str | None, served_model: str | None, model_path: str, **_: Any
-    ) -> OpenAIEngine:
+    def for_policy(cls, context: PolicyContext) -> OpenAIEngine:
         """The engine a trainer generates with: the server's copy of the base model."""
-        if not base_url:
+        if not context.base_url:
             raise ConfigError(
                 "engine.kind=openai needs engine.base_url (e.g. http://127.0.0.1:8000/v1)"
             )
-        return cls(base_url, served_model or model_path)
+        return cls(context.base_url, context.served_model or context.model_path)
 
     def __init__(
         self,

@@ -19,7 +19,13 @@ import itertools
 import uuid
 from typing import Any, ClassVar
 
-from toolgym.agents.engines.base import Capabilities, Completion, EngineError, SamplingParams
+from toolgym.agents.engines.base import (
+    Capabilities,
+    Completion,
+    EngineError,
+    PolicyContext,
+    SamplingParams,
+)
 
 
 def _import_vllm() -> Any:
@@ -36,12 +42,14 @@ WORKER_EXTENSION = "toolgym.agents.engines.vllm_worker:WeightLoader"
 
 
 class VLLMEngine:
-    capabilities: ClassVar[Capabilities] = Capabilities("full", full_weights=True, adapters=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        "full", full_weights=True, adapters=True, needs=("vllm", "cuda")
+    )
 
     @classmethod
-    def for_policy(cls, *, model_path: str, **_: Any) -> VLLMEngine:
+    def for_policy(cls, context: PolicyContext) -> VLLMEngine:
         """The engine a trainer generates with: the policy's weights, updated in place."""
-        return cls(model_path)
+        return cls(context.model_path)
 
     def __init__(
         self, model: str, *, enable_lora: bool = True, max_lora_rank: int = 64, **engine_args: Any

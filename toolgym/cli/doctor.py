@@ -129,7 +129,9 @@ CHECKS: dict[str, Callable[[], Finding]] = {
 
 def config_needs(config_path: Path, overrides: list[str]) -> set[str]:
     """The parts a training config needs: its envs' declared needs (envs/needs.py), Ray
-    for a cluster, a GPU and vLLM for the vllm engine or a cuda device."""
+    for a cluster, what the engine declares (vLLM and a GPU for vllm), a GPU for a cuda
+    device."""
+    from toolgym.agents.engines import engine_class
     from toolgym.config import load_config
     from toolgym.envs.needs import env_needs
     from toolgym.training.config import TrainConfig
@@ -141,8 +143,7 @@ def config_needs(config_path: Path, overrides: list[str]) -> set[str]:
         needs |= env_needs(entry.id, entry.kwargs)
     if config.ray.address is not None:
         needs.add("ray")
-    if config.engine.kind == "vllm":
-        needs |= {"vllm", "cuda"}
+    needs |= set(engine_class(config.engine.kind).capabilities.needs)
     if config.device.startswith("cuda"):
         needs.add("cuda")
     return needs
