@@ -30,12 +30,12 @@ from typing import Any
 import torch
 
 from toolgym.agents.render import ChatRenderer
-from toolgym.cli.quickstart import ENV_ARGS, ENV_ID
 from toolgym.envs.maze import game
 from toolgym.envs.maze.env import MazeEnv
 from toolgym.envs.maze.layout import DIRECTIONS, neighbour
 from toolgym.envs.registration import make
 from toolgym.tools.records import ToolCall
+from toolgym.training.quickstart_recipe import ENV_ARGS, ENV_ID
 
 
 def move_probabilities(model, renderer, prompt: list[int], calls: list[str]) -> list[float]:

@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from toolgym.cli.quickstart import ENV_ARGS, ENV_ID, RECIPE
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
+from toolgym.training.quickstart_recipe import ENV_ARGS, ENV_ID, RECIPE
 from toolgym.training.trainer import Trainer
 
 MODES = {

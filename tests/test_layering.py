@@ -113,6 +113,18 @@ def test_the_cli_only_parses_and_prints():
     assert long == []
 
 
+def test_no_bench_imports_the_cli():
+    """A bench reruns what the library does (the quickstart's recipe is data in
+    training/quickstart_recipe.py), so it measures what a Python caller gets."""
+    found = [
+        f"{path.name}:{line}: {name}"
+        for path in sorted((ROOT / "bench").glob("*.py"))
+        for line, name in imported_names(path, f"bench.{path.stem}")
+        if name == "toolgym.cli" or name.startswith("toolgym.cli.")
+    ]
+    assert found == []
+
+
 def test_the_trainer_reads_in_one_sitting():
     """The trainer holds the loop and its phases; playing episodes (training/player.py) and
     the run directory (training/run_directory.py) live beside it, so it stays under 350."""

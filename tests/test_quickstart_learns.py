@@ -28,8 +28,8 @@ import json
 
 import pytest
 
-from toolgym.cli.quickstart import ENV_ARGS, EVAL_EPISODES, EVAL_PLAYS
 from toolgym.envs.maze import MazeEnv
+from toolgym.training.quickstart_recipe import ENV_ARGS, EVAL_EPISODES, EVAL_PLAYS
 
 pytestmark = pytest.mark.timeout(1500)
 

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from tests.conftest import FIXTURES, ROOT
-from toolgym.cli.quickstart import ENV_ARGS
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
+from toolgym.training.quickstart_recipe import ENV_ARGS
 from toolgym.training.trainer import Trainer
 
 ray = pytest.importorskip("ray", reason="Ray is the dist extra; `make install` installs it")

@@ -114,6 +114,9 @@ class Counted:
         self.turns += 1
         return await self.engine.generate(prompt_ids, sampling, adapter, **options)
 
+    def end_episode(self, episode):  # it declares the engine's capabilities, so backs them
+        self.engine.end_episode(episode)
+
     async def aclose(self):
         await self.engine.aclose()
 
@@ -370,7 +373,7 @@ def test_every_shipped_recipe_loads(recipe):
 
 
 def test_the_shipped_recipe_is_the_quickstarts():
-    from toolgym.cli.quickstart import ENV_ARGS, ENV_ID, RECIPE
+    from toolgym.training.quickstart_recipe import ENV_ARGS, ENV_ID, RECIPE
 
     shipped = load_config(TrainConfig, ROOT / "configs" / "maze_gigpo.yaml", ["model=m"])
     quickstart = load_config(
