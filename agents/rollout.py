@@ -116,8 +116,7 @@ async def run_episode(
     traj = request.trajectory(env_id, env_name)
     options, prefix = request.reset_options(), request.prefix
     start = time.perf_counter()
-    keeps = engine.capabilities.episode_context
-    episode = _EpisodeKey() if keeps else None
+    episode = _EpisodeKey() if engine.capabilities.episode_context else None
     try:
         async with asyncio.timeout(config.episode_timeout_s):
             await _play(

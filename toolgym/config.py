@@ -8,6 +8,7 @@ ignored setting.
 from __future__ import annotations
 
 import importlib
+import typing
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,9 +119,9 @@ def _explain(exc: ValidationError, model: type[BaseModel]) -> str:
         where = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             name = str(err["loc"][-1])
-            moved = _sections_holding(_model_at(model, err["loc"][:-1]), name)
+            homes = _sections_holding(_model_at(model, err["loc"][:-1]), name)
             hint = (
-                f" Did you mean {' or '.join(moved)}?" if moved
+                f" Did you mean {' or '.join(homes)}?" if homes
                 else did_you_mean(name, _fields_at(model, err["loc"][:-1]))
             )  # fmt: skip
             lines.append(f"  {where}: unknown setting.{hint}")
@@ -141,16 +142,16 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
         field = getattr(current, "model_fields", {}).get(part)
         if field is None:
             return None
-        current = _section(field.annotation)
+        current = section_model(field.annotation)
     return current
 
 
-def _section(annotation: Any) -> Any:
-    """The config class a field holds (`X`, `X | None`), else the annotation itself."""
-    for arg in (annotation, *getattr(annotation, "__args__", ())):
+def section_model(annotation: Any) -> type[BaseModel] | None:
+    """The config class a field holds (`X`, `X | None`, `list[X]`), or None for a value."""
+    for arg in (annotation, *typing.get_args(annotation)):
         if isinstance(arg, type) and issubclass(arg, BaseModel):
             return arg
-    return annotation
+    return None
 
 
 def _sections_holding(model: Any, name: str) -> list[str]:
@@ -158,7 +159,7 @@ def _sections_holding(model: Any, name: str) -> list[str]:
     setting given one level too high (or from before it moved) is pointed to its place."""
     found = []
     for field_name, field in getattr(model, "model_fields", {}).items():
-        section = _section(field.annotation)
-        if name in getattr(section, "model_fields", {}):
+        section = section_model(field.annotation)
+        if section is not None and name in section.model_fields:
             found.append(f"{field_name}.{name}")
     return found

@@ -239,8 +239,8 @@ def build_engine(
             timeout_s=ray.timeout_s,
         )  # fmt: skip
     context = PolicyContext(
-        config.model, model, tokenizer, config.seed, precision, images,
-        base_url=config.engine.base_url, served_model=config.engine.served_model,
+        config.model, model=model, tokenizer=tokenizer, seed=config.seed, precision=precision,
+        images=images, base_url=config.engine.base_url, served_model=config.engine.served_model,
         own_weights=config.mode == "async" or distributed,
     )  # fmt: skip
     return policy_engine(kind, context)

@@ -419,15 +419,18 @@ class TrainConfig(ConfigModel):
             raise ConfigError(f"rewards: give each source a distinct `name` (got {components})")
         if self.selfplay is not None and len(self.mixture) != 1:
             raise ConfigError("selfplay solves on one env: give `env`, not a mixture in `envs`")
-        stream = self.async_training
-        default = AsyncSection()
-        moved = [k for k in AsyncSection.model_fields if getattr(stream, k) != getattr(default, k)]
-        if self.mode == "sync" and moved:  # (a saved config holds the defaults: they pass)
-            given = ", ".join(f"async_training.{k}" for k in moved)
-            raise ConfigError(f"{given}: for mode: async (sync mode never trains a stale group)")
+        asynchronous = self.async_training
+        if self.mode == "sync" and asynchronous != AsyncSection():  # a saved config's defaults pass
+            changed = [
+                f"async_training.{k}" for k, v in asynchronous
+                if v != AsyncSection.model_fields[k].default
+            ]  # fmt: skip
+            raise ConfigError(
+                f"{', '.join(changed)}: for mode: async (sync mode never trains a stale group)"
+            )
         if (
-            stream.partial_rollouts
-            and stream.stale_turns == "correct"
+            asynchronous.partial_rollouts
+            and asynchronous.stale_turns == "correct"
             and self.loss.mode == "on-policy"
         ):
             raise ConfigError(

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from toolgym.config import Choices
+from toolgym.config import Choices, section_model
 from toolgym.training.config import TrainConfig
 from toolgym.training.rewards import SOURCES
 
@@ -36,7 +36,7 @@ toolgym train model=runs/sft optim.lr=1e-5 rollout.tasks_per_step=16 env.kwargs.
 def settings_markdown() -> str:
     top, sections, lists = [], [], []
     for name, field in TrainConfig.model_fields.items():
-        inner = _section_model(field.annotation)
+        inner = section_model(field.annotation)
         if inner is None:
             top.append(_row(name, field))
         elif typing.get_origin(field.annotation) is list:
@@ -50,7 +50,7 @@ def settings_markdown() -> str:
             (f"{name}.{inner_name}", inner, inner_field)
             for inner_name, inner_field in model.model_fields.items()
             if typing.get_origin(inner_field.annotation) is list
-            and (inner := _section_model(inner_field.annotation)) is not None
+            and (inner := section_model(inner_field.annotation)) is not None
         ]
     for name, model, field in lists:
         out += [
@@ -100,14 +100,6 @@ def _type(annotation: Any) -> str:
     text = text.replace("NoneType", "None").replace("Literal", "one of ")
     text = re.sub(r"toolgym\.training\.config\.(\w+)Section", lambda m: m.group(1).lower(), text)
     return text.replace("|", "or")
-
-
-def _section_model(annotation: Any) -> type[BaseModel] | None:
-    candidates = [annotation, *typing.get_args(annotation)]
-    for c in candidates:
-        if isinstance(c, type) and issubclass(c, BaseModel):
-            return c
-    return None
 
 
 if __name__ == "__main__":
