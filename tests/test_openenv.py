@@ -188,3 +188,15 @@ def test_without_the_extra_the_env_and_the_command_say_what_to_install(run):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode != 0
     assert "pip install 'toolgym[openenv]'" in result.stderr.strip().splitlines()[-1]
+
+
+def test_the_server_imports_openenv_core_without_its_gradio_ui():
+    """A server's start skips Gradio (about 5 s), which openenv-core imports for a web UI
+    the server never mounts; the served env may still import it afterwards."""
+    code = (
+        "import sys, importlib.util\nfrom toolgym.cli.openenv import without_gradio\n"
+        "with without_gradio():\n    import openenv.core\n"
+        "print('gradio' in sys.modules, importlib.util.find_spec('gradio') is not None)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.split() == ["False", "True"], result.stderr[-2000:]
