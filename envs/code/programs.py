@@ -179,12 +179,35 @@ def same_value(answer: str, expected: str) -> bool:
 
 FRESH = """import subprocess, sys
 done = subprocess.run([sys.executable, "-S", "-c", {code}], capture_output=True, text=True,
-                      env={{"PYTHONHASHSEED": "{seed}", "PATH": "/usr/bin:/bin"}})
+                      env={{"PATH": "/usr/bin:/bin", **{env}}})
 sys.stdout.write(done.stdout)
 sys.stderr.write(done.stderr)
 sys.exit(done.returncode)
 """
-"""Runs a script in a new interpreter with a chosen hash seed (inside the sandbox)."""
+"""Runs a script in a new interpreter with the given environment (inside the sandbox)."""
+
+
+@dataclass(frozen=True)
+class FreshInterpreter:
+    """How a fresh interpreter is set up to run a program once. Two runs that differ in both
+    show an answer that hangs on either: the hash seed moves a set's order, the allocator an
+    object's address. Address randomisation moves whole pages, so an address's low 12 bits
+    are the same from run to run under one allocator: two runs under Python's allocator gave
+    the same `repr(object())[-6:]` in 1 of 150 tries in the sandbox, one run under each
+    allocator in none of 150 (the two place objects at other low bits)."""
+
+    hash_seed: int
+    system_malloc: bool = False
+    """Allocate with the C library's malloc instead of Python's own (`PYTHONMALLOC=malloc`)."""
+
+    def environment(self) -> dict[str, str]:
+        return {"PYTHONHASHSEED": str(self.hash_seed)} | (
+            {"PYTHONMALLOC": "malloc"} if self.system_malloc else {}
+        )
+
+
+TWO_RUNS = (FreshInterpreter(hash_seed=1), FreshInterpreter(hash_seed=2, system_malloc=True))
+"""The two runs a proposal is checked with: one answer from both, or it is not a task."""
 
 
 @dataclass(frozen=True)
@@ -199,15 +222,15 @@ async def call_f(
     program: str,
     value: str,
     timeout_s: float | None = None,
-    hash_seed: int | None = None,
+    fresh: FreshInterpreter | None = None,
 ) -> Call:
     """f(value) in the sandbox. `value` must be a literal (static_problem says), so the only
-    code that runs is the program's. With `hash_seed`, in a fresh interpreter of its own with
-    that hash seed (not the warm sandbox's forked one), so that a proposal checked twice with
-    two seeds shows any answer that hangs on string hashing, a set's order or an address."""
+    code that runs is the program's. With `fresh`, in a new interpreter set up so (not the
+    warm sandbox's forked one): a proposal checked in TWO_RUNS shows any answer that hangs on
+    string hashing, a set's order or an address."""
     script = f"{program}\n\nprint(repr(f({value})))\n"
-    if hash_seed is not None:
-        script = FRESH.format(code=repr(script), seed=hash_seed)
+    if fresh is not None:
+        script = FRESH.format(code=repr(script), env=repr(fresh.environment()))
     result = await run_in_pool(pool, script, timeout_s=timeout_s)
     if result.status is not Status.OK:
         last = (result.stderr.strip().splitlines() or [result.status.value])[-1]

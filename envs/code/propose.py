@@ -10,7 +10,8 @@ Result: a ProposedTask (kind "code.KIND") whose `check` holds the program, its i
     the outputs the sandbox computed, or why none were: a static problem (a banned module such
     as `random`, a banned builtin such as `hash` or `id`, an input that is not a literal) or a
     run that failed, timed out, or gave a different output the second time (each run in a
-    fresh interpreter with its own hash seed, so a set's order or an address shows). Every run is in the sandbox, each
+    fresh interpreter with its own hash seed and allocator, so a set's order or an address
+    shows). Every run is in the sandbox, each
     within `timeout_s`; the self-play builder's execution stage turns what went wrong into
     the rejection's reason.
 Reward: 0 (the builder pays the proposer from its solvers' results).
@@ -26,6 +27,7 @@ from typing import Any
 from toolgym.envs.code.programs import (
     KINDS,
     PROGRAM_CHARS,
+    TWO_RUNS,
     call_f,
     generate_program,
     static_problem,
@@ -139,9 +141,8 @@ class ProposeCodeEnv(UsesSandbox, ToolEnv):
         outputs: list[str] = []
         if error is None:
             pool = await self.sandbox.pool(self)
-            for value in inputs:  # two fresh interpreters, two hash seeds: one answer
-                first = await call_f(pool, program, value, hash_seed=1)
-                second = await call_f(pool, program, value, hash_seed=2)
+            for value in inputs:  # two fresh interpreters set up apart: one answer
+                first, second = [await call_f(pool, program, value, fresh=f) for f in TWO_RUNS]
                 if first.output is None or second.output is None:
                     error = f"f({value[:40]}) failed: {first.error or second.error}"
                     break
