@@ -19,29 +19,25 @@ def opening_item(seen: Any) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-async def draw_items(
-    env: Any, source: TaskSource, split: str, n: int, until: float | None = None
-) -> list[str]:
-    """The items of the first `n` draws of `split`, reset on `env` (a ToolEnv), stopping
-    early at loop time `until`."""
-    loop, items = asyncio.get_running_loop(), []
-    for draw in source.head(split, n):
-        if until is not None and loop.time() > until:
-            break
-        obs, _ = await env.areset(seed=draw.seed, options={"task": draw.task})
-        items.append(opening_item(obs))
-    return items
-
-
 async def split_items(
     env: Any, train: int, held: int, until: float | None = None, source: TaskSource | None = None
 ) -> tuple[list[str], list[str]]:
     """The items of the first `train` train draws and `held` eval draws of `env`'s tasks (or
-    of `source`, one of them); eval first, so a deadline cuts the longer train side, not the
-    measured one."""
+    of `source`, one of them), reset on `env` (a ToolEnv). The two splits' draws interleave in
+    proportion, so a deadline (loop time `until`; an env with a browser resets slowly) cuts
+    both alike and never leaves eval items compared with no train items at all."""
     source = source or env.task_source()
-    held_items = await draw_items(env, source, "eval", held, until)
-    return await draw_items(env, source, "train", train, until), held_items
+    draws = [("eval", i / held, d) for i, d in enumerate(source.head("eval", held))]
+    draws += [("train", i / train, d) for i, d in enumerate(source.head("train", train))]
+    draws.sort(key=lambda draw: draw[1])  # stable: at a tie the eval draw first
+    loop = asyncio.get_running_loop()
+    items: dict[str, list[str]] = {"train": [], "eval": []}
+    for split, _, draw in draws:
+        if until is not None and loop.time() > until:
+            break
+        obs, _ = await env.areset(seed=draw.seed, options={"task": draw.task})
+        items[split].append(opening_item(obs))
+    return items["train"], items["eval"]
 
 
 def shared_share(held: list[str], train: list[str]) -> float:

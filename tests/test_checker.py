@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from shipped_envs import shipped_env_ids
 
 import fixture_envs
+import toolgym
 from toolgym.envs.checker import check_env
+from toolgym.envs.held_out import shared_share, split_items
 
 SHIPPED = shipped_env_ids()
 
@@ -121,6 +125,25 @@ def test_eval_items_that_training_also_draws_are_reported_with_their_counts():
     assert f.status == "warn" and "(declared: " not in f.message
     assert "100% of 64 eval draws (" in f.message and "distinct items" in f.message
     assert "shared_items" in f.message  # how to say why, where it is by design
+
+
+def test_an_env_that_resets_slowly_still_has_its_eval_items_compared_with_train_items():
+    """The held-out check stops drawing at its deadline: the splits' draws interleave, so an
+    env whose resets take a browser's time is compared on both sides, not on eval draws alone
+    (which would pass whatever training drew)."""
+
+    async def drawn_in_a_second() -> tuple[list[str], list[str]]:
+        env = toolgym.make("fixture/SlowSeedSplitMaze-v0")
+        try:
+            until = asyncio.get_running_loop().time() + 1.0  # about 50 resets
+            return await split_items(env.unwrapped, 256, 64, until)
+        finally:
+            await env.aclose()
+
+    train, held = asyncio.run(drawn_in_a_second())
+    assert 5 <= len(held) <= 15 and 20 <= len(train) <= 60, (len(held), len(train))
+    assert 3.5 <= len(train) / len(held) <= 4.5  # the splits' 256:64
+    assert shared_share(held, train) == 1.0  # its 8 mazes are in every split
 
 
 def test_a_declared_reason_turns_shared_items_into_a_warning():
