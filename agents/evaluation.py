@@ -67,8 +67,8 @@ def setting(plan: EvalPlan) -> Setting:
     if saved is None:
         tool_schemas = True if plan.tool_schemas is None else plan.tool_schemas
         return Setting(dict(plan.env_kwargs), tool_schemas, None)
-    merged = merge_env_kwargs(dict(saved.get("env_kwargs") or {}), dict(plan.env_kwargs))
-    tool_schemas = saved["tool_schemas"] if plan.tool_schemas is None else plan.tool_schemas
+    merged = merge_env_kwargs(saved.env_kwargs, dict(plan.env_kwargs))
+    tool_schemas = saved.tool_schemas if plan.tool_schemas is None else plan.tool_schemas
     return Setting(merged.kwargs, tool_schemas, merged)
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolgym.errors import ConfigError
+
 FILE = "toolgym_env.json"
 
 
@@ -39,18 +41,55 @@ def _absolute(value: Any) -> Any:
     return value
 
 
-def read_env_settings(model_dir: str | Path, env_id: str) -> dict[str, Any] | None:
-    """The settings saved with `model_dir` for `env_id`; None when there are none for it."""
+SETTINGS_BYTES = 1 << 20
+"""The largest settings file read (they are a few hundred bytes; a bigger one is damaged)."""
+
+
+@dataclass(frozen=True)
+class SavedSettings:
+    """What `write_env_settings` saved, checked."""
+
+    env_kwargs: dict[str, Any]
+    tool_schemas: bool
+
+
+def read_env_settings(model_dir: str | Path, env_id: str) -> SavedSettings | None:
+    """The settings saved with `model_dir` for `env_id`; None when it saved none, or saved
+    them for another env. A file that is there but damaged (not JSON, or not in the shape
+    written here) is a ConfigError naming it: played without them, the policy would meet a
+    format it never learned, and nothing would say so."""
     path = Path(model_dir) / FILE
     if not path.is_file():
         return None
+
+    def damaged(why: str) -> ConfigError:
+        return ConfigError(
+            f"{path}: the env settings saved with this model are damaged ({why}); write them "
+            f"again with `toolgym sft`, or delete the file to play the model without them"
+        )
+
     try:
-        settings = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        with path.open("rb") as file:
+            raw = file.read(SETTINGS_BYTES + 1)
+        if len(raw) > SETTINGS_BYTES:
+            raise damaged(f"over {SETTINGS_BYTES} bytes")
+        settings = json.loads(raw.decode("utf-8"))
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot read the env settings saved with this model: {exc}"
+        ) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise damaged(f"not JSON: {str(exc)[:80]}") from None
+    if not isinstance(settings, dict) or not isinstance(settings.get("env_id"), str):
+        raise damaged('not an object with an "env_id"')
+    if settings["env_id"] != env_id:
         return None
-    if not isinstance(settings, dict) or settings.get("env_id") != env_id:
-        return None
-    return settings
+    kwargs, tool_schemas = settings.get("env_kwargs", {}), settings.get("tool_schemas")
+    if not isinstance(kwargs, dict):
+        raise damaged(f'"env_kwargs" is a {type(kwargs).__name__}, not an object')
+    if not isinstance(tool_schemas, bool):
+        raise damaged(f'"tool_schemas" is {tool_schemas!r:.40}, not true or false')
+    return SavedSettings(kwargs, tool_schemas)
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,54 @@ def test_a_trained_policy_keeps_the_env_settings_it_was_trained_with(cli, tiny_m
     assert saved == {"env_id": "toolgym/Maze-v0", "env_kwargs": {"size": 2}, "tool_schemas": False}
 
 
+DAMAGED_SETTINGS = {
+    b'{"env_id": "toolgym/Maze-v0", "env_kwargs": {': "not JSON",  # cut off mid-write
+    bytes(range(256)): "not JSON",
+    b"[1, 2]": 'not an object with an "env_id"',
+    b'{"env_id": "toolgym/Maze-v0", "env_kwargs": [1, 2], "tool_schemas": false}':
+        '"env_kwargs" is a list, not an object',
+    b'{"env_id": "toolgym/Maze-v0", "env_kwargs": {}}': '"tool_schemas" is None, not true or false',
+    b'{"env_id": "toolgym/Maze-v0", "tool_schemas": "no"}': "\"tool_schemas\" is 'no'",
+    b" " * (2 << 20): "over 1048576 bytes",
+    b"[" * 500_000: "not JSON",  # too deep for the parser
+    b'{"env_id": "toolgym/Maze-v0", "tool_schemas": "' + b"x" * 500_000 + b'"}': "'xxxx",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("content", DAMAGED_SETTINGS, ids=range(len(DAMAGED_SETTINGS)))
+def test_damaged_saved_env_settings_are_named_not_ignored(tmp_path, content):
+    """A model's toolgym_env.json that is cut off, garbage or of the wrong shape stops the
+    command naming the file: ignored, the policy would be played in a format it never learned
+    without a word (it was; a settings file for another env is still no settings)."""
+    from toolgym.envs.saved_settings import read_env_settings
+    from toolgym.errors import ConfigError
+
+    (tmp_path / "toolgym_env.json").write_bytes(content)
+    with pytest.raises(ConfigError) as raised:
+        read_env_settings(tmp_path, "toolgym/Maze-v0")
+    message = str(raised.value)
+    assert str(tmp_path / "toolgym_env.json") in message and DAMAGED_SETTINGS[content] in message
+    assert "delete the file" in message and len(message) < 400
+
+
+def test_a_model_with_damaged_env_settings_stops_eval_and_train_in_one_line(
+    cli, tiny_model_dir, tmp_path
+):
+    import shutil
+
+    from toolgym.envs.saved_settings import read_env_settings
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    (model / "toolgym_env.json").write_text('{"env_id": "toolgym/Maze-v0", "env_kwargs": [')
+    for args in (["eval", "toolgym/Maze-v0", "--model", str(model), "-n", "2"],
+                 ["train", f"model={model}", f"run_dir={tmp_path / 'run'}", "steps=1"]):  # fmt: skip
+        one_line_error(cli(*args), "the env settings saved with this model are damaged")
+    assert not (tmp_path / "run" / "policy").exists()
+    (model / "toolgym_env.json").write_text('{"env_id": "toolgym/SQL-v0", "env_kwargs": {}}')
+    assert read_env_settings(model, "toolgym/Maze-v0") is None  # another env's: none for this
+
+
 def test_paths_and_settings_that_are_wrong_are_one_line_each(cli, tiny_model_dir, tmp_path):
     """Model directories that are not there or are not models, a run_dir that is a file, a
     LoRA target the model does not have, and a resumed run whose model is gone: each one line

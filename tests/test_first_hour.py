@@ -321,7 +321,7 @@ def test_saved_env_settings_name_files_absolutely(tmp_path, monkeypatch):
     kwargs = {"tasks": "q.jsonl", "game": {"folder": "games"}, "style": "tags", "size": 2}
     write_env_settings(tmp_path, "toolgym/SQL-v0", kwargs, True)
     monkeypatch.chdir("/")
-    saved = read_env_settings(tmp_path, "toolgym/SQL-v0")["env_kwargs"]
+    saved = read_env_settings(tmp_path, "toolgym/SQL-v0").env_kwargs
     assert saved == {"tasks": str(tmp_path / "q.jsonl"), "game": {"folder": str(tmp_path / "games")},
                      "style": "tags", "size": 2}  # fmt: skip
 

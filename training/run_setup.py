@@ -44,11 +44,11 @@ def with_model_env_settings(config: TrainConfig) -> tuple[TrainConfig, MergedSet
     if settings is None:
         return config, None
     update: dict[str, Any] = {}
-    merged = merge_env_kwargs(dict(settings.get("env_kwargs") or {}), dict(config.env.kwargs))
+    merged = merge_env_kwargs(settings.env_kwargs, dict(config.env.kwargs))
     if merged.saved:
         update["env"] = config.env.model_copy(update={"kwargs": merged.kwargs})
     if "tool_schemas_in_prompt" not in config.rollout.model_fields_set:
         update["rollout"] = config.rollout.model_copy(
-            update={"tool_schemas_in_prompt": settings["tool_schemas"]}
+            update={"tool_schemas_in_prompt": settings.tool_schemas}
         )
     return config.model_copy(update=update), merged
