@@ -4,9 +4,9 @@ kept in a file whose tail explains a failed start, its process group ended on st
 
 A server dies with the process that started it, even one killed with SIGKILL (no orphans
 left with PPID 1). `process_wide` keeps one such server per key for the whole Python process,
-stopped at exit:
-for servers that hold no per-episode state, so the many short-lived envs of a check or a
-test session do not each pay a start of several seconds."""
+stopped at exit (a forked child starts its own): for servers that hold no per-episode state,
+so the many short-lived envs of a check or a test session do not each pay a start of several
+seconds."""
 
 from __future__ import annotations
 
@@ -145,6 +145,18 @@ async def process_wide(key: Hashable, make: Callable[[], ServerProcess]) -> Serv
 def _start_lock(key: Hashable) -> asyncio.Lock:
     locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
     return locks.setdefault(key, asyncio.Lock())
+
+
+def _forked() -> None:
+    """A forked child (Gymnasium's async vector env) starts with none of its parent's
+    servers: their handles are the parent's, so a restart would take the parent's port, where
+    the parent's server, still running, would answer the child's readiness probe for a server
+    that never bound; and the child's exit would stop what it does not own."""
+    _RUNNING.clear()
+    _LOCKS.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 @atexit.register
