@@ -15,7 +15,7 @@ from toolgym.training.selfplay.builder import SelfPlay
 from toolgym.training.selfplay.pool import TaskPool
 from toolgym.training.selfplay.validation import Rules
 
-MAZE_SELFPLAY = SelfPlaySection.model_construct(domain="maze", proposals=4, min_solver_groups=2)
+MAZE_SELFPLAY = SelfPlaySection.model_construct(domain="maze", proposals=4, solver_groups=2)
 """The section for a domain of this test's own, which the registry of choices does not hold."""
 
 
@@ -31,6 +31,9 @@ class MazeDomain:
 
     def solver_task(self, task):
         return {"seed": int(task.check["seed"])}
+
+    def identity(self, task):
+        return str(task.check["seed"])
 
 
 REFERENCES = [

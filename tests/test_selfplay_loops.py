@@ -36,7 +36,7 @@ def config(model, run_dir, domain, *extra):
         [f"model={model}", f"run_dir={run_dir}", "tensorboard=false", "eval.every_steps=10",
          "eval.episodes=2", "rollout.tasks_per_step=2", "rollout.rollouts_per_task=2",
          "rollout.max_tokens=24", "optim.micro_batch_size=2", *DOMAINS[domain],
-         f"selfplay={{domain: {domain}, proposals: 3, references: 2, min_solver_groups: 2, "
+         f"selfplay={{domain: {domain}, proposals: 3, references: 2, solver_groups: 2, "
          "proposer: {max_turns: 1}}", *extra],
     )  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""The self-play task pool: references kept, capacity, policies, backfill, resume."""
+"""The self-play task pool: references kept, capacity, policies, filling a batch, resume."""
 
 from __future__ import annotations
 
@@ -24,17 +24,28 @@ def test_references_stay_and_proposals_are_capped_oldest_first():
     assert len(pool) == 5
 
 
-def test_policies_and_backfill_are_a_function_of_the_step():
+def test_policies_are_a_function_of_the_step():
     pool = TaskPool([task(i) for i in range(20)], policy="uniform", seed=3)
     assert pool.show(4, step=7) == pool.show(4, step=7) != pool.show(4, step=8)
     assert len(set(t.answer for t in pool.show(4, step=7))) == 4  # no repeats in one context
     newest = TaskPool([task(0)], policy="recent")
     newest.add([task(1, "p1"), task(2, "p2")])
     assert [t.answer for t in newest.show(2, step=0)] == ["2", "1"]
-    assert len(pool.backfill(30, step=1)) == 30 and pool.backfill(3, 1) == pool.backfill(3, 1)
-    assert TaskPool([]).backfill(5, 0) == []
     with pytest.raises(ConfigError, match="Did you mean: recent"):
         TaskPool([], policy="recnt")
+
+
+def test_a_batch_is_filled_with_past_proposals_newest_first_then_references():
+    pool = TaskPool([task(0), task(1)])
+    assert [(source, t.answer) for source, t in pool.fill(3)] == [
+        ("reference", "0"),
+        ("reference", "1"),
+        ("reference", "0"),
+    ]
+    pool.add([task(5, "p5"), task(6, "p6"), task(7, "p7")])
+    assert [t.answer for _, t in pool.fill(2)] == ["7", "6"]  # enough proposals: no reference
+    assert [t.answer for _, t in pool.fill(6)] == ["7", "6", "5", "0", "1", "7"]
+    assert TaskPool([]).fill(5) == [] and pool.fill(0) == []
 
 
 def test_a_resumed_pool_holds_what_it_held():

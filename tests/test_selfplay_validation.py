@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from toolgym.agents.trajectory import Step, Trajectory
 from toolgym.training.selfplay.validation import (
-    NearDuplicates,
     Rules,
     read_task,
     validate,
@@ -78,25 +77,6 @@ def test_rules_count_the_proposers_distinct_tool_calls():
                            calls=[("search", {"q": "nantes"}), ("propose", {"question": "?"})])  # fmt: skip
     validate([proposed], [("rules", searching)])  # writing the task is not exploring
     assert proposed.rejected == "rules: the proposer made 1 distinct calls to search (at least 2)"
-
-
-def test_near_duplicates_of_the_pool_or_of_this_step_are_refused():
-    from toolgym.envs.proposed import ProposedTask
-
-    seen = NearDuplicates(threshold=0.6)
-    seen.remember([ProposedTask(**task("Which city is the capital of France and its largest?"))])
-    verdicts = run(
-        [
-            task("Which city is the capital of France and its largest city?"),  # the pool's
-            task("Which river is the longest in Europe by its length?", "Volga"),
-            task(
-                "Which river is the longest in Europe by its length today?", "Volga"
-            ),  # this step's
-        ],
-        [("duplicates", seen)],
-    )
-    assert verdicts[0][0] == "duplicates" and verdicts[1] == (None, None)
-    assert verdicts[2][0] == "duplicates" and "like a task already seen" in verdicts[2][1]
 
 
 def test_stages_run_cheapest_first_and_a_stage_that_raises_rejects_without_stopping():

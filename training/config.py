@@ -308,13 +308,14 @@ class SelfPlaySection(ConfigModel):
     """The proposer's reward: learnability, one_minus, azr or band(lo, hi)."""
     invalid_penalty: float = -1.0
     """The reward of a proposal some validation stage refused (azr has its own, -1)."""
-    min_solver_groups: int = Field(1, ge=0)
-    """Solver groups a step always has: the pool backfills when too few tasks are valid."""
+    solver_groups: int = Field(8, ge=0)
+    """Solver groups a step trains on at least: each valid proposal's, topped up from the
+    pool's past proposals (newest first) when too few are valid, from the references only
+    while the pool has too few proposals. A batch that shrank with the proposer's failures
+    would starve the solver (about 3 groups a step against a curated run's 8)."""
     readers: int = Field(1, ge=1)
     """Reader episodes per task for a domain that grounds its tasks (search): a task stands
     when one of them answers it from the evidence."""
-    duplicate_threshold: float = Field(0.8, gt=0, le=1)
-    """Word-trigram overlap with a task already seen that refuses a proposal."""
     pool_capacity: int = Field(256, ge=1)
     """Proposed tasks the pool keeps (the oldest go first); references are kept besides."""
     pool_policy: Annotated[str, Choices("toolgym.training.selfplay.pool:POLICIES")] = "uniform"

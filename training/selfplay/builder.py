@@ -4,17 +4,23 @@ A step:
   1. `proposals` proposer episodes on the domain's proposer env, each shown `shown` tasks
      from the pool (its reset task carries them, as JSON, under "examples").
   2. Each episode's task is read (the format stage) and run through the domain's stages,
-     cheapest first, then its grounding (reader episodes, for a domain that GroundsTasks),
-     then near-duplicates; a rejection keeps its stage and reason.
+     cheapest first, then its grounding (reader episodes, for a domain that GroundsTasks);
+     a rejection keeps its stage and reason. A task the step already proposed (the same
+     `identity`, the domain's: for SQL its database and question) is a repeat: not solved
+     again, and it earns 0, not the penalty (a repeat is a valid task; a proposer that writes
+     the skill's questions well must not be pushed off them).
   3. Each valid task gets `solvers` episodes on the domain's solver env: a group of its own,
-     id `{proposer's trajectory id}:solver`. Too few valid tasks, and the pool backfills solver groups.
+     id `{proposer's trajectory id}:solver`. Fewer than `solver_groups` valid tasks, and the
+     pool tops the batch up (`s{step}.pool{k}:solver`, `s{step}.reference{k}:solver`).
   4. A proposer's reward is its rule's (proposer_rewards.py) from its task's solve rate: the
      solvers' training episodes score it, no extra rollouts. An invalid proposal earns
-     `invalid_penalty` (or its rule's own, azr's -1); a proposal whose solvers all failed to run is masked (unknown).
+     `invalid_penalty` (or its rule's own, azr's -1); a proposal whose solvers all failed to
+     run is masked (unknown).
      Proposals are one group per task kind, id `s{step}:{kind}:proposer`, so the group's
      normalisation is the per-(env, role, kind) baseline. A proposal alone in its group
      would have none (plain REINFORCE, or advantage 0): the step warns when a kind has one.
-  5. Valid tasks join the pool (saved in the checkpoint with the builder's state).
+  5. Valid tasks join the pool (saved in the checkpoint with the builder's state), those it
+     holds already (by identity) once only.
 
 A domain (`SelfPlayDomain`) names the two envs, its validation stages and how a task becomes
 the solver env's reset task. Everything a proposal holds is hostile: it is bounded when read
@@ -38,7 +44,6 @@ from toolgym.training.groups.base import BuildContext
 from toolgym.training.selfplay.pool import TaskPool
 from toolgym.training.selfplay.proposer_rewards import proposer_reward
 from toolgym.training.selfplay.validation import (
-    NearDuplicates,
     Proposal,
     Stage,
     read_task,
@@ -46,6 +51,8 @@ from toolgym.training.selfplay.validation import (
 )
 
 log = get_logger(__name__)
+REPEAT = "repeat"
+"""The stage of a proposal that repeats a task proposed earlier in its step."""
 
 
 class SelfPlayDomain(Protocol):
@@ -63,6 +70,10 @@ class SelfPlayDomain(Protocol):
 
     def references(self, k: int) -> list[ProposedTask]:
         """k reference tasks of the domain's own, to seed the pool."""
+        ...
+
+    def identity(self, task: ProposedTask) -> str:
+        """What makes two tasks one (for SQL: the database and the question's text)."""
         ...
 
 
@@ -106,12 +117,20 @@ class SelfPlay:
         for p, group in zip(valid, solved, strict=True):
             group.group_id = f"{p.trajectory.id}:solver"
             self._reward(p, group)
-        refill = self.pool.backfill(max(self.settings.min_solver_groups - len(solved), 0), ctx.step)
-        extra = await ctx.collect([self._solve(task) for task in refill]) if refill else []
-        for k, group in enumerate(extra):
-            group.group_id = f"s{ctx.step}.b{k}:solver"
-        self.pool.add([p.task for p in valid if p.task is not None])
-        self.last_metrics = self._metrics(proposals, solved)
+        topped = self.pool.fill(max(self.settings.solver_groups - len(solved), 0))
+        extra = await ctx.collect([self._solve(task) for _, task in topped]) if topped else []
+        for k, ((source, _), group) in enumerate(zip(topped, extra, strict=True)):
+            group.group_id = f"s{ctx.step}.{source}{k}:solver"
+        known = {self.domain.identity(t) for t in self.pool.tasks}
+        new = [p.task for p in valid if p.task and self.domain.identity(p.task) not in known]
+        self.pool.add(new)
+        sources = Counter(source for source, _ in topped)
+        self.last_metrics = self._metrics(proposals, solved) | {
+            "solver_groups/proposed": float(len(solved)),
+            "solver_groups/pool": float(sources["pool"]),
+            "solver_groups/reference": float(sources["reference"]),
+            "pool_repeats": float(len(valid) - len(new)),
+        }
         reasons = Counter(p.rejected[:160] for p in proposals if p.rejected is not None)
         for reason, count in reasons.most_common(3):  # why proposals fail, for whoever watches
             log.info("self-play step %d: %d proposal(s) rejected: %s", ctx.step, count, reason)
@@ -138,19 +157,22 @@ class SelfPlay:
         return proposals
 
     async def _validate(self, proposals: list[Proposal], ctx: BuildContext) -> None:
-        """The domain's stages, its grounding (if it grounds tasks), then near-duplicates of
-        the pool and of each other; a rejected proposal earns the penalty."""
+        """The domain's stages, its grounding (if it grounds tasks), then repeats within the
+        step; a rejected proposal earns the penalty, a repeat 0."""
         validate(proposals, [*self.domain.stages(), ("solver task", self._solver_task_stage)])
         if isinstance(self.domain, GroundsTasks):
             await self._ground([p for p in proposals if p.rejected is None], ctx)
-        duplicates = NearDuplicates(self.settings.duplicate_threshold)
-        duplicates.remember(self.pool.tasks)
-        validate(proposals, [("duplicates", duplicates)])
+        first: dict[str, str] = {}
+        for p in proposals:
+            if p.rejected is None and p.task is not None:
+                earlier = first.setdefault(self.domain.identity(p.task), p.trajectory.id)
+                if earlier != p.trajectory.id:
+                    p.rejected, p.stage = f"{REPEAT}: the task {earlier} proposed this step", REPEAT
         own = self.rule(None)  # a rule with a penalty of its own (azr) uses it
         penalty = own if own is not None else self.settings.invalid_penalty
         for p in proposals:
             if p.rejected is not None and p.trajectory.steps:
-                p.trajectory.steps[-1].reward = penalty
+                p.trajectory.steps[-1].reward = 0.0 if p.stage == REPEAT else penalty
 
     async def _ground(self, proposals: list[Proposal], ctx: BuildContext) -> None:
         domain = self.domain

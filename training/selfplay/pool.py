@@ -3,10 +3,11 @@ when a step's proposals fall short.
 
 Seeded with reference tasks (curated, never evicted), it takes each step's valid proposals
 and keeps at most `capacity` of them, the oldest evicted first. `show(k, step)` picks the
-examples for a proposer's context by a sampling policy from POLICIES; `backfill(n, step)`
-picks n tasks for solvers when too few proposals were valid. Draws are a function of the
-run's seed and the step, so a resumed run draws what it would have; the pool rides in the
-checkpoint as JSON.
+examples for a proposer's context by a sampling policy from POLICIES; `fill(n)` gives the n
+tasks that top up a step's solver batch when too few proposals were valid: past proposals,
+newest first, and the references only while there are too few of those (the start of a
+run). Draws are a function of the run's seed and the step, so a resumed run draws what it
+would have; the pool rides in the checkpoint as JSON.
 """
 
 from __future__ import annotations
@@ -61,17 +62,18 @@ class TaskPool:
 
     def show(self, k: int, step: int) -> list[ProposedTask]:
         """The k examples a proposer is shown at `step`."""
-        return self.policy(self.tasks, k, self._rng(step, 0))
+        return self.policy(self.tasks, k, self._rng(step))
 
-    def backfill(self, n: int, step: int) -> list[ProposedTask]:
-        """n tasks for solvers (drawn with replacement when the pool holds fewer)."""
-        if not self.tasks:
-            return []
-        rng = self._rng(step, 1)
-        return [rng.choice(self.tasks) for _ in range(n)]
+    def fill(self, n: int) -> list[tuple[str, ProposedTask]]:
+        """n tasks for solvers with where each came from ("pool" or "reference"): the
+        proposals newest first, then the references, again from the newest when the pool
+        holds fewer than n (none when it holds nothing)."""
+        order = [("pool", t) for t in reversed(self.proposed)]
+        order += [("reference", t) for t in self.references]
+        return [order[i % len(order)] for i in range(n)] if order else []
 
-    def _rng(self, step: int, purpose: int) -> random.Random:
-        return random.Random(self.seed * 1_000_003 + step * 2 + purpose)
+    def _rng(self, step: int) -> random.Random:
+        return random.Random(self.seed * 1_000_003 + step * 2)
 
     def state_dict(self) -> dict[str, Any]:
         return {"proposed": [t.model_dump(mode="json") for t in self.proposed]}

@@ -1,18 +1,17 @@
 """Validating proposed tasks in stages, cheapest first; the first stage that objects rejects
 the task with its reason, and the later (dearer) stages never run.
 
-A stage is a function (task, proposal) -> reason or None. The domain-independent ones are
+A stage is a function (task, proposal) -> reason or None. The domain-independent one is
 here: `rules` (the answer not given away by the question, no tool-call markup in it, enough
-distinct exploring calls by the proposer) and `near_duplicates` (a task too like one already in
-the pool or proposed this step). Domains add theirs (execution twice with the same result,
-grounding against distractors) between them. Format (the typed task's shape and sizes) is
+distinct exploring calls by the proposer). Domains add theirs (execution twice with the same
+result, grounding against distractors) after it; repeats within a step are the builder's. Format (the typed task's shape and sizes) is
 checked before any stage, when the result is read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from toolgym.agents.trajectory import ResultError, Trajectory
 from toolgym.envs.proposed import ProposedTask
@@ -104,27 +103,6 @@ class Rules:
         return None
 
 
-@dataclass
-class NearDuplicates:
-    """Refuses a task whose instruction shares at least `threshold` of its word trigrams
-    (Jaccard) with a task already seen: the pool's, or one accepted earlier this step."""
-
-    threshold: float = 0.8
-    seen: list[frozenset[str]] = field(default_factory=list)
-
-    def remember(self, tasks: Iterable[ProposedTask]) -> None:
-        self.seen += [shingles(t.instruction) for t in tasks]
-
-    def __call__(self, task: ProposedTask, proposal: Proposal) -> str | None:
-        mine = shingles(task.instruction)
-        for other in self.seen:
-            overlap = len(mine & other) / max(len(mine | other), 1)
-            if overlap >= self.threshold:
-                return f"the instruction is {overlap:.0%} like a task already seen"
-        self.seen.append(mine)
-        return None
-
-
 def validate(proposals: Sequence[Proposal], stages: Sequence[tuple[str, Stage]]) -> None:
     """Run each proposal that has a task through `stages` in order; the first reason given
     rejects it (`rejected`, `stage`). A stage that raises rejects with what it raised: a
@@ -141,10 +119,3 @@ def validate(proposals: Sequence[Proposal], stages: Sequence[tuple[str, Stage]])
             if reason is not None:
                 proposal.rejected, proposal.stage = f"{name}: {reason}", name
                 break
-
-
-def shingles(text: str, n: int = 3) -> frozenset[str]:
-    words = normalize_answer(text).split()
-    if len(words) < n:
-        return frozenset([" ".join(words)])
-    return frozenset(" ".join(words[i : i + n]) for i in range(len(words) - n + 1))

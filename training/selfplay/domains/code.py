@@ -11,6 +11,7 @@ sandbox.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from toolgym.envs.code.programs import KINDS
@@ -48,6 +49,11 @@ class CodeDomain:
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
         check = task.check
         return {k: check[k] for k in ("kind", "program", "inputs", "outputs", "shown")}
+
+    def identity(self, task: ProposedTask) -> str:
+        """The kind, the program and its inputs: what the solver is asked about."""
+        check = task.check
+        return json.dumps([check.get("kind"), check.get("program"), check.get("inputs")])
 
     def references(self, k: int) -> list[ProposedTask]:
         """k of the solver env's curated (generated) tasks."""

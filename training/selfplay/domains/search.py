@@ -65,6 +65,10 @@ class SearchDomain:
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
         return {"question": task.instruction, "answers": [task.answer or ""]}
 
+    def identity(self, task: ProposedTask) -> str:
+        """The question, as answers are compared (case, punctuation and articles aside)."""
+        return normalize_answer(task.instruction)
+
     def references(self, k: int) -> list[ProposedTask]:
         """k of the solver env's own training questions."""
         env = make(self.solver.env_id, **self.solver.kwargs)

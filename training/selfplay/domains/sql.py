@@ -17,6 +17,7 @@ from typing import Any
 
 from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
+from toolgym.envs.search.scoring import normalize_answer
 from toolgym.envs.sql.determinism import nondeterminism
 from toolgym.envs.sql.questions import check_templates, generate_question
 from toolgym.training.selfplay.validation import Proposal, Rules, Stage
@@ -62,6 +63,11 @@ class SQLDomain:
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
         return {"db_id": task.check["db_id"], "question": task.instruction,
                 "gold_sql": task.check["gold_sql"]}  # fmt: skip
+
+    def identity(self, task: ProposedTask) -> str:
+        """The database and the question: the same question on another database is another
+        task, and one question is one task whatever query its proposer wrote for it."""
+        return f"{task.check.get('db_id')}\n{normalize_answer(task.instruction)}"
 
     def references(self, k: int) -> list[ProposedTask]:
         """k generated questions of the solver's databases and templates."""

@@ -10,6 +10,7 @@ Games are built into the cache folder the solver env reads (its `cache_dir`), on
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from toolgym.envs.proposed import ProposedTask
@@ -43,6 +44,10 @@ class TextWorldDomain:
 
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
         return {"spec": task.check["spec"]}
+
+    def identity(self, task: ProposedTask) -> str:
+        """The game's spec: one spec builds one game."""
+        return json.dumps(task.check.get("spec"), sort_keys=True)
 
     def references(self, k: int) -> list[ProposedTask]:
         """k of spec_maker's games (built by the solver env the first time one is played)."""

@@ -1,0 +1,148 @@
+"""The self-play builder's solver batch and repeats, its bookkeeping played step by step with a
+scripted collector (the loop on a real model is test_selfplay_builder.py's): the solver
+trains on `solver_groups` groups whatever the proposer managed, topped up from past
+proposals before references; a task proposed twice in a step is a repeat that earns 0 and
+is solved once; a task the pool holds already is valid and kept once."""
+
+from __future__ import annotations
+
+import asyncio
+
+from toolgym.agents.trajectory import Step, Trajectory, TrajectoryGroup
+from toolgym.envs.proposed import ProposedTask
+from toolgym.envs.ref import EnvRef
+from toolgym.training.config import SelfPlaySection
+from toolgym.training.groups.base import BuildContext
+from toolgym.training.selfplay.builder import SelfPlay
+from toolgym.training.selfplay.pool import TaskPool
+from toolgym.training.selfplay.validation import Rules
+
+
+class QuestionDomain:
+    """Questions on named databases: one is another's repeat when both ask the same of the
+    same database, whatever the case and punctuation."""
+
+    name = "questions"
+    proposer = EnvRef("propose", "fixture/ProposeMaze-v0")
+    solver = EnvRef("solve", "toolgym/Maze-v0")
+
+    def stages(self):
+        return [("rules", Rules())]
+
+    def solver_task(self, task):
+        return {"db": task.check["db"], "question": task.instruction}
+
+    def identity(self, task):
+        return f"{task.check['db']}|{task.instruction.lower().strip(' ?')}"
+
+    def references(self, k):
+        return [question("reference", f"How many rows does table {i} hold?") for i in range(k)]
+
+
+def question(db: str, text: str) -> ProposedTask:
+    return ProposedTask(kind="sql", instruction=text, check={"db": db})
+
+
+class Scripted:
+    """Plays the step's proposer episode k as handing back `proposals[k]` (None: no task),
+    and solves every task at the rate `solve_rate` gives its question."""
+
+    def __init__(self, proposals, solve_rate=lambda question: 0.5, solvers=4):
+        self.proposals, self.solve_rate, self.solvers = proposals, solve_rate, solvers
+        self.solved: list[dict] = []
+
+    async def __call__(self, requests):
+        return [self.play(r) for r in requests]
+
+    def play(self, request) -> TrajectoryGroup:
+        task = request.draw.task
+        if request.role == "proposer":
+            proposed = self.proposals[int(task["proposal"][1:]) % len(self.proposals)]
+            result = None if proposed is None else proposed.model_dump(mode="json")
+            steps = [Step(0, 1, [0.0], "propose", [], 0.0, 0, 1, result=result)]
+            return TrajectoryGroup("", None, [Trajectory(task["proposal"], steps=steps)])
+        self.solved.append(task)
+        wins = round(self.solve_rate(task["question"]) * request.size)
+        episodes = [
+            Trajectory(f"{request.group_id}:{i}",
+                       steps=[Step(0, 1, [0.0], "answer", [], float(i < wins), 0, 1)])
+            for i in range(request.size)
+        ]  # fmt: skip
+        return TrajectoryGroup(request.group_id, None, episodes)
+
+
+def selfplay(proposals: int, solver_groups: int, pool: TaskPool) -> SelfPlay:
+    settings = SelfPlaySection.model_construct(
+        domain="questions", proposals=proposals, shown=0, reward="learnability",
+        invalid_penalty=-1.0, solver_groups=solver_groups, readers=1,
+    )  # fmt: skip
+    return SelfPlay(QuestionDomain(), pool, settings, solvers=4)
+
+
+def step(builder: SelfPlay, collect: Scripted, number: int) -> list[TrajectoryGroup]:
+    ctx = BuildContext(step=number, policy_version=number, groups=8, collect=collect)
+    return asyncio.run(builder.build(ctx))
+
+
+def rewards(groups: list[TrajectoryGroup]) -> list[float]:
+    proposers = [t for g in groups if g.group_id.endswith(":proposer") for t in g.trajectories]
+    return [t.steps[-1].reward for t in sorted(proposers, key=lambda t: int(t.id[1:]))]
+
+
+def test_a_step_whose_proposals_fail_still_trains_the_solver_on_its_whole_batch():
+    references = QuestionDomain().references(2)
+    builder = selfplay(proposals=4, solver_groups=6, pool=TaskPool(references))
+    # step 0: one valid question of four (two hand back nothing, one is too short)
+    first = Scripted([question("shop", "How many orders came from Lyon?"), None,
+                      question("shop", "Hm?"), None])  # fmt: skip
+    groups = step(builder, first, 0)
+    solvers = [g.group_id for g in groups if g.group_id.endswith(":solver")]
+    assert len(solvers) == 6  # 1 proposed + 5 topped up: not 1 + a floor of 2
+    assert solvers[0] == "p0:solver"
+    # the pool's one past proposal does not exist yet (it joins after the step): references
+    assert solvers[1:] == [f"s0.reference{k}:solver" for k in range(5)]
+    metrics = builder.last_metrics
+    assert (metrics["solver_groups/proposed"], metrics["solver_groups/pool"],
+            metrics["solver_groups/reference"]) == (1, 0, 5)  # fmt: skip
+    # step 1: nothing valid; the batch is the pool's proposal first, newest first
+    second = Scripted([None] * 4)
+    groups = step(builder, second, 1)
+    assert [t["question"] for t in second.solved][:3] == [
+        "How many orders came from Lyon?",
+        *(r.instruction for r in references),
+    ]
+    assert builder.last_metrics["solver_groups/pool"] >= 1
+    assert sum(g.group_id.endswith(":solver") for g in groups) == 6
+
+
+def test_a_repeat_within_the_step_earns_nothing_and_is_solved_once():
+    builder = selfplay(proposals=4, solver_groups=0, pool=TaskPool([]))
+    scripted = Scripted([
+        question("shop", "How many orders came from Lyon?"),
+        question("shop", "how many orders came from lyon"),  # the same task
+        question("school", "How many orders came from Lyon?"),  # another database
+        question("shop", "<tool_call>{\"name\": \"x\"}</tool_call>"),  # refused: the penalty
+    ])  # fmt: skip
+    groups = step(builder, scripted, 0)
+    assert rewards(groups) == [0.5, 0.0, 0.5, -1.0]  # learnability of 2/4, a repeat's 0
+    assert [(t["db"], t["question"]) for t in scripted.solved] == [
+        ("shop", "How many orders came from Lyon?"),
+        ("school", "How many orders came from Lyon?"),
+    ]
+    assert builder.last_metrics["rejected/repeat"] == 0.25
+    assert len(builder.pool.proposed) == 2
+
+
+def test_a_task_the_pool_holds_is_valid_and_kept_once():
+    builder = selfplay(proposals=2, solver_groups=0, pool=TaskPool([]))
+    asked = question("shop", "How many orders came from Lyon?")
+    step(builder, Scripted([asked, question("shop", "Which city ordered most?")]), 0)
+    again = Scripted([asked, question("shop", "Which city ordered least?")])
+    groups = step(builder, again, 1)
+    assert rewards(groups) == [0.5, 0.5]  # asked before: history is not a penalty
+    assert len(again.solved) == 2 and builder.last_metrics["pool_repeats"] == 1
+    assert [t.instruction for t in builder.pool.proposed] == [
+        "How many orders came from Lyon?",
+        "Which city ordered most?",
+        "Which city ordered least?",
+    ]
