@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from toolgym.agents.trajectory import Step, Trajectory, TrajectoryGroup
 from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
@@ -71,10 +73,10 @@ class Scripted:
         return TrajectoryGroup(request.group_id, None, episodes)
 
 
-def selfplay(proposals: int, solver_groups: int, pool: TaskPool) -> SelfPlay:
+def selfplay(proposals: int, solver_groups: int, pool: TaskPool, frozen=()) -> SelfPlay:
     settings = SelfPlaySection.model_construct(
         domain="questions", proposals=proposals, shown=0, reward="learnability",
-        invalid_penalty=-1.0, solver_groups=solver_groups, readers=1,
+        invalid_penalty=-1.0, solver_groups=solver_groups, readers=1, frozen=list(frozen),
     )  # fmt: skip
     return SelfPlay(QuestionDomain(), pool, settings, solvers=4)
 
@@ -146,3 +148,28 @@ def test_a_task_the_pool_holds_is_valid_and_kept_once():
         "Which city ordered most?",
         "Which city ordered least?",
     ]
+
+
+@pytest.mark.parametrize("frozen", ["proposer", "solver"])
+def test_a_frozen_role_is_played_but_not_trained(frozen):
+    pool = TaskPool(QuestionDomain().references(2))
+    builder = selfplay(proposals=2, solver_groups=3, pool=pool, frozen=[frozen])
+    scripted = Scripted([question("shop", "How many orders came from Lyon?"), None])
+    groups = step(builder, scripted, 0)
+    roles = {g.group_id.rsplit(":", 1)[1] for g in groups}
+    assert roles == {"proposer", "solver"} - {frozen}
+    assert len(scripted.solved) == 3  # the solvers still play: they score the proposal
+    assert builder.last_metrics["solver_groups/proposed"] == 1
+
+
+def test_both_roles_frozen_is_refused_before_anything_runs():
+    from toolgym.config import load_config
+    from toolgym.errors import ConfigError
+    from toolgym.training.config import TrainConfig
+
+    with pytest.raises(ConfigError, match="freeze one role at most"):
+        load_config(
+            TrainConfig, None, ["model=x", "selfplay={domain: sql, frozen: [proposer, solver]}"]
+        )
+    with pytest.raises(ConfigError, match="frozen"):
+        load_config(TrainConfig, None, ["model=x", "selfplay={domain: sql, frozen: [judge]}"])

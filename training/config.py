@@ -323,9 +323,15 @@ class SelfPlaySection(ConfigModel):
     proposer: dict[str, Any] = Field(default_factory=dict)
     """The proposer env's arguments over those it shares with the solver's (max_turns)."""
 
+    frozen: list[Literal["proposer", "solver"]] = Field(default_factory=list)
+    """Roles played but not trained, for ablations: a frozen proposer still writes the
+    step's tasks and a frozen solver still scores them; only the other role learns."""
+
     @model_validator(mode="after")
     def _reward_rule(self) -> SelfPlaySection:
         proposer_reward(self.reward)  # a ConfigError names what is wrong
+        if {"proposer", "solver"} <= set(self.frozen):
+            raise ConfigError("selfplay.frozen: freeze one role at most; with both, nothing trains")
         return self
 
 

@@ -21,6 +21,8 @@ A step:
      would have none (plain REINFORCE, or advantage 0): the step warns when a kind has one.
   5. Valid tasks join the pool (saved in the checkpoint with the builder's state), those it
      holds already (by identity) once only.
+  6. The step trains on both roles' groups, less a role `frozen` names (an ablation: the
+     role is played as before, its episodes are not trained on).
 
 A domain (`SelfPlayDomain`) names the two envs, its validation stages and how a task becomes
 the solver env's reset task. Everything a proposal holds is hostile: it is bounded when read
@@ -134,7 +136,10 @@ class SelfPlay:
         reasons = Counter(p.rejected[:160] for p in proposals if p.rejected is not None)
         for reason, count in reasons.most_common(3):  # why proposals fail, for whoever watches
             log.info("self-play step %d: %d proposal(s) rejected: %s", ctx.step, count, reason)
-        return [*self._proposer_groups(ctx.step, proposals), *solved, *extra]
+        trained = {"proposer": self._proposer_groups(ctx.step, proposals),
+                   "solver": [*solved, *extra]}  # fmt: skip
+        return [g for role, groups in trained.items() if role not in self.settings.frozen
+                for g in groups]  # fmt: skip
 
     async def _propose(self, ctx: BuildContext) -> list[Proposal]:
         """The step's proposer episodes, each shown the same pool tasks, and their tasks
