@@ -8,7 +8,9 @@ Tools (style="tools"): run_sql(query) and describe_table(name) to explore (read-
     style="tags": <sql>, <question> and <solution>.
 Result: on submit_query the step hands back a ProposedTask (kind "sql"): the question, and
     in `check` the database, the gold query and what running it twice gave (each run's
-    digest, its row count, or the error). The database computes the answer; nothing the
+    digest, its row count, or the error), the values it quotes, and for each of those a
+    column of the database holds whether the query slipped to other values of that column
+    still gives the same answer. The database computes the answer; nothing the
     proposer writes is trusted as one. Whether the task is valid is the self-play builder's
     to say (training/selfplay/domains/sql.py), with its reason.
 Reward: 0 (the builder pays the proposer from its solvers' results).
@@ -26,6 +28,7 @@ from typing import Any
 from toolgym.envs.proposed import MAX_ANSWER_CHARS, MAX_INSTRUCTION_CHARS, example_instructions
 from toolgym.envs.sql.env import SQLEnv, result_digest
 from toolgym.envs.sql.results import QueryError
+from toolgym.envs.sql.slips import quoted_values, slipped_queries
 from toolgym.envs.tool_env import Outcome
 from toolgym.tools.parsers import XmlTagParser
 from toolgym.tools.records import ToolCall
@@ -37,6 +40,8 @@ PROPOSE_TAGS = {
     "solution": ("submit_query", "query"),
 }
 MAX_EXAMPLES = 8
+MAX_QUOTED = 8
+"""The quoted values of a gold query checked (and handed back) at most."""
 OWN_EXAMPLES = 2
 """Examples shown when the reset task brings none (a pool's are the same shape), so a
 demonstration's prompt looks like a self-play step's."""
@@ -110,16 +115,38 @@ class ProposeSQLEnv(SQLEnv):
             runs.append(result_digest(result) + ("+" if result.truncated else ""))
             rows = len(result.rows)
             blank = all(value is None for row in result.rows for value in row)
+        slips = [] if error is not None else await self._slips(query, runs[0])
         self.proposed = {
             "kind": "sql",
             "instruction": self.question,
             "check": {"db_id": self.task["db_id"], "gold_sql": query, "runs": runs,
-                      "rows": rows, "error": error, "blank": blank},
+                      "rows": rows, "error": error, "blank": blank,
+                      "quoted": quoted_values(query)[:MAX_QUOTED], "slips": slips},
         }  # fmt: skip
         self.hand_back(self.proposed)
         if error is not None:
             return f"Your query failed: {error}"
         return f"Proposed; the query returned {rows} row{'s' if rows != 1 else ''}."
+
+    async def _slips(self, query: str, answer: str) -> list[dict[str, Any]]:
+        """For each value the query quotes that a column of the database holds: whether the
+        query with another of that column's values in its place (three of them) still gives
+        `answer`. One that does for all three does not hinge on the value its question names:
+        a solver could ignore the value and be right. A slipped query that fails is no
+        evidence either way and is left out."""
+        databases = await self.databases()
+        out = []
+        for value, slipped in slipped_queries(query, self.task["db_id"])[:MAX_QUOTED]:
+            answers = []
+            for other in slipped:
+                try:
+                    result = await databases.query(self.task["db_id"], other, self.grading_limits)
+                except QueryError:
+                    continue
+                answers.append(result_digest(result) + ("+" if result.truncated else ""))
+            if answers:
+                out.append({"value": value[:100], "same": all(a == answer for a in answers)})
+        return out
 
     def outcome(self) -> Outcome:
         return Outcome(0.0, True) if self.proposed is not None else Outcome()

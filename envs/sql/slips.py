@@ -1,6 +1,8 @@
-"""A weaker demonstrator for the generated questions: it sometimes writes another of the
-database's values (a city, a kind, a status) where the question names one, so an SFT student
-imitating it is right only part of the time and RL has something to remove."""
+"""Another of the database's values (a city, a kind, a status) where a query quotes one. A
+weaker demonstrator for the generated questions slips so, now and then, so an SFT student
+imitating it is right only part of the time and RL has something to remove; and a proposed
+question is checked to hinge on the values it quotes by running its query slipped so
+(self-play's SQL domain)."""
 
 from __future__ import annotations
 
@@ -17,14 +19,45 @@ def slip(gold_sql: str, db_id: str, rng: random.Random) -> str:
     """`gold_sql` with its first quoted value swapped for another that the database's rows
     draw the same column from; unchanged when the query quotes none (or the database is not
     generated)."""
+    for match, others in _swappable(gold_sql, db_id):
+        return _swapped(gold_sql, match, rng.choice(others))
+    return gold_sql
+
+
+def quoted_values(sql: str) -> list[str]:
+    """The values `sql` quotes ('Old Town'), unescaped."""
+    return [m.group(1).replace("''", "'") for m in _LITERAL.finditer(sql)]
+
+
+def slipped_queries(gold_sql: str, db_id: str, per_value: int = 3) -> list[tuple[str, list[str]]]:
+    """For each quoted value of `gold_sql` that the database's rows draw a column from: the
+    value, and the query with it swapped for `per_value` of that column's other values (the
+    same ones each time: a proposal is checked alike in every run)."""
+    return [
+        (
+            match.group(1).replace("''", "'"),
+            [_swapped(gold_sql, match, o) for o in others[:per_value]],
+        )
+        for match, others in _swappable(gold_sql, db_id)
+    ]
+
+
+def _swappable(sql: str, db_id: str) -> list[tuple[re.Match[str], list[str]]]:
+    """The quoted values of `sql` that one of the database's value columns holds, each with
+    that column's other values; none when the database is not a generated one."""
     try:
         words = build(db_id).vocabulary
     except ConfigError:
-        return gold_sql
-    for match in _LITERAL.finditer(gold_sql):
+        return []
+    out = []
+    for match in _LITERAL.finditer(sql):
         value = match.group(1).replace("''", "'")
-        for values in words.columns():
-            if value in values:
-                other = rng.choice([v for v in values if v != value]).replace("'", "''")
-                return f"{gold_sql[: match.start()]}'{other}'{gold_sql[match.end() :]}"
-    return gold_sql
+        column = next((values for values in words.columns() if value in values), None)
+        if column is not None:
+            out.append((match, [v for v in column if v != value]))
+    return out
+
+
+def _swapped(sql: str, match: re.Match[str], other: str) -> str:
+    quoted = "'" + other.replace("'", "''") + "'"
+    return sql[: match.start()] + quoted + sql[match.end() :]

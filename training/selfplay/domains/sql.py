@@ -8,6 +8,8 @@ read-only database, and the error is the reason), one that calls a random or clo
 (read from its text: two runs that agree prove little), one whose two runs differ, one whose
 result is empty or only NULLs (any wrong query that finds nothing would match it) or too long
 for the grader, and a question that holds SQL (the solver would copy it, not answer it).
+Then `skill` refuses a question that does not name a value its query quotes, or whose query
+gives the same answer with other values of that column in its place.
 """
 
 from __future__ import annotations
@@ -47,6 +49,23 @@ def execution(task: ProposedTask, proposal: Proposal) -> str | None:
     return None
 
 
+def skill(task: ProposedTask, proposal: Proposal) -> str | None:
+    """The question must name each value its gold query quotes, and the answer must hinge on
+    it: held-out SQL asks a solver to carry a value from the question into its query, so a
+    question that hides the value, or whose query gives the same answer for other values of
+    that column, does not test that skill (the env ran those slipped queries)."""
+    question = task.instruction.casefold()
+    for value in task.check.get("quoted") or []:
+        if str(value).casefold() not in question:
+            return f"the gold query's value {str(value)[:60]!r} is not in the question"
+    for slipped in task.check.get("slips") or []:
+        if isinstance(slipped, dict) and slipped.get("same") is True:
+            value = str(slipped.get("value"))[:60]
+            return (f"the gold query gives the same answer with other values in place of "
+                    f"{value!r}: the question does not hinge on it")  # fmt: skip
+    return None
+
+
 class SQLDomain:
     name = "sql"
 
@@ -58,7 +77,7 @@ class SQLDomain:
 
     def stages(self) -> list[tuple[str, Stage]]:
         explored = Rules(min_distinct_tool_calls=1, explored_with=("run_sql", "describe_table"))
-        return [("rules", explored), ("execution", execution)]
+        return [("rules", explored), ("execution", execution), ("skill", skill)]
 
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
         return {"db_id": task.check["db_id"], "question": task.instruction,
