@@ -42,6 +42,26 @@ def verdict(result):
     return proposal.rejected
 
 
+@pytest.mark.parametrize(
+    ("kind", "program", "inputs", "reason"),
+    [
+        ("deduction", "def f(x):\n    return x", ["7"], "skill: the output is the input"),
+        ("abduction", "def f(x):\n    return 1", ["5"], "skill: f gives the same output for other inputs"),
+        ("abduction", "def f(x):\n    return len(x) > 100", ["'abc'"], "skill: f gives the same output"),
+        ("induction", "def f(x):\n    return 0", ["1", "2", "3", "4"], "skill: every input gives one output"),
+        ("induction", "def f(x):\n    return x", ["1", "2", "3", "4"], "skill: every output is its input"),
+        ("abduction", "def f(x):\n    return x > 10", ["50"], None),  # 0 gives another output
+        ("induction", "def f(x):\n    return x + 1", ["1", "2", "3", "4"], None),
+    ],
+)  # fmt: skip
+def test_a_task_that_a_wrong_answer_passes_does_not_test_the_skill(kind, program, inputs, reason):
+    """A copy of the input, any input, a constant or the identity program must not pass."""
+    done, result = propose(program, inputs, kind)
+    assert done
+    found = verdict(result)
+    assert found == reason if reason is None else found.startswith(reason), found
+
+
 def solve(task, answer):
     async def play():
         env = toolgym.make("toolgym/CodeReason-v0")

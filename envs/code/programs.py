@@ -169,6 +169,28 @@ def literal_problem(value: str) -> str | None:
     return None
 
 
+def other_inputs(value: str) -> list[str]:
+    """A few other inputs of `value`'s type (a literal), near it and far from it: for
+    abduction's check that some other input gives another output (else any input is an
+    answer; a threshold such as `x > 10` is told apart by a far one).
+    Empty for a value of a type it knows no neighbours of (a dict, None)."""
+    try:
+        x = ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return []
+    if isinstance(x, bool):
+        near: list[Any] = [not x]
+    elif isinstance(x, int | float):
+        near = [x + 1, x - 1, 0, -x - 7, x * 7 + 3]
+    elif isinstance(x, str):
+        near = [x + "a", x[1:], "", "zq" + x[::-1]]
+    elif isinstance(x, list | tuple):
+        near = [x[1:], x[:1] + x, type(x)(reversed(x)), type(x)()]
+    else:
+        near = []
+    return [r for r in map(repr, near) if len(r) <= OUTPUT_CHARS and r != repr(x)]
+
+
 def same_value(answer: str, expected: str) -> bool:
     """Whether two literals' texts name the same value ("[1, 2]" and "[1,2]" do)."""
     try:

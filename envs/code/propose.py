@@ -30,6 +30,8 @@ from toolgym.envs.code.programs import (
     TWO_RUNS,
     call_f,
     generate_program,
+    other_inputs,
+    same_value,
     static_problem,
 )
 from toolgym.envs.code.reason import INDUCTION_PAIRS, generated_task, prompt
@@ -38,6 +40,7 @@ from toolgym.envs.proposed import example_instructions
 from toolgym.envs.tasks import SeedTasks, TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
+from toolgym.sandbox import SandboxPool
 from toolgym.tools.parsers import XmlTagParser
 from toolgym.tools.records import ToolCall
 from toolgym.tools.tool import ToolCallError, tool
@@ -151,6 +154,8 @@ class ProposeCodeEnv(UsesSandbox, ToolEnv):
                     break
                 outputs.append(first.output)
         task = {"kind": self.kind, "program": program, "inputs": inputs, "outputs": outputs}
+        if error is None and self.kind == "abduction":
+            task["any_input"] = await self._any_input_answers(pool, program, inputs[0], outputs[0])
         shown = max(self.pairs // 2, 1)
         instruction = prompt(task, shown) if error is None else f"{self.kind}: {program[:1500]}"
         self.hand_back({"kind": f"code.{self.kind}", "instruction": instruction,
@@ -161,6 +166,15 @@ class ProposeCodeEnv(UsesSandbox, ToolEnv):
             if error
             else f"Proposed; f gives {', '.join(o[:40] for o in outputs)}."
         )
+
+    async def _any_input_answers(
+        self, pool: SandboxPool, program: str, value: str, output: str
+    ) -> bool:
+        """Whether f gives `output` for inputs near `value` too (all that ran): then an
+        abduction solver need not reason, any input is an answer. An input f fails on is
+        one a solver would be marked wrong for, so it counts as another answer."""
+        outputs = [(await call_f(pool, program, near)).output for near in other_inputs(value)]
+        return bool(outputs) and all(o is not None and same_value(o, output) for o in outputs)
 
     def outcome(self) -> Outcome:
         return Outcome(0.0, True) if self.done_proposing else Outcome()

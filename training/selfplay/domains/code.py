@@ -5,8 +5,10 @@ program from examples (induction, checked on held-out pairs).
 
 The `execution` stage refuses what the proposer env found wrong before or while running: a
 banned module (`random`, `os`, ...) or builtin, an input that is not a literal, a program that
-failed or timed out, or one whose two runs disagree. A proposal never runs outside the
-sandbox.
+failed or timed out, or one whose two runs disagree. The `skill` stage refuses a task a
+wrong answer passes: a deduction whose output is its input, an abduction f that gives the
+same output for nearby inputs (the proposer env ran them), an induction whose outputs are
+one constant or the inputs themselves. A proposal never runs outside the sandbox.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolgym.envs.code.programs import KINDS
+from toolgym.envs.code.programs import KINDS, same_value
 from toolgym.envs.code.reason import generated_task, prompt
 from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
@@ -34,6 +36,25 @@ def execution(task: ProposedTask, proposal: Proposal) -> str | None:
     return None
 
 
+def skill(task: ProposedTask, proposal: Proposal) -> str | None:
+    """A wrong answer must fail: a deduction whose output is its input asks for a copy, an
+    abduction f answers with any input, and an induction whose outputs are all one value, or
+    each its input, a constant or the identity program passes."""
+    check = task.check
+    inputs, outputs = [str(v) for v in check["inputs"]], [str(v) for v in check["outputs"]]
+    kind = check.get("kind")
+    if kind == "deduction" and same_value(outputs[0], inputs[0]):
+        return "the output is the input: a copy answers it"
+    if kind == "abduction" and check.get("any_input") is True:
+        return "f gives the same output for other inputs too: any input answers it"
+    if kind == "induction":
+        if all(same_value(o, outputs[0]) for o in outputs):
+            return "every input gives one output: a program that returns it passes"
+        if all(same_value(o, i) for i, o in zip(inputs, outputs, strict=True)):
+            return "every output is its input: the identity program passes"
+    return None
+
+
 class CodeDomain:
     name = "code"
 
@@ -44,7 +65,7 @@ class CodeDomain:
                                {**shared, **(proposer_kwargs or {})})  # fmt: skip
 
     def stages(self) -> list[tuple[str, Stage]]:
-        return [("rules", Rules()), ("execution", execution)]
+        return [("rules", Rules()), ("execution", execution), ("skill", skill)]
 
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
         check = task.check
