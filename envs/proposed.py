@@ -8,7 +8,9 @@ Sizes are bounded here, so a 1 MB question is a rejection with its reason, never
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -58,10 +60,34 @@ class ProposedTask(BaseModel):
         return value
 
 
-def example_instructions(examples: Any, k: int, chars: int) -> list[str]:
-    """The instructions of at most `k` example tasks a proposer is shown (a reset task's
-    "examples": pool tasks as JSON), each cut to `chars`; anything malformed is skipped."""
+def example_tasks(
+    examples: Any, k: int, chars: int, solution: Callable[[dict[str, Any]], Any] | None = None
+) -> list[tuple[str, str | None]]:
+    """At most `k` example tasks a proposer is shown (a reset task's "examples": pool tasks
+    as JSON): each one's instruction and, where `solution` reads one from the task, its
+    solution (else None), each cut to `chars`; anything malformed is skipped. Shown with
+    their solutions, examples teach what a task and its answer look like together."""
     if not isinstance(examples, list):
         return []
-    return [e["instruction"][:chars] for e in examples[:k]
-            if isinstance(e, dict) and isinstance(e.get("instruction"), str)]  # fmt: skip
+    shown: list[tuple[str, str | None]] = []
+    for example in examples[:k]:
+        if not isinstance(example, dict) or not isinstance(example.get("instruction"), str):
+            continue
+        try:
+            solved = solution(example) if solution is not None else None
+        except (KeyError, TypeError, IndexError, AttributeError):  # a malformed example
+            solved = None
+        shown.append(
+            (example["instruction"][:chars], None if solved is None else str(solved)[:chars])
+        )
+    return shown
+
+
+def example_lines(shown: list[tuple[str, str | None]], escape: bool = False) -> list[str]:
+    """Each example as a line (`escape`: JSON-escaped, so that a newline in a proposal cannot
+    start a line of the prompt's own), its solution on an indented line after it."""
+
+    def text(part: str) -> str:
+        return json.dumps(part)[1:-1] if escape else part
+
+    return [text(i) if s is None else f"{text(i)}\n  {text(s)}" for i, s in shown]

@@ -28,6 +28,8 @@ def test_policies_are_a_function_of_the_step():
     pool = TaskPool([task(i) for i in range(20)], policy="uniform", seed=3)
     assert pool.show(4, step=7) == pool.show(4, step=7) != pool.show(4, step=8)
     assert len(set(t.answer for t in pool.show(4, step=7))) == 4  # no repeats in one context
+    # each proposer of a step draws its own (Absolute Zero draws references per prompt)
+    assert len({tuple(t.answer for t in pool.show(4, 7, proposal=i)) for i in range(4)}) == 4
     newest = TaskPool([task(0)], policy="recent")
     newest.add([task(1, "p1"), task(2, "p2")])
     assert [t.answer for t in newest.show(2, step=0)] == ["2", "1"]

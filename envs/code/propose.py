@@ -36,7 +36,7 @@ from toolgym.envs.code.programs import (
 )
 from toolgym.envs.code.reason import INDUCTION_PAIRS, generated_task, prompt
 from toolgym.envs.code.sandbox_access import SandboxConfig, UsesSandbox
-from toolgym.envs.proposed import example_instructions
+from toolgym.envs.proposed import example_lines, example_tasks
 from toolgym.envs.tasks import SeedTasks, TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
@@ -104,8 +104,8 @@ class ProposeCodeEnv(UsesSandbox, ToolEnv):
         ask = ASK[self.kind].format(n=self.pairs)
         examples = given.get("examples")
         if examples is None:  # played alone (sft, eval): examples of its own, as a pool shows
-            examples = [{"instruction": prompt(task, 2)}
-                        for task in (generated_task(task_seed + k + 1) for k in range(OWN_EXAMPLES))]  # fmt: skip
+            made = [generated_task(task_seed + k + 1) for k in range(OWN_EXAMPLES)]
+            examples = [{"instruction": prompt(task, 2), "check": task} for task in made]
         return [{"role": "user", "content": f"Kind: {self.kind}.{_examples(examples)}\n\n"
                  f"Write {ask}."}]  # fmt: skip
 
@@ -189,5 +189,14 @@ class ProposeCodeEnv(UsesSandbox, ToolEnv):
 
 
 def _examples(examples: Any) -> str:
-    texts = example_instructions(examples, MAX_EXAMPLES, 400)
+    """Pool tasks shown as examples, each with its solution: what its program gives (and, for
+    an induction, the program, which the instruction leaves out)."""
+
+    def solved(example: dict[str, Any]) -> str:
+        check = example["check"]
+        pairs = zip(check["inputs"], check["outputs"], strict=True)
+        given = "; ".join(f"f({i}) == {o}" for i, o in pairs)
+        return f"{check['program']}\n  {given}" if check.get("kind") == "induction" else given
+
+    texts = example_lines(example_tasks(examples, MAX_EXAMPLES, 400, solved))
     return "\n\nExample tasks:\n" + "\n---\n".join(texts) if texts else ""

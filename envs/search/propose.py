@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolgym.envs.proposed import MAX_INSTRUCTION_CHARS, example_instructions
+from toolgym.envs.proposed import MAX_INSTRUCTION_CHARS, example_lines, example_tasks
 from toolgym.envs.search.env import SearchEnv
 from toolgym.envs.tool_env import Outcome
 from toolgym.tools.records import ToolCall
@@ -66,8 +66,8 @@ class ProposeSearchEnv(SearchEnv):
         if "examples" in given:
             return given["examples"]
         first = seed if seed is not None else 0
-        return [{"instruction": self.tasks.task("train", first + k + 1)["question"]}
-                for k in range(OWN_EXAMPLES)]  # fmt: skip
+        own = [self.tasks.task("train", first + k + 1) for k in range(OWN_EXAMPLES)]
+        return [{"instruction": t["question"], "answer": t["answers"][0]} for t in own]
 
     @tool
     async def propose(self, question: str) -> str:
@@ -103,5 +103,6 @@ class ProposeSearchEnv(SearchEnv):
 
 
 def _examples(examples: Any) -> str:
-    texts = example_instructions(examples, MAX_EXAMPLES, 300)
+    shown = example_tasks(examples, MAX_EXAMPLES, 300, lambda e: f"answer: {e['answer']}")
+    texts = example_lines(shown)
     return "\n\nExample questions:\n" + "\n".join(f"- {t}" for t in texts) if texts else ""

@@ -22,10 +22,14 @@ Versions: v0, first release.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from toolgym.envs.proposed import MAX_ANSWER_CHARS, MAX_INSTRUCTION_CHARS, example_instructions
+from toolgym.envs.proposed import (
+    MAX_ANSWER_CHARS,
+    MAX_INSTRUCTION_CHARS,
+    example_lines,
+    example_tasks,
+)
 from toolgym.envs.sql.env import SQLEnv, result_digest
 from toolgym.envs.sql.results import QueryError
 from toolgym.envs.sql.slips import quoted_values, slipped_queries
@@ -78,8 +82,9 @@ class ProposeSQLEnv(SQLEnv):
         schema = f"Database schema:\n\n{await self.schema(self.task['db_id'])}"
         examples = given.get("examples")
         if examples is None:  # played alone (sft, eval): examples of its own, as a pool shows
-            examples = [{"instruction": self._generate(task_seed + k + 1)["question"]}
-                        for k in range(OWN_EXAMPLES)]  # fmt: skip
+            made = [self._generate(task_seed + k + 1) for k in range(OWN_EXAMPLES)]
+            examples = [{"instruction": q["question"], "check": {"gold_sql": q["gold_sql"]}}
+                        for q in made]  # fmt: skip
         return [{"role": "user", "content": f"{schema}{_examples(examples)}\n\n"
                  "Write a new question about this database and the query that answers it."}]  # fmt: skip
 
@@ -163,6 +168,8 @@ class ProposeSQLEnv(SQLEnv):
 
 
 def _examples(examples: Any) -> str:
-    """Pool tasks shown as examples, their questions alone (bounded: they are proposals)."""
-    lines = [f"- {json.dumps(t)[1:-1]}" for t in example_instructions(examples, MAX_EXAMPLES, 300)]
+    """Pool tasks shown as examples, each question with its gold query (bounded: they are
+    proposals)."""
+    shown = example_tasks(examples, MAX_EXAMPLES, 300, lambda e: f"SQL: {e['check']['gold_sql']}")
+    lines = [f"- {line}" for line in example_lines(shown, escape=True)]
     return "\n\nExample questions (on other databases too):\n" + "\n".join(lines) if lines else ""

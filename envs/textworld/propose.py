@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolgym.envs.proposed import MAX_INSTRUCTION_CHARS, example_instructions
+from toolgym.envs.proposed import MAX_INSTRUCTION_CHARS, example_lines, example_tasks
 from toolgym.envs.tasks import SeedTasks, TaskSource
 from toolgym.envs.textworld.env import default_cache_dir
 from toolgym.envs.textworld.process import GameError, GameProcess
@@ -89,7 +89,7 @@ class ProposeTextWorldEnv(ToolEnv):
         if examples is None:  # played alone (sft, eval): examples of its own, as a pool shows
             examples = [{"instruction": compact(random_spec(task_seed + k + 1))}
                         for k in range(OWN_EXAMPLES)]  # fmt: skip
-        texts = example_instructions(examples, MAX_EXAMPLES, 800)
+        texts = example_lines(example_tasks(examples, MAX_EXAMPLES, 800))  # a spec is its own
         shown = "\n\nExample specs:\n" + "\n".join(texts) if texts else ""
         return [{"role": "user", "content": f"{FORMAT}{shown}\n\nWrite a new game spec."}]
 

@@ -2,7 +2,8 @@
 
 A step:
   1. `proposals` proposer episodes on the domain's proposer env, each shown `shown` tasks
-     from the pool (its reset task carries them, as JSON, under "examples").
+     drawn from the pool for it (its reset task carries them, as JSON, under "examples";
+     the proposer env shows each with its solution: a gold query, an answer, outputs).
   2. Each episode's task is read (the format stage) and run through the domain's stages,
      cheapest first, then its grounding (reader episodes, for a domain that GroundsTasks);
      a rejection keeps its stage and reason. A task the step already proposed (the same
@@ -142,22 +143,25 @@ class SelfPlay:
                 for g in groups]  # fmt: skip
 
     async def _propose(self, ctx: BuildContext) -> list[Proposal]:
-        """The step's proposer episodes, each shown the same pool tasks, and their tasks
-        read, with where they came from."""
+        """The step's proposer episodes, each shown pool tasks drawn for it (with their
+        solutions: the env shows what of them it reads), and their tasks read, with where
+        they came from."""
         first, self.proposed = self.proposed, self.proposed + self.settings.proposals
-        shown = self.pool.show(self.settings.shown, ctx.step)
-        examples = [t.model_dump(mode="json", exclude={"provenance"}) for t in shown]
+        shown = [self.pool.show(self.settings.shown, ctx.step, i - first)
+                 for i in range(first, self.proposed)]  # fmt: skip
         asked = [
-            GroupRequest(self.domain.proposer, TaskDraw("selfplay", i,
-                         {"examples": examples, "proposal": f"p{i}"}, i), 1, "proposer")
-            for i in range(first, self.proposed)
+            GroupRequest(self.domain.proposer, TaskDraw("selfplay", i, {
+                "examples": [t.model_dump(mode="json", exclude={"provenance"}) for t in tasks],
+                "proposal": f"p{i}"}, i), 1, "proposer")
+            for i, tasks in zip(range(first, self.proposed), shown, strict=True)
         ]  # fmt: skip
-        proposals = [read_task(g.trajectories[0]) for g in await ctx.collect(asked)]
-        for p in proposals:
+        played = await ctx.collect(asked)
+        proposals = [read_task(g.trajectories[0]) for g in played]
+        for p, tasks in zip(proposals, shown, strict=True):
             if p.task is not None:
                 p.task = p.task.model_copy(update={"provenance": Provenance(
                     proposer=p.trajectory.id, policy_version=ctx.policy_version,
-                    shown=tuple(t.instruction[:64] for t in shown),
+                    shown=tuple(t.instruction[:64] for t in tasks),
                 )})  # fmt: skip
         return proposals
 

@@ -3,7 +3,8 @@ when a step's proposals fall short.
 
 Seeded with reference tasks (curated, never evicted), it takes each step's valid proposals
 and keeps at most `capacity` of them, the oldest evicted first. `show(k, step)` picks the
-examples for a proposer's context by a sampling policy from POLICIES; `fill(n)` gives the n
+examples for a proposer's context by a sampling policy from POLICIES, for each proposer
+apart; `fill(n)` gives the n
 tasks that top up a step's solver batch when too few proposals were valid: past proposals,
 newest first, and the references only while there are too few of those (the start of a
 run). Draws are a function of the run's seed and the step, so a resumed run draws what it
@@ -60,9 +61,10 @@ class TaskPool:
         self.proposed += list(tasks)
         del self.proposed[: max(len(self.proposed) - self.capacity, 0)]
 
-    def show(self, k: int, step: int) -> list[ProposedTask]:
-        """The k examples a proposer is shown at `step`."""
-        return self.policy(self.tasks, k, self._rng(step))
+    def show(self, k: int, step: int, proposal: int = 0) -> list[ProposedTask]:
+        """The k examples the step's `proposal`-th proposer is shown: drawn for each one, so
+        a step's proposers see different tasks (with the uniform policy)."""
+        return self.policy(self.tasks, k, self._rng(step, proposal))
 
     def fill(self, n: int) -> list[tuple[str, ProposedTask]]:
         """n tasks for solvers with where each came from ("pool" or "reference"): the
@@ -72,8 +74,8 @@ class TaskPool:
         order += [("reference", t) for t in self.references]
         return [order[i % len(order)] for i in range(n)] if order else []
 
-    def _rng(self, step: int) -> random.Random:
-        return random.Random(self.seed * 1_000_003 + step * 2)
+    def _rng(self, step: int, proposal: int) -> random.Random:
+        return random.Random(f"{self.seed}-{step}-{proposal}")
 
     def state_dict(self) -> dict[str, Any]:
         return {"proposed": [t.model_dump(mode="json") for t in self.proposed]}
