@@ -184,8 +184,10 @@ def other_inputs(value: str) -> list[str]:
         near = [x + 1, x - 1, 0, -x - 7, x * 7 + 3]
     elif isinstance(x, str):
         near = [x + "a", x[1:], "", "zq" + x[::-1]]
-    elif isinstance(x, list | tuple):
-        near = [x[1:], x[:1] + x, type(x)(reversed(x)), type(x)()]
+    elif isinstance(x, list):
+        near = [x[1:], x[:1] + x, x[::-1], []]
+    elif isinstance(x, tuple):
+        near = [x[1:], x[:1] + x, x[::-1], ()]
     else:
         near = []
     return [r for r in map(repr, near) if len(r) <= OUTPUT_CHARS and r != repr(x)]

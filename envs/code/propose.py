@@ -104,8 +104,8 @@ class ProposeCodeEnv(UsesSandbox, ToolEnv):
         ask = ASK[self.kind].format(n=self.pairs)
         examples = given.get("examples")
         if examples is None:  # played alone (sft, eval): examples of its own, as a pool shows
-            made = [generated_task(task_seed + k + 1) for k in range(OWN_EXAMPLES)]
-            examples = [{"instruction": prompt(task, 2), "check": task} for task in made]
+            own = [generated_task(task_seed + k + 1) for k in range(OWN_EXAMPLES)]
+            examples = [{"instruction": prompt(task, 2), "check": task} for task in own]
         return [{"role": "user", "content": f"Kind: {self.kind}.{_examples(examples)}\n\n"
                  f"Write {ask}."}]  # fmt: skip
 
@@ -153,7 +153,9 @@ class ProposeCodeEnv(UsesSandbox, ToolEnv):
                     error = f"f({value[:40]}) gave {first.output[:40]}, then {second.output[:40]}"
                     break
                 outputs.append(first.output)
-        task = {"kind": self.kind, "program": program, "inputs": inputs, "outputs": outputs}
+        task: dict[str, Any] = {
+            "kind": self.kind, "program": program, "inputs": inputs, "outputs": outputs
+        }  # fmt: skip
         if error is None and self.kind == "abduction":
             task["any_input"] = await self._any_input_answers(pool, program, inputs[0], outputs[0])
         shown = max(self.pairs // 2, 1)
