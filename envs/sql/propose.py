@@ -31,7 +31,7 @@ from toolgym.envs.proposed import (
     example_tasks,
 )
 from toolgym.envs.sql.env import SQLEnv, result_digest
-from toolgym.envs.sql.results import QueryError
+from toolgym.envs.sql.results import QueryError, QueryResult
 from toolgym.envs.sql.slips import quoted_values, slipped_queries
 from toolgym.envs.tool_env import Outcome
 from toolgym.tools.parsers import XmlTagParser
@@ -117,7 +117,7 @@ class ProposeSQLEnv(SQLEnv):
             except QueryError as exc:
                 error = str(exc)[:300]
                 break
-            runs.append(result_digest(result) + ("+" if result.truncated else ""))
+            runs.append(_answer(result))
             rows = len(result.rows)
             blank = all(value is None for row in result.rows for value in row)
         slips = [] if error is not None else await self._slips(query, runs[0])
@@ -148,7 +148,7 @@ class ProposeSQLEnv(SQLEnv):
                     result = await databases.query(self.task["db_id"], other, self.grading_limits)
                 except QueryError:
                     continue
-                answers.append(result_digest(result) + ("+" if result.truncated else ""))
+                answers.append(_answer(result))
             if answers:
                 out.append({"value": value[:100], "same": all(a == answer for a in answers)})
         return out
@@ -165,6 +165,11 @@ class ProposeSQLEnv(SQLEnv):
             return self.parser.render([ToolCall("run_sql", {"query": gold})])
         return self.parser.render([ToolCall("write_question", {"text": self.task["question"]}),
                                    ToolCall("submit_query", {"query": gold})])  # fmt: skip
+
+
+def _answer(result: QueryResult) -> str:
+    """A run's result as the check compares runs: its digest, "+" when it was cut off."""
+    return result_digest(result) + ("+" if result.truncated else "")
 
 
 def _examples(examples: Any) -> str:

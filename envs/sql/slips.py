@@ -26,7 +26,7 @@ def slip(gold_sql: str, db_id: str, rng: random.Random) -> str:
 
 def quoted_values(sql: str) -> list[str]:
     """The values `sql` quotes ('Old Town'), unescaped."""
-    return [m.group(1).replace("''", "'") for m in _LITERAL.finditer(sql)]
+    return [_unquoted(m) for m in _LITERAL.finditer(sql)]
 
 
 def slipped_queries(gold_sql: str, db_id: str, per_value: int = 3) -> list[tuple[str, list[str]]]:
@@ -34,10 +34,7 @@ def slipped_queries(gold_sql: str, db_id: str, per_value: int = 3) -> list[tuple
     value, and the query with it swapped for `per_value` of that column's other values (the
     same ones each time: a proposal is checked alike in every run)."""
     return [
-        (
-            match.group(1).replace("''", "'"),
-            [_swapped(gold_sql, match, o) for o in others[:per_value]],
-        )
+        (_unquoted(match), [_swapped(gold_sql, match, o) for o in others[:per_value]])
         for match, others in _swappable(gold_sql, db_id)
     ]
 
@@ -51,11 +48,15 @@ def _swappable(sql: str, db_id: str) -> list[tuple[re.Match[str], list[str]]]:
         return []
     out = []
     for match in _LITERAL.finditer(sql):
-        value = match.group(1).replace("''", "'")
+        value = _unquoted(match)
         column = next((values for values in words.columns() if value in values), None)
         if column is not None:
             out.append((match, [v for v in column if v != value]))
     return out
+
+
+def _unquoted(match: re.Match[str]) -> str:
+    return match.group(1).replace("''", "'")
 
 
 def _swapped(sql: str, match: re.Match[str], other: str) -> str:

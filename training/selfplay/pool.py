@@ -4,11 +4,10 @@ when a step's proposals fall short.
 Seeded with reference tasks (curated, never evicted), it takes each step's valid proposals
 and keeps at most `capacity` of them, the oldest evicted first. `show(k, step)` picks the
 examples for a proposer's context by a sampling policy from POLICIES, for each proposer
-apart; `fill(n)` gives the n
-tasks that top up a step's solver batch when too few proposals were valid: past proposals,
-newest first, and the references only while there are too few of those (the start of a
-run). Draws are a function of the run's seed and the step, so a resumed run draws what it
-would have; the pool rides in the checkpoint as JSON.
+apart; `fill(n)` gives the n tasks that top up a step's solver batch when too few proposals
+were valid: past proposals, newest first, and the references only while there are too few
+of those (the start of a run). Draws are a function of the run's seed and the step, so a
+resumed run draws what it would have; the pool rides in the checkpoint as JSON.
 """
 
 from __future__ import annotations
