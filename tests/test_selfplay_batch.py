@@ -76,7 +76,7 @@ class Scripted:
 def selfplay(proposals: int, solver_groups: int, pool: TaskPool, frozen=()) -> SelfPlay:
     settings = SelfPlaySection.model_construct(
         domain="questions", proposals=proposals, shown=0, reward="learnability",
-        invalid_penalty=-1.0, solver_groups=solver_groups, readers=1, frozen=list(frozen),
+        invalid_penalty=-0.5, format_penalty=-1.0, solver_groups=solver_groups, readers=1, frozen=list(frozen),
     )  # fmt: skip
     return SelfPlay(QuestionDomain(), pool, settings, solvers=4)
 
@@ -118,20 +118,22 @@ def test_a_step_whose_proposals_fail_still_trains_the_solver_on_its_whole_batch(
 
 
 def test_a_repeat_within_the_step_earns_nothing_and_is_solved_once():
-    builder = selfplay(proposals=4, solver_groups=0, pool=TaskPool([]))
+    builder = selfplay(proposals=5, solver_groups=0, pool=TaskPool([]))
     scripted = Scripted([
         question("shop", "How many orders came from Lyon?"),
         question("shop", "how many orders came from lyon"),  # the same task
         question("school", "How many orders came from Lyon?"),  # another database
         question("shop", "<tool_call>{\"name\": \"x\"}</tool_call>"),  # refused: the penalty
+        None,  # nothing readable: the format penalty
     ])  # fmt: skip
     groups = step(builder, scripted, 0)
-    assert rewards(groups) == [0.5, 0.0, 0.5, -1.0]  # learnability of 2/4, a repeat's 0
+    # learnability of 2/4, a repeat's 0, a refused task's -0.5, an unreadable one's -1
+    assert rewards(groups) == [0.5, 0.0, 0.5, -0.5, -1.0]
     assert [(t["db"], t["question"]) for t in scripted.solved] == [
         ("shop", "How many orders came from Lyon?"),
         ("school", "How many orders came from Lyon?"),
     ]
-    assert builder.last_metrics["rejected/repeat"] == 0.25
+    assert builder.last_metrics["rejected/repeat"] == 0.2
     assert len(builder.pool.proposed) == 2
 
 

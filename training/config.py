@@ -305,9 +305,13 @@ class SelfPlaySection(ConfigModel):
     references: int = Field(4, ge=0)
     """Reference tasks the pool starts with (the domain's own; never evicted)."""
     reward: str = "learnability"
-    """The proposer's reward: learnability, one_minus, azr or band(lo, hi)."""
-    invalid_penalty: float = -1.0
-    """The reward of a proposal some validation stage refused (azr has its own, -1)."""
+    """The proposer's reward for a valid task: learnability, one_minus or band(lo, hi)."""
+    invalid_penalty: float = -0.5
+    """The reward of a task that was read but some later stage refused (Absolute Zero's
+    penalty for a well-formed wrong answer)."""
+    format_penalty: float = -1.0
+    """The reward of a proposal whose task could not be read (the format stage; Absolute
+    Zero's penalty for a format error)."""
     solver_groups: int = Field(8, ge=0)
     """Solver groups a step trains on at least: each valid proposal's, topped up from the
     pool's past proposals (newest first) when too few are valid, from the references only

@@ -14,9 +14,9 @@ A step:
      id `{proposer's trajectory id}:solver`. Fewer than `solver_groups` valid tasks, and the
      pool tops the batch up (`s{step}.pool{k}:solver`, `s{step}.reference{k}:solver`).
   4. A proposer's reward is its rule's (proposer_rewards.py) from its task's solve rate: the
-     solvers' training episodes score it, no extra rollouts. An invalid proposal earns
-     `invalid_penalty` (or its rule's own, azr's -1); a proposal whose solvers all failed to
-     run is masked (unknown).
+     solvers' training episodes score it, no extra rollouts. A task refused by a stage earns
+     `invalid_penalty`, one that could not be read `format_penalty` (Absolute Zero's -0.5
+     and -1); a proposal whose solvers all failed to run is masked (unknown).
      Proposals are one group per task kind, id `s{step}:{kind}:proposer`, so the group's
      normalisation is the per-(env, role, kind) baseline. A proposal alone in its group
      would have none (plain REINFORCE, or advantage 0): the step warns when a kind has one.
@@ -47,6 +47,7 @@ from toolgym.training.groups.base import BuildContext
 from toolgym.training.selfplay.pool import TaskPool
 from toolgym.training.selfplay.proposer_rewards import proposer_reward
 from toolgym.training.selfplay.validation import (
+    FORMAT,
     Proposal,
     Stage,
     read_task,
@@ -177,11 +178,12 @@ class SelfPlay:
                 earlier = first.setdefault(self.domain.identity(p.task), p.trajectory.id)
                 if earlier != p.trajectory.id:
                     p.rejected, p.stage = f"{REPEAT}: the task {earlier} proposed this step", REPEAT
-        own = self.rule(None)  # a rule with a penalty of its own (azr) uses it
-        penalty = own if own is not None else self.settings.invalid_penalty
+        penalty = {REPEAT: 0.0, FORMAT: self.settings.format_penalty}
         for p in proposals:
             if p.rejected is not None and p.trajectory.steps:
-                p.trajectory.steps[-1].reward = 0.0 if p.stage == REPEAT else penalty
+                p.trajectory.steps[-1].reward = penalty.get(
+                    p.stage or "", self.settings.invalid_penalty
+                )
 
     async def _ground(self, proposals: list[Proposal], ctx: BuildContext) -> None:
         domain = self.domain
@@ -220,10 +222,8 @@ class SelfPlay:
         if not ran:
             proposer.infra_error = f"its solvers all failed to run ({solvers.group_id})"
             return
-        rate = sum(t.total_reward > 0 for t in ran) / len(ran)
-        value = self.rule(rate)
         if proposer.steps:
-            proposer.steps[-1].reward = self.settings.invalid_penalty if value is None else value
+            proposer.steps[-1].reward = self.rule(sum(t.total_reward > 0 for t in ran) / len(ran))
 
     def _proposer_groups(self, step: int, proposals: Sequence[Proposal]) -> list[TrajectoryGroup]:
         """One group per task kind (the partition baseline); unreadable proposals with the

@@ -35,23 +35,27 @@ class Proposal:
 Stage = Callable[[ProposedTask, Proposal], str | None]
 
 
+FORMAT = "format"
+"""The stage of a proposal whose task could not be read."""
+
+
 def read_task(trajectory: Trajectory) -> Proposal:
     """The proposal in a proposer's episode: its last step's result read as a ProposedTask
     (the format stage)."""
     proposal = Proposal(trajectory)
     if trajectory.masked:
         proposal.rejected, proposal.stage = (
-            f"format: the episode failed ({trajectory.infra_error})",
-            "format",
+            f"{FORMAT}: the episode failed ({trajectory.infra_error})",
+            FORMAT,
         )
         return proposal
     try:
         tasks = trajectory.results_as(ProposedTask)
     except ResultError as exc:
-        proposal.rejected, proposal.stage = f"format: {exc}", "format"
+        proposal.rejected, proposal.stage = f"{FORMAT}: {exc}", FORMAT
         return proposal
     if not tasks:
-        proposal.rejected, proposal.stage = "format: the episode handed back no task", "format"
+        proposal.rejected, proposal.stage = f"{FORMAT}: the episode handed back no task", FORMAT
         return proposal
     proposal.task = tasks[-1]
     return proposal
