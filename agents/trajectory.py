@@ -172,6 +172,10 @@ class TrajectoryGroup:
     seed: int | None
     trajectories: list[Trajectory]
     env_name: str = ""
+    untrained: str | None = None
+    """Why the step plays this group but does not learn from it (a frozen role, a solve rate
+    outside the band): its episodes are kept with the step's rollouts and counted in its
+    metrics, and get no advantage."""
 
 
 def write_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> Path:

@@ -73,10 +73,11 @@ class Scripted:
         return TrajectoryGroup(request.group_id, None, episodes)
 
 
-def selfplay(proposals: int, solver_groups: int, pool: TaskPool, frozen=()) -> SelfPlay:
+def selfplay(proposals: int, solver_groups: int, pool: TaskPool, frozen=(), band=None) -> SelfPlay:
     settings = SelfPlaySection.model_construct(
         domain="questions", proposals=proposals, shown=0, reward="learnability",
-        invalid_penalty=-0.5, format_penalty=-1.0, solver_groups=solver_groups, readers=1, frozen=list(frozen),
+        invalid_penalty=-0.5, format_penalty=-1.0, solver_groups=solver_groups, readers=1,
+        frozen=list(frozen), solver_band=band,
     )  # fmt: skip
     return SelfPlay(QuestionDomain(), pool, settings, solvers=4)
 
@@ -158,10 +159,56 @@ def test_a_frozen_role_is_played_but_not_trained(frozen):
     builder = selfplay(proposals=2, solver_groups=3, pool=pool, frozen=[frozen])
     scripted = Scripted([question("shop", "How many orders came from Lyon?"), None])
     groups = step(builder, scripted, 0)
-    roles = {g.group_id.rsplit(":", 1)[1] for g in groups}
-    assert roles == {"proposer", "solver"} - {frozen}
+    trained = {g.group_id.rsplit(":", 1)[1] for g in groups if g.untrained is None}
+    assert trained == {"proposer", "solver"} - {frozen}
+    kept_out = [g for g in groups if g.untrained is not None]
+    assert kept_out and all(g.group_id.endswith(f":{frozen}") for g in kept_out)
+    assert all(g.untrained == f"the {frozen} is frozen (selfplay.frozen)" for g in kept_out)
     assert len(scripted.solved) == 3  # the solvers still play: they score the proposal
     assert builder.last_metrics["solver_groups/proposed"] == 1
+
+
+def test_the_band_keeps_solver_groups_outside_it_out_of_the_update():
+    rates = {"How many orders came from Lyon?": 0.25, "Which city ordered most?": 0.5,
+             "Which city ordered least?": 1.0}  # fmt: skip
+    builder = selfplay(proposals=3, solver_groups=0, pool=TaskPool([]), band=(0.3, 0.8))
+    scripted = Scripted([question("shop", q) for q in rates], solve_rate=rates.__getitem__)
+    groups = step(builder, scripted, 0)
+    solvers = {g.group_id: g.untrained for g in groups if g.group_id.endswith(":solver")}
+    assert solvers == {
+        "p0:solver": "its solve rate 0.25 is outside [0.3, 0.8]",
+        "p1:solver": None,
+        "p2:solver": "its solve rate 1.00 is outside [0.3, 0.8]",
+    }
+    assert builder.last_metrics["solver_groups/out_of_band"] == 2
+    # the filtered tasks still score their proposers (learnability of 1/4, 2/4, 4/4)
+    assert rewards(groups) == [0.75, 0.5, 0.0]
+
+
+def test_a_step_with_nothing_in_band_and_a_frozen_proposer_hands_on_its_groups_untrained(caplog):
+    builder = selfplay(proposals=2, solver_groups=0, pool=TaskPool([]), frozen=["proposer"],
+                       band=(0.3, 0.8))  # fmt: skip
+    scripted = Scripted([question("shop", "How many orders came from Lyon?"), None],
+                        solve_rate=lambda q: 0.0)  # fmt: skip
+    groups = step(builder, scripted, 0)
+    assert groups and all(g.untrained for g in groups)  # played and kept, not dropped
+    assert "trains on nothing" in caplog.text
+
+
+def test_a_band_outside_zero_to_one_is_refused():
+    from toolgym.config import load_config
+    from toolgym.errors import ConfigError
+    from toolgym.training.config import TrainConfig
+
+    for band in ("[0.8, 0.3]", "[-0.1, 0.5]", "[0.2, 1.5]"):
+        with pytest.raises(ConfigError, match="solver_band"):
+            load_config(
+                TrainConfig, None, ["model=x", f"selfplay={{domain: sql, solver_band: {band}}}"]
+            )
+    settings = load_config(
+        TrainConfig, None, ["model=x", "selfplay={domain: sql, solver_band: [0.3, 0.8]}"]
+    )
+    assert settings.selfplay is not None and settings.selfplay.solver_band == (0.3, 0.8)
 
 
 def test_both_roles_frozen_is_refused_before_anything_runs():

@@ -13,8 +13,10 @@ learning is bench/selfplay.py's to measure."""
 from __future__ import annotations
 
 import pytest
+import torch
 from test_async_training import Recording
 
+from toolgym.agents.trajectory import read_jsonl
 from toolgym.config import load_config
 from toolgym.errors import ConfigError
 from toolgym.training import checkpoint
@@ -90,3 +92,20 @@ def test_self_play_streams_in_async_mode(tool_calling_model_dir, tmp_path):
     for step in trainer.trained:
         assert {i.rsplit(":", 1)[1] for i in step["groups"]} == {"proposer", "solver"}
         assert max(step["lags"]) <= 1
+
+
+def test_a_step_whose_groups_are_all_kept_out_plays_logs_and_changes_no_weight(
+    tool_calling_model_dir, tmp_path
+):
+    """A frozen proposer and a band no solve rate of 2 episodes (0, 0.5, 1) falls in: the
+    step is played and logged, its groups marked untrained, and the update skipped."""
+    settings = ("steps=1", "rollouts_kept=4", "selfplay.frozen=[proposer]",
+                "selfplay.solver_band=[0.6, 0.9]")  # fmt: skip
+    trainer = Recording(config(tool_calling_model_dir, tmp_path, "sql", *settings))
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    (record,) = [m for m in trainer.run() if m["step"] == 0]
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))
+    assert record["groups/untrained"] == len(trainer.trained[0]["groups"]) > 0
+    assert record["groups/solver_groups/out_of_band"] >= 2
+    assert not any(k.startswith("train/") for k in record)
+    assert len(read_jsonl(tmp_path / "rollouts" / "step_000000.jsonl")) == 4  # episodes kept

@@ -330,10 +330,18 @@ class SelfPlaySection(ConfigModel):
     frozen: list[Literal["proposer", "solver"]] = Field(default_factory=list)
     """Roles played but not trained, for ablations: a frozen proposer still writes the
     step's tasks and a frozen solver still scores them; only the other role learns."""
+    solver_band: tuple[float, float] | None = None
+    """Train the solver only on groups whose solve rate p has lo <= p <= hi (R-Zero trains
+    on 0.3 to 0.8: a task the solver nearly always or nearly never solves teaches little).
+    The others still score their proposers and are kept with the step's rollouts."""
 
     @model_validator(mode="after")
-    def _reward_rule(self) -> SelfPlaySection:
+    def _consistent(self) -> SelfPlaySection:
         proposer_reward(self.reward)  # a ConfigError names what is wrong
+        band = self.solver_band
+        if band is not None and not 0 <= band[0] <= band[1] <= 1:
+            raise ConfigError(f"selfplay.solver_band {list(band)}: give [lo, hi] with "
+                              "0 <= lo <= hi <= 1")  # fmt: skip
         if {"proposer", "solver"} <= set(self.frozen):
             raise ConfigError("selfplay.frozen: freeze one role at most; with both, nothing trains")
         return self

@@ -259,9 +259,9 @@ class Trainer:
     async def advantages(
         self, groups: list[TrajectoryGroup]
     ) -> tuple[list[Trajectory], list[np.ndarray]]:
-        """Score every trajectory (the reward stage), then advantages per group."""
-        trajectories, advantages = [], []
-        options = self.config.advantage.options()
+        """Score each trained group's episodes (the reward stage), then their advantages."""
+        trajectories, advantages, options = [], [], self.config.advantage.options()
+        groups = [g for g in groups if g.untrained is None]
         for g, scored in zip(groups, await self.rewards.score(groups), strict=True):
             process = [p for _, p in scored] if self.rewards.has_process else None
             values = compute_advantages(

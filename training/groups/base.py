@@ -65,7 +65,10 @@ class ReportsMetrics(Protocol):
 
 def group_metrics(builder: GroupBuilder, groups: list[TrajectoryGroup]) -> dict[str, float]:
     """`groups/filtered`, the groups that give the update nothing (no unmasked member with
-    steps), and the builder's own figures where it reports them."""
+    steps), `groups/untrained`, those the builder played but kept out of the update, and the
+    builder's own figures where it reports them."""
     filtered = sum(not any(not t.masked and t.steps for t in g.trajectories) for g in groups)
+    untrained = sum(g.untrained is not None for g in groups)
     own = builder.last_metrics if isinstance(builder, ReportsMetrics) else {}
-    return {"groups/filtered": float(filtered), **{f"groups/{k}": float(v) for k, v in own.items()}}
+    return {"groups/filtered": float(filtered), "groups/untrained": float(untrained),
+            **{f"groups/{k}": float(v) for k, v in own.items()}}  # fmt: skip

@@ -23,7 +23,9 @@ A step:
   5. Valid tasks join the pool (saved in the checkpoint with the builder's state), those it
      holds already (by identity) once only.
   6. The step trains on both roles' groups, less a role `frozen` names (an ablation: the
-     role is played as before, its episodes are not trained on).
+     role is played as before, its episodes are not trained on) and, with a `solver_band`,
+     the solver groups whose solve rate lies outside it (R-Zero's filter). Groups kept out
+     are handed on marked `untrained`, so the step's rollouts and metrics still hold them.
 
 A domain (`SelfPlayDomain`) names the two envs, its validation stages and how a task becomes
 the solver env's reset task. Everything a proposal holds is hostile: it is bounded when read
@@ -57,6 +59,12 @@ from toolgym.training.selfplay.validation import (
 log = get_logger(__name__)
 REPEAT = "repeat"
 """The stage of a proposal that repeats a task proposed earlier in its step."""
+
+
+def solve_rate(solvers: TrajectoryGroup) -> float | None:
+    """The share of a group's episodes that ran and earned a reward; None when none ran."""
+    ran = [t for t in solvers.trajectories if not t.masked]
+    return sum(t.total_reward > 0 for t in ran) / len(ran) if ran else None
 
 
 class SelfPlayDomain(Protocol):
@@ -138,10 +146,31 @@ class SelfPlay:
         reasons = Counter(p.rejected[:160] for p in proposals if p.rejected is not None)
         for reason, count in reasons.most_common(3):  # why proposals fail, for whoever watches
             log.info("self-play step %d: %d proposal(s) rejected: %s", ctx.step, count, reason)
-        trained = {"proposer": self._proposer_groups(ctx.step, proposals),
-                   "solver": [*solved, *extra]}  # fmt: skip
-        return [g for role, groups in trained.items() if role not in self.settings.frozen
-                for g in groups]  # fmt: skip
+        roles = {"proposer": self._proposer_groups(ctx.step, proposals),
+                 "solver": [*solved, *extra]}  # fmt: skip
+        for role in self.settings.frozen:
+            for group in roles[role]:
+                group.untrained = f"the {role} is frozen (selfplay.frozen)"
+        self.last_metrics["solver_groups/out_of_band"] = float(self._band(roles["solver"]))
+        groups = [g for role_groups in roles.values() for g in role_groups]
+        if groups and all(g.untrained for g in groups):
+            log.warning("self-play step %d: every group is kept out of the update (%s), so "
+                        "the step trains on nothing", ctx.step, groups[0].untrained)  # fmt: skip
+        return groups
+
+    def _band(self, solvers: list[TrajectoryGroup]) -> int:
+        """Mark the solver groups whose solve rate lies outside `solver_band` untrained;
+        how many were."""
+        if self.settings.solver_band is None:
+            return 0
+        lo, hi = self.settings.solver_band
+        outside = 0
+        for group in solvers:
+            rate = solve_rate(group)
+            if group.untrained is None and rate is not None and not lo <= rate <= hi:
+                group.untrained = f"its solve rate {rate:.2f} is outside [{lo}, {hi}]"
+                outside += 1
+        return outside
 
     async def _propose(self, ctx: BuildContext) -> list[Proposal]:
         """The step's proposer episodes, each shown pool tasks drawn for it (with their
@@ -217,13 +246,11 @@ class SelfPlay:
         return GroupRequest(self.domain.solver, draw, self.solvers, "solver")
 
     def _reward(self, proposal: Proposal, solvers: TrajectoryGroup) -> None:
-        ran = [t for t in solvers.trajectories if not t.masked]
-        proposer = proposal.trajectory
-        if not ran:
+        rate, proposer = solve_rate(solvers), proposal.trajectory
+        if rate is None:
             proposer.infra_error = f"its solvers all failed to run ({solvers.group_id})"
-            return
-        if proposer.steps:
-            proposer.steps[-1].reward = self.rule(sum(t.total_reward > 0 for t in ran) / len(ran))
+        elif proposer.steps:
+            proposer.steps[-1].reward = self.rule(rate)
 
     def _proposer_groups(self, step: int, proposals: Sequence[Proposal]) -> list[TrajectoryGroup]:
         """One group per task kind (the partition baseline); unreadable proposals with the
@@ -247,11 +274,7 @@ class SelfPlay:
     ) -> dict[str, float]:
         n = max(len(proposals), 1)
         stages = Counter(p.stage for p in proposals if p.rejected is not None)
-        rates = [
-            sum(t.total_reward > 0 for t in g.trajectories if not t.masked)
-            / max(sum(not t.masked for t in g.trajectories), 1)
-            for g in solved
-        ]
+        rates = [rate for g in solved if (rate := solve_rate(g)) is not None]
         unique = {p.task.instruction for p in proposals if p.task is not None}
         return {
             "valid": sum(p.rejected is None for p in proposals) / n,
