@@ -176,6 +176,9 @@ class TrajectoryGroup:
     """Why the step plays this group but does not learn from it (a frozen role, a solve rate
     outside the band): its episodes are kept with the step's rollouts and counted in its
     metrics, and get no advantage."""
+    baseline: float | None = None
+    """What each episode's return is compared with when the builder knows better than the
+    group's own mean (self-play's running mean per role and task kind); None: the group's."""
 
 
 def write_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> Path:

@@ -109,3 +109,24 @@ def test_a_step_whose_groups_are_all_kept_out_plays_logs_and_changes_no_weight(
     assert record["groups/solver_groups/out_of_band"] >= 2
     assert not any(k.startswith("train/") for k in record)
     assert len(read_jsonl(tmp_path / "rollouts" / "step_000000.jsonl")) == 4  # episodes kept
+
+
+def test_a_running_baseline_reaches_the_proposers_advantages(tool_calling_model_dir, tmp_path):
+    class Advantages(Recording):
+        async def advantages(self, groups):
+            self.groups_seen = groups
+            self.seen = await super().advantages(groups)
+            return self.seen
+
+    trainer = Advantages(config(tool_calling_model_dir, tmp_path, "sql", "steps=1",
+                                "selfplay.baseline=running"))  # fmt: skip
+    (record,) = [m for m in trainer.run() if m["step"] == 0]
+    (proposers,) = [g for g in trainer.groups_seen if g.group_id.endswith(":proposer")]
+    rewards = [t.total_reward for t in proposers.trajectories if not t.masked]
+    assert proposers.baseline == pytest.approx(sum(rewards) / len(rewards))  # the first mean
+    kind = proposers.group_id.split(":")[1]  # "unknown" when no proposal could be read
+    assert record[f"groups/proposer_baseline/{kind}"] == pytest.approx(proposers.baseline)
+    advantage = {t.id: a[0] for t, a in zip(*trainer.seen, strict=True)}
+    for t in proposers.trajectories:
+        if not t.masked:
+            assert advantage[t.id] == pytest.approx(t.total_reward - proposers.baseline)

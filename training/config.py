@@ -330,6 +330,13 @@ class SelfPlaySection(ConfigModel):
     frozen: list[Literal["proposer", "solver"]] = Field(default_factory=list)
     """Roles played but not trained, for ablations: a frozen proposer still writes the
     step's tasks and a frozen solver still scores them; only the other role learns."""
+    baseline: Literal["group", "running"] = "group"
+    """What a proposal's reward is compared with: the others of its kind this step (group),
+    or a running mean over steps per task kind (running: SPIRAL's role-conditioned
+    advantage, steadier than a mean of a few proposals). Solvers keep their group's."""
+    baseline_decay: float = Field(0.9, ge=0.0, lt=1.0)
+    """The running baseline's weight on its past: b = decay * b + (1 - decay) * this step's
+    mean reward (the first step's mean starts it)."""
     solver_band: tuple[float, float] | None = None
     """Train the solver only on groups whose solve rate p has lo <= p <= hi (R-Zero trains
     on 0.3 to 0.8: a task the solver nearly always or nearly never solves teaches little).

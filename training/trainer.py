@@ -260,16 +260,15 @@ class Trainer:
         self, groups: list[TrajectoryGroup]
     ) -> tuple[list[Trajectory], list[np.ndarray]]:
         """Score each trained group's episodes (the reward stage), then their advantages."""
-        trajectories, advantages, options = [], [], self.config.advantage.options()
+        trajectories, advantages, setting = [], [], self.config.advantage
+        estimator, alpha, options = setting.estimator, setting.step_alpha, setting.options()
         groups = [g for g in groups if g.untrained is None]
         for g, scored in zip(groups, await self.rewards.score(groups), strict=True):
             process = [p for _, p in scored] if self.rewards.has_process else None
-            values = compute_advantages(
-                self.config.advantage.estimator,
-                GroupRewards.from_trajectories(g.trajectories, [o for o, _ in scored], process),
-                step_alpha=self.config.advantage.step_alpha,
-                **options,
+            rewards = GroupRewards.from_trajectories(
+                g.trajectories, [o for o, _ in scored], process, g.baseline
             )
+            values = compute_advantages(estimator, rewards, step_alpha=alpha, **options)
             for t, a in zip(g.trajectories, values, strict=True):
                 if not t.masked and t.steps:
                     trajectories.append(t)

@@ -26,6 +26,9 @@ class GroupRewards:
     """Per trajectory, False when it is masked (an infrastructure failure)."""
     process: list[np.ndarray] | None = None
     """Per trajectory, each step's process reward (None: outcome rewards alone)."""
+    baseline: float | None = None
+    """A baseline from outside the group (a running mean over steps): the advantage is then
+    the return less it, whatever the estimator."""
 
     @classmethod
     def from_trajectories(
@@ -33,9 +36,11 @@ class GroupRewards:
         trajectories: Sequence[Any],
         rewards: Sequence[np.ndarray] | None = None,
         process: Sequence[np.ndarray] | None = None,
+        baseline: float | None = None,
     ) -> GroupRewards:
         """`rewards`: each trajectory's per-step rewards from the reward stage (default:
-        the env's own); `process`: its per-step process rewards, if any source gives them."""
+        the env's own); `process`: its per-step process rewards, if any source gives them;
+        `baseline`: the group's own from its builder (TrajectoryGroup.baseline)."""
         if rewards is None:
             rewards = [
                 np.array([s.reward for s in t.steps], dtype=np.float64) for t in trajectories
@@ -45,6 +50,7 @@ class GroupRewards:
             state_keys=[[s.state_key for s in t.steps] for t in trajectories],
             valid=np.array([not t.masked for t in trajectories], dtype=bool),
             process=None if process is None else [np.asarray(p, np.float64) for p in process],
+            baseline=baseline,
         )
 
     @property

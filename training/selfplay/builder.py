@@ -20,6 +20,8 @@ A step:
      Proposals are one group per task kind, id `s{step}:{kind}:proposer`, so the group's
      normalisation is the per-(env, role, kind) baseline. A proposal alone in its group
      would have none (plain REINFORCE, or advantage 0): the step warns when a kind has one.
+     With `baseline: running` the group carries the kind's running mean reward instead
+     (SPIRAL's role-conditioned advantage), and the advantage is each reward less it.
   5. Valid tasks join the pool (saved in the checkpoint with the builder's state), those it
      holds already (by identity) once only.
   6. The step trains on both roles' groups, less a role `frozen` names (an ablation: the
@@ -120,6 +122,8 @@ class SelfPlay:
         self.read = 0
         """Reader groups asked for so far (grounding)."""
         self.last_metrics: dict[str, float] = {}
+        self.baselines: dict[str, float] = {}
+        """Per task kind, the proposers' running mean reward (`baseline: running`)."""
 
     async def build(self, ctx: BuildContext) -> list[TrajectoryGroup]:
         proposals = await self._propose(ctx)
@@ -152,6 +156,7 @@ class SelfPlay:
             for group in roles[role]:
                 group.untrained = f"the {role} is frozen (selfplay.frozen)"
         self.last_metrics["solver_groups/out_of_band"] = float(self._band(roles["solver"]))
+        self.last_metrics |= {f"proposer_baseline/{k}": b for k, b in self.baselines.items()}
         groups = [g for role_groups in roles.values() for g in role_groups]
         if groups and all(g.untrained for g in groups):
             log.warning("self-play step %d: every group is kept out of the update (%s), so "
@@ -260,14 +265,26 @@ class SelfPlay:
         for p in proposals:
             kinds.setdefault(p.task.kind if p.task is not None else default, []).append(p)
         for kind, members in kinds.items():
-            if len(members) == 1:
+            if len(members) == 1 and self.settings.baseline == "group":
                 log.warning("self-play step %d: the %s proposers' partition holds one proposal, "
                             "so it has no baseline (advantage 0)", step, kind)  # fmt: skip
         return [
             TrajectoryGroup(f"s{step}:{kind}:proposer", None, [p.trajectory for p in members],
-                            self.domain.proposer.name)
+                            self.domain.proposer.name, baseline=self._baseline(kind, members))
             for kind, members in kinds.items()
         ]  # fmt: skip
+
+    def _baseline(self, kind: str, members: Sequence[Proposal]) -> float | None:
+        """With `baseline: running`, the kind's running mean reward moved by this step's
+        proposals (updated before use, as SPIRAL does); None: the group's own mean."""
+        if self.settings.baseline != "running":
+            return None
+        rewards = [m.trajectory.total_reward for m in members if not m.trajectory.masked]
+        if rewards:
+            mean, past = sum(rewards) / len(rewards), self.baselines.get(kind)
+            decay = self.settings.baseline_decay
+            self.baselines[kind] = mean if past is None else decay * past + (1 - decay) * mean
+        return self.baselines.get(kind)
 
     def _metrics(
         self, proposals: Sequence[Proposal], solved: Sequence[TrajectoryGroup]
@@ -287,10 +304,11 @@ class SelfPlay:
 
     def state_dict(self) -> dict[str, Any]:
         return {"proposed": self.proposed, "solved": self.solved, "read": self.read,
-                "pool": self.pool.state_dict()}  # fmt: skip
+                "baselines": dict(self.baselines), "pool": self.pool.state_dict()}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.proposed = int(state.get("proposed", 0))
         self.solved = int(state.get("solved", 0))
         self.read = int(state.get("read", 0))
+        self.baselines = {str(k): float(v) for k, v in state.get("baselines", {}).items()}
         self.pool.load_state_dict(state.get("pool", {}))
