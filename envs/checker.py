@@ -128,11 +128,12 @@ class _Checks:
             self.report.findings.append(Finding(check, "skip", "fix the failures above first"))
 
     def run(self) -> None:
-        """The checks in order; the async ones share one event loop and one set of shared
-        resources (a browser, a server process), as the instances of a run share the
-        runtime's, so each check's fresh instance does not start its own."""
+        """The checks in order, on one event loop with one set of shared resources (a
+        browser, a server process), as the instances of a run share the runtime's, so each
+        check's fresh instance does not start its own; the sync API's checks run their envs
+        on that loop too (the resources live there)."""
         with asyncio.Runner() as runner:
-            resources = Resources()
+            resources = Resources(loop=runner.get_loop())
             try:
                 self._run_checks(runner, self._sharing(resources))
             finally:
@@ -184,9 +185,8 @@ class _Checks:
         self.record("tool schemas", lambda: _tool_schemas(env))
         self.record("odd tool inputs", lambda: runner.run(_odd_inputs(shared, self.seed)))
         self.record("episodes", lambda: runner.run(_episodes(shared, self.seed, self.episodes)))
-        # the sync API on instances of their own, each with a private set it closes
-        self.record("gymnasium check_env", lambda: _gymnasium(self.factory))
-        self.record("close", lambda: _close_twice(self.factory))
+        self.record("gymnasium check_env", lambda: _gymnasium(shared))
+        self.record("close", lambda: _close_twice(shared))
 
 
 def _class_and_spaces(env: Any) -> str | None:

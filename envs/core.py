@@ -35,8 +35,9 @@ Field by field:
   long as its owner (the runtime's, or the env's own when used alone; envs/resources.py).
 
 Sync `reset`/`step`/`close` run the coroutines on a private event loop (one per env, so
-loop-bound resources such as HTTP sessions survive between steps); inside a running loop
-use the async methods.
+loop-bound resources such as HTTP sessions survive between steps), or, for an env that shares
+resources living on a loop of their own (`Resources(loop=...)`: the checker's), on that loop;
+inside a running loop use the async methods.
 """
 
 from __future__ import annotations
@@ -219,6 +220,11 @@ class Env(gymnasium.Env[list[Message], str]):
                 f"{type(self).__name__}: the sync API was called inside a running event loop; "
                 "use `await env.areset()`, `await env.astep()` and `await env.aclose()` there"
             )
+        home = self._resources.home_loop() if self._resources is not None else None
+        if home is not None:  # the loop of the resources it shares (a check's, a test's)
+            if home.is_running():
+                return asyncio.run_coroutine_threadsafe(coro, home).result()
+            return home.run_until_complete(coro)
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
             # an env dropped without close() still closes its loop when it is collected

@@ -2,16 +2,15 @@
 toolset's MCP server): started in its own session, ready once its URL answers, its output
 kept in a file whose tail explains a failed start, its process group ended on stop.
 
-A server dies with the process that started it, even one killed with SIGKILL (no orphans
-left with PPID 1). `process_wide` keeps one such server per key for the whole Python process,
-stopped at exit (a forked child starts its own): for servers that hold no per-episode state,
-so the many short-lived envs of a check or a test session do not each pay a start of several
-seconds."""
+A server is a shared resource (envs/resources.py): `shared_server` makes one per key in its
+owner's set (the run's runtime, a check's, or a lone env's own), starts it on first use and
+again, on its port, after it died; the owner's close stops it. It dies with the process that
+started it, even one killed with SIGKILL (no orphans left with PPID 1); a forked child's copy
+of the handle is the parent's, which the child neither uses nor stops."""
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import ctypes
 import functools
@@ -27,6 +26,7 @@ from collections.abc import Callable, Hashable, Mapping
 import httpx
 
 from toolgym.tools.tool import InfraError
+from toolgym.tools.tool_source import Shared
 
 OUTPUT_TAIL = 4096
 PR_SET_PDEATHSIG = 1
@@ -59,16 +59,31 @@ class ServerProcess:
         self.probe_method = probe_method
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
+        self._owner = os.getpid()
         self._log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop)
+        self._starting: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    async def running(self) -> ServerProcess:
+        """This server, started if it is not running (callers on one loop wait for one
+        start)."""
+        self._forget_if_forked()
+        lock = self._starting.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
+            if not self.alive():
+                await self.start()
+        return self
+
     async def start(self) -> ServerProcess:
         """Start it and wait until it answers; InfraError (with its output's tail) if it
         exits first or does not answer in time. Started again after it died, it keeps its
         port, so clients that hold its URL reach the new one."""
+        self._forget_if_forked()
         self.port = self.port or free_port()
         if self._log.closed:
             self._log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop)
@@ -98,7 +113,17 @@ class ServerProcess:
         raise InfraError(f"{self.name} did not answer in {self.start_timeout_s:g} s: {said}")
 
     def alive(self) -> bool:
+        self._forget_if_forked()
         return self._process is not None and self._process.poll() is None
+
+    def _forget_if_forked(self) -> None:
+        """In a forked child, the parent's server and port: not this process's to restart
+        (the parent's server would answer the probe of one that never bound) or to stop."""
+        if os.getpid() != self._owner:
+            self._process, self.port, self._owner = None, 0, os.getpid()
+            self._starting = weakref.WeakKeyDictionary()
+            self._log.close()  # the child's copy of the parent's log
+            self._log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop)
 
     def tail(self) -> str:
         """The last bytes the server printed."""
@@ -109,6 +134,7 @@ class ServerProcess:
         return self._log.read().decode(errors="replace").strip() or "(no output)"
 
     def stop(self) -> None:
+        self._forget_if_forked()
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
@@ -124,46 +150,14 @@ class ServerProcess:
         await asyncio.to_thread(self.stop)
 
 
-_RUNNING: dict[Hashable, ServerProcess] = {}
-_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-async def process_wide(key: Hashable, make: Callable[[], ServerProcess]) -> ServerProcess:
-    """The running server under `key`: made by `make()` the first time, started again (on
-    the same port) when it has died. Callers in one event loop wait for one start."""
-    server = _RUNNING.get(key)
-    if server is None:
-        server = _RUNNING[key] = make()
-    async with _start_lock(key):
-        if not server.alive():
-            await server.start()
-    return server
-
-
-def _start_lock(key: Hashable) -> asyncio.Lock:
-    locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
-    return locks.setdefault(key, asyncio.Lock())
-
-
-def _forked() -> None:
-    """A forked child (Gymnasium's async vector env) starts with none of its parent's
-    servers: their handles are the parent's, so a restart would take the parent's port, where
-    the parent's server, still running, would answer the child's readiness probe for a server
-    that never bound; and the child's exit would stop what it does not own."""
-    _RUNNING.clear()
-    _LOCKS.clear()
-
-
-os.register_at_fork(after_in_child=_forked)
-
-
-@atexit.register
-def _stop_all() -> None:
-    for server in _RUNNING.values():
-        server.stop()
-    _RUNNING.clear()
+async def shared_server(
+    shared: Shared, key: Hashable, make: Callable[[], ServerProcess]
+) -> ServerProcess:
+    """The server under `key` in the owner's shared resources (`env.shared`): made by
+    `make()` the first time, running when returned (started again, on its port, if it
+    died)."""
+    server: ServerProcess = await shared(key, make)
+    return await server.running()
 
 
 def _die_with(parent: int) -> None:

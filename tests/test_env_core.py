@@ -130,6 +130,52 @@ def test_sync_api_inside_a_running_loop_says_what_to_do():
         asyncio.run(inside())
 
 
+class OnItsLoop(Lookup):
+    """Records the loop each episode started on and shares a loop-bound resource (as an HTTP
+    session is), which notes the loop it was made on."""
+
+    async def start(self, seed, options):
+        self.loop = asyncio.get_running_loop()
+        self.session = await self.shared("session", lambda: {"made on": self.loop})
+        return await super().start(seed, options)
+
+
+def test_the_sync_api_runs_on_the_loop_of_the_resources_an_env_shares():
+    """Sync and async users of one set share what it made: an env sharing resources that live
+    on a loop runs its sync calls there (run on it while it is idle, handed to it from another
+    thread while it runs), never on a private loop their loop-bound resources cannot serve."""
+    import threading
+
+    from toolgym.envs.resources import Resources
+
+    loop = asyncio.new_event_loop()
+    resources = Resources(loop=loop)
+    idle, running = OnItsLoop(), OnItsLoop()
+    idle.use_resources(resources)
+    running.use_resources(resources)
+    idle.reset(seed=0)
+    assert idle.loop is loop
+    thread = threading.Thread(target=loop.run_forever)
+    thread.start()
+    try:
+        running.reset(seed=0)
+        assert running.loop is loop and running.session is idle.session
+        assert resources.opened == 1 and running.session["made on"] is loop
+        assert running.step(call(running, "sun"))[4]["error"] is None
+        running.close()
+        idle.close()
+        assert not loop.is_closed()  # the resources' loop is theirs, not the env's
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+    loop.run_until_complete(resources.aclose())
+    loop.close()
+    alone = OnItsLoop()
+    alone.reset(seed=0)
+    assert alone.loop is not loop  # a private set: a private loop
+    alone.close()
+
+
 def test_close_is_idempotent_and_the_env_can_be_reused():
     env = Lookup()
     env.reset(seed=0)

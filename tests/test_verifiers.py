@@ -123,11 +123,12 @@ def test_a_toolset_server_that_dies_is_an_infrastructure_error_then_comes_back()
     import os
     import signal
 
-    from toolgym.envs import server_process
+    from toolgym.envs.server_process import ServerProcess
 
     env = toolgym.make("toolgym/Verifiers-v0", taskset="vf_glossary")
     env.reset(seed=0)
-    (server,) = [s for s in server_process._RUNNING.values() if "GlossaryToolset" in s.name]
+    made = env.unwrapped.resources.made().values()
+    (server,) = [s for s in made if isinstance(s, ServerProcess) and "GlossaryToolset" in s.name]
     os.killpg(server._process.pid, signal.SIGKILL)
     server._process.wait()
     *_, info = call(env, "facts_lookup", name="red fox")

@@ -105,7 +105,7 @@ class OpenEnvEnv(ToolEnv):
     async def base_url(self) -> str:
         if self.url is not None:
             return self.url.rstrip("/")
-        return await local_server(str(self.serve))
+        return await local_server(str(self.serve), self.shared)
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         await self._disconnect()  # one session per episode: nothing carries over

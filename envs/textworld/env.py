@@ -132,7 +132,7 @@ class TextWorldEnv(ToolEnv):
             raise ConfigError(f"solver_slips {solver_slips}: it must be between 0 and 1")
         self.solver_slips = solver_slips
         self.slip_turn: int | None = None
-        self.process = GameProcess()
+        self.process = GameProcess(self.shared)
         self.frame: dict[str, Any] = {}
         self.game_file = ""
         self.returned, self.step_reward = 0.0, 0.0

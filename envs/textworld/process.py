@@ -1,11 +1,10 @@
-"""The env's handle on its game worker (worker.py, forked by host.py): requests with a time
-limit each. A worker that dies, hangs past its limit or answers garbage is killed and
+"""The env's handle on its game worker (worker.py, forked by host.py, whose process is a
+shared resource of the env's owner): requests with a time limit each. A worker that dies, hangs past its limit or answers garbage is killed and
 reported as InfraError (the episode is masked); the next request gets a fresh one."""
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import json
 import os
@@ -21,6 +20,7 @@ from typing import Any
 
 from toolgym.log import get_logger
 from toolgym.tools.tool import InfraError
+from toolgym.tools.tool_source import Shared
 
 log = get_logger(__name__)
 
@@ -38,73 +38,81 @@ class GameError(Exception):
         self.refused = refused
 
 
-class _Host:
-    """This process's game host (started on first use, restarted if it died)."""
+class GameHost:
+    """The process game workers are forked from (host.py): started on first use, started
+    again if it died, stopped by `close`. A shared resource (envs/resources.py): one per
+    runtime, or a lone env's own; `toolgym textworld generate` holds one for the command.
+    Its waiter threads wait on workers' answers, one per game in flight (asyncio's default
+    pool has a few per core, and a game being generated for minutes would hold one of those
+    that every other episode's steps queue for)."""
 
-    lock = threading.Lock()
-    process: subprocess.Popen[bytes] | None = None
-    folder = ""
+    def __init__(self) -> None:
+        self._reset()
 
-    @classmethod
-    def address(cls) -> str:
-        with cls.lock:
-            if cls.process is None or cls.process.poll() is not None:
-                cls._start()
-            return os.path.join(cls.folder, "host.sock")
+    def _reset(self) -> None:
+        self.lock = threading.Lock()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.folder = ""
+        self.waiters = ThreadPoolExecutor(max_workers=256, thread_name_prefix="textworld")
+        self._owner = os.getpid()
 
-    @classmethod
-    def _start(cls) -> None:
-        cls.folder = tempfile.mkdtemp(prefix="toolgym-tw-")
-        cls.process = subprocess.Popen(
-            [sys.executable, "-m", "toolgym.envs.textworld.host", os.path.join(cls.folder, "host.sock")],
+    def address(self) -> str:
+        """The host's socket, the host started first if it is not running."""
+        self._forget_if_forked()
+        with self.lock:
+            if self.process is None or self.process.poll() is not None:
+                self._start()
+            return os.path.join(self.folder, "host.sock")
+
+    def _start(self) -> None:
+        self._stop()
+        self.folder = tempfile.mkdtemp(prefix="toolgym-tw-")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "toolgym.envs.textworld.host", os.path.join(self.folder, "host.sock")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        assert cls.process.stdout is not None
-        ready = cls.process.stdout.readline()  # TextWorld's import: about a second
+        assert self.process.stdout is not None
+        ready = self.process.stdout.readline()  # TextWorld's import: about a second
         if ready.strip() != b"ready":
-            cls.stop()
+            self._stop()
             raise InfraError("the game host did not start (is textworld installed?)")
 
-    @classmethod
-    def stop(cls) -> None:
-        process, cls.process = cls.process, None
+    def _stop(self) -> None:
+        process, self.process = self.process, None
         if process is not None:
             process.kill()
             process.wait()
-        if cls.folder:
-            shutil.rmtree(cls.folder, ignore_errors=True)
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = ""
+
+    def close(self) -> None:
+        """Stop the host (its workers die with it) and let its waiter threads go."""
+        self._forget_if_forked()
+        with self.lock:
+            self._stop()
+        self.waiters.shutdown(wait=False, cancel_futures=True)
+
+    def _forget_if_forked(self) -> None:
+        """A forked child (Gymnasium's async vector env) holds nothing of its parent's host:
+        the process, its folder and the waiter threads are the parent's (a copied pool would
+        queue work for threads the child lacks), and a lock another thread held would never
+        be released."""
+        if os.getpid() != self._owner:
+            self._reset()
 
 
-atexit.register(_Host.stop)
-
-
-def _waiter_pool() -> ThreadPoolExecutor:
-    """Threads that wait on workers' answers: one per game in flight. asyncio's default pool
-    has a few per core, and a game being generated for minutes would hold one of those that
-    every other episode's steps queue for."""
-    return ThreadPoolExecutor(max_workers=256, thread_name_prefix="textworld")
-
-
-_waiters = _waiter_pool()
-
-
-def _forked() -> None:
-    """A forked child (Gymnasium's async vector env) starts with nothing of its parent's: the
-    host, its folder and the waiter threads are the parent's (a copied pool would queue work
-    for threads the child lacks), and a lock another thread held would never be released."""
-    global _waiters
-    _waiters = _waiter_pool()
-    _Host.lock, _Host.process, _Host.folder = threading.Lock(), None, ""
-
-
-os.register_at_fork(after_in_child=_forked)
+HOST = "textworld game host"
+"""The key of the game host among the shared resources."""
 
 
 class GameProcess:
-    """One worker, used from any event loop (a blocking socket, driven from a thread): envs
-    made by `toolgym.make` or reset under successive `asyncio.run`s keep their game."""
+    """One worker of the game host in `shared` (the env's shared resources: the runtime's,
+    or the env's own), used from any event loop (a blocking socket, driven from a thread):
+    envs made by `toolgym.make` or reset under successive `asyncio.run`s keep their game."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
         self.socket: socket.socket | None = None
         self.answers: Any = None
         self.pid: int | None = None
@@ -114,17 +122,18 @@ class GameProcess:
     async def request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """The worker's answer; GameError for a failure it reported, InfraError when it died,
         hung or could not start."""
+        host: GameHost = await self.shared(HOST, GameHost)
         loop = asyncio.get_running_loop()
-        answer = await loop.run_in_executor(_waiters, self._request, payload, timeout_s)
+        answer = await loop.run_in_executor(host.waiters, self._request, host, payload, timeout_s)
         if "error" in answer:
             log.debug("game worker: %s", answer.get("trace", answer["error"]))
             raise GameError(str(answer["error"]), refused=bool(answer.get("refused")))
         return answer
 
-    def _request(self, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def _request(self, host: GameHost, payload: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         with self.busy:
             try:
-                connection, answers = self._started(timeout_s)
+                connection, answers = self._started(host, timeout_s)
                 connection.settimeout(timeout_s)
                 connection.sendall(json.dumps(payload).encode() + b"\n")
                 line = answers.readline(ANSWER_BYTES)
@@ -150,11 +159,11 @@ class GameProcess:
                 raise InfraError("the game worker answered something that is not a JSON object")
             return answer
 
-    def _started(self, timeout_s: float) -> tuple[socket.socket, Any]:
+    def _started(self, host: GameHost, timeout_s: float) -> tuple[socket.socket, Any]:
         with self.held:
             if self.socket is not None:
                 return self.socket, self.answers
-        address = _Host.address()
+        address = host.address()
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         connection.settimeout(timeout_s)
         connection.connect(address)

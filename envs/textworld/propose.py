@@ -74,7 +74,7 @@ class ProposeTextWorldEnv(ToolEnv):
             raise ConfigError(f"build_timeout_s {build_timeout_s}: it must be positive")
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.build_timeout_s = build_timeout_s
-        self.process = GameProcess()
+        self.process = GameProcess(self.shared)
         self.hidden: dict[str, Any] = {}
         self.proposed = False
 

@@ -83,7 +83,7 @@ class VerifiersEnv(ToolEnv):
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[Message]:
         for server in self.toolset_servers:  # one that died is back for this episode
-            await server.ensure_running()
+            await server.ensure_running(self.shared)
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         row = choose_task(task_seed, options, self.tasks, lambda s: self.tasks.task("train", s))
         try:

@@ -1,8 +1,9 @@
 """A verifiers Toolset's tools in a toolgym env: the toolset's own MCP server (started with
 its own `run()`, as verifiers starts it in a subprocess runtime, or reached at its configured
 `url`), its tools named as verifiers names them (`<server>_<tool>`), called through MCPTools.
-One server per toolset class and config for the whole Python process: toolgym runs only
-toolsets without per-task setup or rollout state, so one server serves every episode."""
+One server per toolset class and config in the owner's shared resources (the run's runtime, a
+check's, or a lone env's own): toolgym runs only toolsets without per-task setup or rollout
+state, so one server serves every episode."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from verifiers.v1.mcp.server import ServerBase
 
-from toolgym.envs.server_process import ServerProcess, process_wide
+from toolgym.envs.server_process import ServerProcess, shared_server
 from toolgym.errors import ConfigError
 from toolgym.tools.mcp import MCPTools
 from toolgym.tools.tool import Tool
@@ -31,11 +32,11 @@ class ToolsetTools:
 
     async def load(self, shared: Shared) -> list[Tool]:
         name = self.toolset.server_name
-        url = await self.ensure_running()
+        url = await self.ensure_running(shared)
         tools = MCPTools(url, prefix=f"{name}_" if name else "", timeout_s=self.timeout_s)
         return await tools.load(shared)
 
-    async def ensure_running(self) -> str:
+    async def ensure_running(self, shared: Shared) -> str:
         """The server's MCP URL; a server of ours that died is started again, on its port."""
         url = getattr(self.toolset.config, "url", None)
         if url is not None:
@@ -47,7 +48,7 @@ class ToolsetTools:
             cls.__qualname__,
             self.toolset.config.model_dump_json(),
         )
-        server = await process_wide(key, self._server)
+        server = await shared_server(shared, key, self._server)
         return f"{server.url}/mcp"
 
     def _server(self) -> ServerProcess:

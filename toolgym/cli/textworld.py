@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from toolgym.errors import ConfigError, one_line
 
 if TYPE_CHECKING:
     from toolgym.envs.textworld.settings import GameSettings
+    from toolgym.tools.tool_source import Shared
 
 BUILD_TIMEOUT_S = 60.0
 """The most one spec may take to plan and compile (the planner stops itself sooner)."""
@@ -36,11 +38,16 @@ def generate_command(
     if specs is not None:
         if not specs.is_file():
             raise ConfigError(f"spec file {specs} does not exist")
-        rows = asyncio.run(_from_specs(specs.read_text(), out))
+        text = specs.read_text()
+        rows = asyncio.run(_hosted(lambda shared: _from_specs(text, out, shared)))
     else:
         if count < 1 or not 0 <= eval_count < count:
             raise ConfigError("--count must be 1 or more and --eval below it")
-        rows = asyncio.run(_from_settings(game or "{}", count, first_seed, out, workers))
+        rows = asyncio.run(
+            _hosted(
+                lambda shared: _from_settings(game or "{}", count, first_seed, out, workers, shared)
+            )
+        )
         for row in rows[count - eval_count :]:
             row["split"] = "eval"
     (out / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -48,13 +55,27 @@ def generate_command(
     return 0 if rows else 1
 
 
-async def _from_specs(text: str, out: Path) -> list[dict[str, Any]]:
+async def _hosted(
+    make: Callable[[Shared], Awaitable[list[dict[str, Any]]]],
+) -> list[dict[str, Any]]:
+    """`make(shared)`, its game workers forked from one game host that the command owns and
+    stops when it is done."""
+    from toolgym.envs.resources import Resources
+
+    resources = Resources()
+    try:
+        return await make(resources.get)
+    finally:
+        await resources.aclose()
+
+
+async def _from_specs(text: str, out: Path, shared: Shared) -> list[dict[str, Any]]:
     from toolgym.envs.textworld.process import GameError, GameProcess
     from toolgym.envs.textworld.specs import parse_spec, read_specs
     from toolgym.tools.tool import InfraError
 
     rows, refused = [], 0
-    worker = GameProcess()
+    worker = GameProcess(shared)
     try:
         for number, raw in read_specs(text):
             try:
@@ -83,7 +104,7 @@ async def _from_specs(text: str, out: Path) -> list[dict[str, Any]]:
 
 
 async def _from_settings(
-    game: str, count: int, first_seed: int, out: Path, jobs: int
+    game: str, count: int, first_seed: int, out: Path, jobs: int, shared: Shared
 ) -> list[dict[str, Any]]:
     """Games `first_seed` .. + count of the settings, `jobs` game workers at once (making a
     game is mostly Inform 7 compiling it, one core each); rows in seed order."""
@@ -98,12 +119,14 @@ async def _from_settings(
     settings = GameSettings.parse(raw, "--game")
     seeds = list(range(first_seed, first_seed + count))
     shares = [seeds[k::jobs] for k in range(min(jobs, count))]
-    made = await asyncio.gather(*(_make_games(settings, share, out) for share in shares))
+    made = await asyncio.gather(*(_make_games(settings, share, out, shared) for share in shares))
     names = {seed: name for share in made for seed, name in share.items()}
     return [{"game": names[seed]} for seed in seeds if seed in names]
 
 
-async def _make_games(settings: GameSettings, seeds: list[int], out: Path) -> dict[int, str]:
+async def _make_games(
+    settings: GameSettings, seeds: list[int], out: Path, shared: Shared
+) -> dict[int, str]:
     """The game of each seed, made by one worker and copied into `out`: seed -> file name
     (a seed TextWorld's generator fails on is skipped, and says so)."""
     from toolgym.envs.textworld.env import default_cache_dir
@@ -111,7 +134,7 @@ async def _make_games(settings: GameSettings, seeds: list[int], out: Path) -> di
     from toolgym.envs.textworld.process import GameError, GameProcess
 
     names = {}
-    worker = GameProcess()
+    worker = GameProcess(shared)
     try:
         for seed in seeds:
             one = settings.with_seed(seed)
