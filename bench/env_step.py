@@ -20,7 +20,9 @@ runs `--repeats` times and the median is shown, because these machines are share
 A second table does the same for TextWorld-v0 (`--textworld N` games, 0 to skip): TextWorld's
 own `env.step` in this process (the same infos requested) against TextWorldEnv, which adds
 the command checks, the worker process and its socket, and the observation text. Both replay
-the games' walkthroughs; the games are generated before the clock starts.
+the games' walkthroughs; the games are generated before the clock starts, by an env sharing
+the timed envs' resources (as a run's instances share the runtime's), so the game host they
+fork their workers from is running before the clock starts too.
 
     python bench/env_step.py [--episodes 200] [--size 4] [--repeats 5] [--model DIR]
                              [--textworld 20]
@@ -45,6 +47,7 @@ from toolgym.envs import EnvPool
 from toolgym.envs.maze import game
 from toolgym.envs.maze.layout import generate
 from toolgym.envs.maze.solver import solve
+from toolgym.envs.resources import Resources
 from toolgym.tools import HermesParser, ToolCall
 
 RULES = {
@@ -149,10 +152,11 @@ def runner(
 TEXTWORLD_GAME = {"family": "custom", "world_size": 5, "nb_objects": 8, "quest_length": 5}
 
 
-def textworld_games(n: int) -> list[tuple[str, list[str]]]:
+def textworld_games(n: int, resources: Resources) -> list[tuple[str, list[str]]]:
     """(game file, walkthrough) of the first `n` games of TEXTWORLD_GAME, generated into the
     cache on the first run."""
     env = toolgym.make("toolgym/TextWorld-v0", game=TEXTWORLD_GAME)
+    env.unwrapped.use_resources(resources)
     games = []
     for seed in range(n):
         env.reset(seed=seed)
@@ -179,8 +183,9 @@ def textworld_bare(games: list[tuple[str, list[str]]]) -> int:
     return steps
 
 
-def textworld_env(games: list[tuple[str, list[str]]]) -> int:
+def textworld_env(games: list[tuple[str, list[str]]], resources: Resources) -> int:
     env = toolgym.make("toolgym/TextWorld-v0", max_turns=100)
+    env.unwrapped.use_resources(resources)
     steps = 0
     for path, walkthrough in games:
         env.reset(options={"task": {"game": path}})
@@ -250,7 +255,9 @@ def main() -> None:
         rows,
     )
     if args.textworld:
-        games = textworld_games(args.textworld)
+        loop = asyncio.new_event_loop()
+        resources = Resources(loop=loop)
+        games = textworld_games(args.textworld, resources)
         print()
         table(
             f"TextWorld-v0 {TEXTWORLD_GAME}, {len(games)} games' walkthroughs, median of {args.repeats} runs",
@@ -261,10 +268,12 @@ def main() -> None:
                 ),
                 (
                     "TextWorldEnv, sync reset/step",
-                    timed(lambda: textworld_env(games), args.repeats),
+                    timed(lambda: textworld_env(games, resources), args.repeats),
                 ),
             ],
         )
+        loop.run_until_complete(resources.aclose())
+        loop.close()
 
 
 if __name__ == "__main__":
