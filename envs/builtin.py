@@ -14,6 +14,11 @@ def register_builtin_envs() -> None:
         description="grid maze with keys and doors; move / pick_up / open_door",
     )
     register(
+        "toolgym/ProposeMaze-v0",
+        "toolgym.envs.maze:ProposeMazeEnv",
+        description="self-play proposer: edit a maze (move its goal or start) for the solver",
+    )
+    register(
         "toolgym/Arithmetic-v0",
         "toolgym.envs.arithmetic:ArithmeticEnv",
         description="arithmetic questions; calculator / answer",

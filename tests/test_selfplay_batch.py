@@ -222,3 +222,16 @@ def test_both_roles_frozen_is_refused_before_anything_runs():
         )
     with pytest.raises(ConfigError, match="frozen"):
         load_config(TrainConfig, None, ["model=x", "selfplay={domain: sql, frozen: [judge]}"])
+
+
+def test_no_proposals_trains_the_solver_on_the_references_alone():
+    """`selfplay.proposals: 0`, the references-only arm of an ablation: no proposer plays, and
+    the solver's whole batch is the references, step after step."""
+    references = QuestionDomain().references(3)
+    builder = selfplay(proposals=0, solver_groups=6, pool=TaskPool(references))
+    collect = Scripted([None])
+    for number in range(2):
+        groups = step(builder, collect, number)
+        assert all(g.group_id.endswith(":solver") for g in groups) and len(groups) == 6
+        assert builder.last_metrics["solver_groups/reference"] == 6
+    assert {t["question"] for t in collect.solved} == {r.instruction for r in references}

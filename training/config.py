@@ -296,10 +296,11 @@ class AsyncSection(ConfigModel):
 
 class SelfPlaySection(ConfigModel):
     domain: Annotated[str, Choices("toolgym.training.selfplay.domains:DOMAINS")]
-    """What the policy proposes tasks on (sql); its solver env is the run's env, whose
-    held-out tasks the periodic evaluation plays."""
-    proposals: int = Field(4, ge=1)
-    """Proposer episodes a step; each valid task gets rollout.rollouts_per_task solvers."""
+    """What the policy proposes tasks on (sql, code, search, textworld, maze); its solver env
+    is the run's env, whose held-out tasks the periodic evaluation plays."""
+    proposals: int = Field(4, ge=0)
+    """Proposer episodes a step; each valid task gets rollout.rollouts_per_task solvers. 0
+    proposes nothing: the solver trains on the references alone (an ablation's arm)."""
     shown: int = Field(2, ge=0)
     """Pool tasks shown to each proposer as examples."""
     references: int = Field(4, ge=0)

@@ -21,7 +21,9 @@ Arguments: size (cells per side), n_doors, far_goal (the goal is a cell farthest
 Tasks: generated from seeds, split by the maze itself (`ContentTasks`: a maze's opening map
     belongs to one split whatever seed made it): reset(options={"task": {"seed": s}}) or
     reset(seed=s) plays maze s. Small settings (size 2 or 3 without doors) make too few
-    distinct mazes to hold many out: their eval split says how few it holds.
+    distinct mazes to hold many out: their eval split says how few it holds. A task may
+    instead draw its maze: {"map": the opening map, as the env shows it} (maps.py; a
+    self-play proposer's edit), of any size up to 8, refused in one line if it is not one.
 Versions: v0, first release.
 """
 
@@ -34,6 +36,7 @@ from typing import Any, Literal
 from toolgym.envs.content_tasks import HELD_OUT, ContentTasks, check_held_out
 from toolgym.envs.maze import game
 from toolgym.envs.maze.layout import CARVINGS, DIRECTIONS, MazeLayout, generate
+from toolgym.envs.maze.maps import parse_map
 from toolgym.envs.maze.solver import solve
 from toolgym.envs.tasks import TaskSource
 from toolgym.envs.tool_env import Outcome, ToolEnv
@@ -74,20 +77,24 @@ class MazeEnv(ToolEnv):
         self.carve, self.held_out = carve, check_held_out(held_out)
         self.size, self.n_doors, self.far_goal = size, n_doors, far_goal
         self.hints, self.show_map, self.solver_slips = hints, show_map, solver_slips
-        self.maze_seed = 0
+        self.maze_name = "0"
+        """What the slips of a scripted episode are drawn from: the seed, or the map."""
         self.slip_turn: int | None = None
         self.layout: MazeLayout | None = None
         self.state = game.MazeState((0, 0))
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task = (options or {}).get("task") or {}
-        maze_seed = task.get("seed", seed)  # tasks are seeds (SeedTasks)
-        if maze_seed is None:
-            maze_seed = int(self.np_random.integers(2**31))
-        self.layout = generate(maze_seed, self.size, self.n_doors, self.far_goal, self.carve)
+        if "map" in task:  # a maze drawn, not generated
+            self.layout, self.maze_name = parse_map(task["map"]), str(task["map"])
+        else:
+            maze_seed = task.get("seed", seed)  # tasks are seeds (SeedTasks)
+            if maze_seed is None:
+                maze_seed = int(self.np_random.integers(2**31))
+            self.layout = generate(maze_seed, self.size, self.n_doors, self.far_goal, self.carve)
+            self.maze_name = str(maze_seed)
         self.state = game.initial_state(self.layout)
-        self.maze_seed = maze_seed
-        chooser = random.Random(f"slip-{maze_seed}")
+        chooser = random.Random(f"slip-{self.maze_name}")
         slipped = chooser.random() < self.solver_slips
         self.slip_turn = chooser.randrange(len(self.solution())) if slipped else None
         return [{"role": "user", "content": f"Map:\n{self._map()}\n{self._view()}"}]
@@ -140,7 +147,7 @@ class MazeEnv(ToolEnv):
         """The solver's next call; in a slipped episode (`solver_slips`), a wrong move at one
         step, which the solver then walks back from."""
         if self.slip_turn is not None and self.turn == self.slip_turn:
-            return self.mistake_action(random.Random(f"detour-{self.maze_seed}"))
+            return self.mistake_action(random.Random(f"detour-{self.maze_name}"))
         return self.parser.render(self.solution()[:1])
 
     def mistake_action(self, rng: random.Random) -> str | None:
