@@ -170,3 +170,30 @@ def test_the_domain_refuses_copies_goals_out_of_reach_and_held_out_mazes():
     assert refused(domain, maze_task(held.render(held.start))).startswith("held out")
     assert refused(domain, maze_task(near.check["map"])) is None
     assert domain.solver_task(near) == {"map": near.check["map"]}
+
+
+def test_a_call_on_the_last_turn_proposes_the_maze_as_it_stands():
+    """With two turns and no propose call, the last turn's call hands the maze back as it
+    then stands: after a second edit, or after an edit refused (off the grid)."""
+    import random
+
+    env = toolgym.make("toolgym/ProposeMaze-v0", **{**SOLVER, "max_turns": 2})
+    inner = env.unwrapped
+    try:
+        for seed in range(50):  # a training maze whose first edit already makes a new one
+            env.reset(seed=seed)
+            first, second = inner._scripted_plan(random.Random(seed), 2)[:2]
+            env.step(inner.parser.render([first]))
+            if inner._unproposable() is None:
+                break
+        kept = inner._drawn_map()
+        *_, terminated, truncated, info = env.step(inner.mistake_action(random.Random(0)))
+        assert "cannot leave the grid" in info["error"] and terminated and not truncated
+        assert ProposedTask.model_validate(info["result"]).check["map"] == kept
+        env.reset(seed=seed)
+        env.step(inner.parser.render([first]))
+        obs, _, terminated, _, info = env.step(inner.parser.render([second]))
+        assert terminated and "Moved the" in obs[0]["content"]
+        assert ProposedTask.model_validate(info["result"]).check["map"] == inner._drawn_map()
+    finally:
+        env.close()

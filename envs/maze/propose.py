@@ -10,12 +10,14 @@ Tools: move_goal(direction) and move_start(direction) move that mark to the neig
     or a goal then out of reach do); each result shows the edited map and its shortest
     path. propose() hands the maze back as the task and ends the episode; it refuses a maze
     no edit changed, and one the solver env holds out from training (its eval and test
-    splits: self-play never trains on what evaluation plays), saying to edit further.
+    splits: self-play never trains on what evaluation plays), saying to edit further. A
+    call on the episode's last turn proposes the maze as it then stands, if it can be (a
+    tiny proposer need not learn to count its edits).
 Result: a ProposedTask (kind "maze"): the map as its instruction; `check` holds the map, its
     shortest path and the map it was edited from.
 Reward: 0 (the builder pays the proposer from its solvers' results).
-Episode end: terminated by propose; truncated after `max_turns` turns (default 5), with
-    nothing handed back.
+Episode end: terminated by propose (or the last turn's call); truncated after `max_turns`
+    turns (default 5) with nothing handed back when the maze then is not one to propose.
 Arguments: Maze-v0's (the shown maze's settings, and `held_out`, the solver's held-out share),
     max_edits (the scripted proposer's most edits), plus ToolEnv's.
 Scripted proposer: 1 to `max_edits` random edits, more while the maze is held out, then
@@ -100,19 +102,17 @@ class ProposeMazeEnv(MazeEnv):
     @tool
     async def propose(self) -> str:
         """Hand the edited maze to the solver; the episode ends."""
-        layout = self._layout()
-        drawn = layout.render(layout.start)
-        if drawn == self.shown:
-            raise ToolCallError("the maze is the one shown: edit it first")
-        if held_out_maze(layout, self.held_out):
-            raise ToolCallError("that maze is held out for evaluation: edit it further")
-        steps = shortest_path(layout)
-        self.hand_back({"kind": KIND, "instruction": drawn,
-                        "check": {"map": drawn, "path": steps, "from": self.shown}})  # fmt: skip
-        self.proposed = True
-        return f"Proposed: {_moves(steps)} from start to goal."
+        refused = self._unproposable()
+        if refused is not None:
+            raise ToolCallError(refused)
+        return self._hand_back_maze()
 
     def outcome(self) -> Outcome:
+        """Ended once proposed; a call on the last turn that left the maze proposable
+        proposes it as it stands (an edit, or an edit refused)."""
+        last = self.turn is not None and self.turn >= self.max_turns
+        if not self.proposed and last and self._unproposable() is None:
+            self._hand_back_maze()
         return Outcome(0.0, True) if self.proposed else Outcome()
 
     def state_key(self) -> Hashable:
@@ -125,7 +125,7 @@ class ProposeMazeEnv(MazeEnv):
             return None
         if self.plan:
             return self.parser.render([self.plan[0]])
-        if held_out_maze(self._layout(), self.held_out) or self._drawn_map() == self.shown:
+        if self._unproposable() is not None:
             self.plan = self._scripted_plan(random.Random(f"more-{self._drawn_map()}"), 1)
             return self.parser.render(self.plan[:1])
         return self.parser.render([ToolCall("propose", {})])
@@ -150,6 +150,21 @@ class ProposeMazeEnv(MazeEnv):
         if self.plan and self.plan[0] == ToolCall(f"move_{mark}", {"direction": direction}):
             self.plan.pop(0)
         return f"Moved the {mark} {direction}.\n{self._drawn()}"
+
+    def _unproposable(self) -> str | None:
+        """Why the maze as it stands cannot be proposed, or None."""
+        if self._drawn_map() == self.shown:
+            return "the maze is the one shown: edit it first"
+        if held_out_maze(self._layout(), self.held_out):
+            return "that maze is held out for evaluation: edit it further"
+        return None
+
+    def _hand_back_maze(self) -> str:
+        drawn, steps = self._drawn_map(), shortest_path(self._layout())
+        self.hand_back({"kind": KIND, "instruction": drawn,
+                        "check": {"map": drawn, "path": steps, "from": self.shown}})  # fmt: skip
+        self.proposed = True
+        return f"Proposed: {_moves(steps)} from start to goal."
 
     def _drawn_map(self) -> str:
         layout = self._layout()
