@@ -235,3 +235,23 @@ def test_no_proposals_trains_the_solver_on_the_references_alone():
         assert all(g.group_id.endswith(":solver") for g in groups) and len(groups) == 6
         assert builder.last_metrics["solver_groups/reference"] == 6
     assert {t["question"] for t in collect.solved} == {r.instruction for r in references}
+
+
+def test_the_step_logs_its_solver_groups_by_solve_rate_and_the_proposers_token_share():
+    references = QuestionDomain().references(1)
+    builder = selfplay(proposals=2, solver_groups=4, pool=TaskPool(references))
+    rates = {"How many orders came from Lyon?": 0.5, "How many orders came from Oslo?": 1.0}
+    collect = Scripted([question("shop", q) for q in rates], lambda q: rates.get(q, 0.0))
+    groups = step(builder, collect, 0)
+    m = builder.last_metrics
+    # two proposals (p = 0.5 and 1) and two references (p = 0)
+    assert (m["solver_rates/none"], m["solver_rates/some"], m["solver_rates/all"]) == (
+        0.5,
+        0.25,
+        0.25,
+    )
+    tokens = {role: sum(t.generated_tokens for g in groups for t in g.trajectories
+                        if g.group_id.endswith(role)) for role in (":proposer", ":solver")}  # fmt: skip
+    assert m["proposer_token_share"] == pytest.approx(
+        tokens[":proposer"] / (tokens[":proposer"] + tokens[":solver"])
+    )

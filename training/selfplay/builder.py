@@ -157,6 +157,7 @@ class SelfPlay:
                 group.untrained = f"the {role} is frozen (selfplay.frozen)"
         self.last_metrics["solver_groups/out_of_band"] = float(self._band(roles["solver"]))
         self.last_metrics |= {f"proposer_baseline/{k}": b for k, b in self.baselines.items()}
+        self.last_metrics |= _batch_metrics(roles["proposer"], roles["solver"])
         groups = [g for role_groups in roles.values() for g in role_groups]
         if groups and all(g.untrained for g in groups):
             log.warning("self-play step %d: every group is kept out of the update (%s), so "
@@ -312,3 +313,25 @@ class SelfPlay:
         self.read = int(state.get("read", 0))
         self.baselines = {str(k): float(v) for k, v in state.get("baselines", {}).items()}
         self.pool.load_state_dict(state.get("pool", {}))
+
+
+def _batch_metrics(
+    proposers: Sequence[TrajectoryGroup], solvers: Sequence[TrajectoryGroup]
+) -> dict[str, float]:
+    """What the step's batch holds: its solver groups by solve rate (none, some, all solved;
+    `some`, 0 < p < 1, are the groups a group-relative advantage learns from), and the
+    proposer's share of the generated tokens the update trains on."""
+    rates = [rate for g in solvers if (rate := solve_rate(g)) is not None]
+    n = max(len(rates), 1)
+
+    def tokens(groups: Sequence[TrajectoryGroup]) -> int:
+        return sum(t.generated_tokens for g in groups if g.untrained is None
+                   for t in g.trajectories if not t.masked)  # fmt: skip
+
+    proposed, total = tokens(proposers), tokens(proposers) + tokens(solvers)
+    return {
+        "solver_rates/none": sum(r == 0 for r in rates) / n,
+        "solver_rates/some": sum(0 < r < 1 for r in rates) / n,
+        "solver_rates/all": sum(r == 1 for r in rates) / n,
+        "proposer_token_share": proposed / total if total else 0.0,
+    }
