@@ -116,8 +116,9 @@ class ProposeMazeEnv(MazeEnv):
         return Outcome(0.0, True) if self.proposed else Outcome()
 
     def state_key(self) -> Hashable:
-        layout = self._layout()
-        return f"{layout.start}|{layout.goal}|{self.proposed}"
+        """The maze as it stands (a proposer group holds proposers shown different mazes,
+        so the marks' cells alone would take one maze's state for another's)."""
+        return f"{self._drawn_map()}|{self.proposed}"
 
     def scripted_action(self) -> str | None:
         """The next of the episode's random edits, then propose."""
