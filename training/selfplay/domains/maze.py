@@ -26,6 +26,8 @@ from toolgym.training.selfplay.validation import Proposal, Stage
 
 GENERATION = ("size", "n_doors", "far_goal", "carve", "held_out")
 """The solver's settings the proposer shares: what its own mazes are, and what is held out."""
+REFERENCE_DRAWS = 50
+"""Training draws walked per reference wanted (training repeats its mazes)."""
 SOLVER_MAX_TURNS = 40
 """Maze-v0's default turn limit (a solver env that sets none)."""
 
@@ -75,14 +77,18 @@ class MazeDomain:
         return str(task.check.get("map"))
 
     def references(self, k: int) -> list[ProposedTask]:
-        """The solver env's first k training mazes, as maps."""
+        """The solver env's first k distinct training mazes, as maps (fewer where its
+        settings make fewer)."""
         env = make(self.solver.env_id, **self.solver.kwargs)
         try:
             maze = env.unwrapped
             if not isinstance(maze, MazeEnv):
                 raise ConfigError(f"maze self-play solves on Maze-v0, not {self.solver.env_id}")
-            draws = maze.task_source().head("train", k)
-            maps = [maze.maze_item(draw.task["seed"]) for draw in draws]
+            tasks, maps = maze.task_source(), dict[str, None]()
+            for index in range(REFERENCE_DRAWS * k):
+                if len(maps) == k:
+                    break
+                maps[maze.maze_item(tasks.task("train", index)["seed"])] = None
         finally:
             env.close()
         return [ProposedTask(kind=KIND, instruction=m,
