@@ -66,11 +66,16 @@ def parse_map(text: object) -> MazeLayout:
     if len(doors) > MAX_DOORS or len(keys) > MAX_DOORS:
         raise ConfigError(f"a maze map holds at most {MAX_DOORS} doors and {MAX_DOORS} keys")
     layout = MazeLayout(size, frozenset(passages), doors, keys, marks["@"][0], marks["G"][0])
+    check_reachable(layout)
+    return layout
+
+
+def check_reachable(layout: MazeLayout) -> None:
+    """A ConfigError if the goal cannot be reached from the start."""
     try:
         solve(layout, game.initial_state(layout))
     except ValueError:
         raise ConfigError("the goal of this maze cannot be reached from its start") from None
-    return layout
 
 
 def _edge_at(r: int, c: int) -> Edge:

@@ -35,7 +35,7 @@ from toolgym.envs.content_tasks import split_of
 from toolgym.envs.maze import game
 from toolgym.envs.maze.env import Direction, MazeEnv
 from toolgym.envs.maze.layout import DIRECTIONS, MazeLayout, neighbour
-from toolgym.envs.maze.maps import parse_map, shortest_path
+from toolgym.envs.maze.maps import check_reachable, parse_map, shortest_path
 from toolgym.envs.tool_env import Outcome
 from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
@@ -203,7 +203,7 @@ def _moved(layout: MazeLayout, mark: str, direction: str) -> MazeLayout | str:
     start, goal = (layout.start, target) if mark == "goal" else (target, layout.goal)
     moved = MazeLayout(layout.size, layout.passages, layout.doors, layout.keys, start, goal)
     try:
-        parse_map(moved.render(moved.start))  # the goal must stay within reach
+        check_reachable(moved)
     except ConfigError as exc:
         return str(exc)
     return moved

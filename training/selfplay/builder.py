@@ -328,7 +328,8 @@ def _batch_metrics(
         return sum(t.generated_tokens for g in groups if g.untrained is None
                    for t in g.trajectories if not t.masked)  # fmt: skip
 
-    proposed, total = tokens(proposers), tokens(proposers) + tokens(solvers)
+    proposed = tokens(proposers)
+    total = proposed + tokens(solvers)
     return {
         "solver_rates/none": sum(r == 0 for r in rates) / n,
         "solver_rates/some": sum(0 < r < 1 for r in rates) / n,
