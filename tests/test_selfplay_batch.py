@@ -255,3 +255,17 @@ def test_the_step_logs_its_solver_groups_by_solve_rate_and_the_proposers_token_s
     assert m["proposer_token_share"] == pytest.approx(
         tokens[":proposer"] / (tokens[":proposer"] + tokens[":solver"])
     )
+
+
+def test_a_restored_pool_keeps_only_the_tasks_its_domain_can_hand_a_solver(caplog):
+    """A checkpoint's pool comes from outside the process: a task the domain cannot read (no
+    database named) is dropped with a warning, not met as a KeyError at every top-up."""
+    builder = selfplay(proposals=0, solver_groups=3, pool=TaskPool([]))
+    good = question("shop", "How many orders came from Lyon?")
+    broken = ProposedTask(kind="sql", instruction="Which database am I on?", check={})
+    builder.load_state_dict({"pool": {"proposed": [good.model_dump(), broken.model_dump()]}})
+    assert builder.pool.proposed == [good]
+    assert "1 task(s) of the restored pool dropped" in caplog.text and "KeyError" in caplog.text
+    collect = Scripted([None])
+    step(builder, collect, 0)
+    assert {t["question"] for t in collect.solved} == {good.instruction}

@@ -313,6 +313,27 @@ class SelfPlay:
         self.read = int(state.get("read", 0))
         self.baselines = {str(k): float(v) for k, v in state.get("baselines", {}).items()}
         self.pool.load_state_dict(state.get("pool", {}))
+        self._drop_unplayable()
+
+    def _drop_unplayable(self) -> None:
+        """Keep of a restored pool only the tasks the domain can hand a solver: a checkpoint's
+        pool is data from outside this process (another version's rules, a damaged or
+        hand-edited file), and one task the domain cannot read would stop every step that
+        tops its batch up with it."""
+        kept, refused = [], []
+        for task in self.pool.proposed:
+            try:
+                self.domain.solver_task(task)
+                self.domain.identity(task)
+            except Exception as exc:
+                refused.append(f"{type(exc).__name__}: {exc}")
+                continue
+            kept.append(task)
+        if refused:
+            log.warning("self-play: %d task(s) of the restored pool dropped, as the %s domain "
+                        "cannot hand them to a solver (first: %s)", len(refused),
+                        self.domain.name, refused[0][:200])  # fmt: skip
+            self.pool.proposed = kept
 
 
 def _batch_metrics(

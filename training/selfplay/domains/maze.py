@@ -70,6 +70,8 @@ class MazeDomain:
         return None
 
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
+        """The map, once it reads as a maze (ConfigError otherwise)."""
+        parse_map(task.check.get("map"))
         return {"map": task.check["map"]}
 
     def identity(self, task: ProposedTask) -> str:
