@@ -18,7 +18,7 @@ start's and each arm's success over seeds with 95% intervals, and each arm's dif
 from references only, paired by seed.
 
     python bench/selfplay.py --domains maze [--seeds 3] [--steps 40]
-    python bench/selfplay.py --base models/pt_tiny [--domains sql code] [--arms self-play curated]
+    python bench/selfplay.py --base models/pt_tiny [--domains sql sql_edit code] [--arms self-play curated]
         [--sft-episodes 2000] [--sft-epochs 4] [--search-base models/search-mini]
 """
 
@@ -57,12 +57,13 @@ class Domain:
     """Which base it starts from: --base (pretrained), --search-base, or a fresh tiny init."""
 
 
+SQL = {"style": "tags", "sample_rows": 0, "solver_slips": 0.5, "values": "wide",
+       "templates": ["filter_count", "filter_list", "aggregate_state", "ordering"]}  # fmt: skip
 MAZE = {"size": 3, "n_doors": 0, "far_goal": False, "max_turns": 6,
         "invalid_action_reward": -0.2, "solver_slips": 0.5}  # fmt: skip
 DOMAINS = {
-    "sql": Domain("toolgym/SQL-v0", "toolgym/ProposeSQL-v0",
-                  {"style": "tags", "sample_rows": 0, "solver_slips": 0.5, "values": "wide",
-                   "templates": ["filter_count", "filter_list", "aggregate_state", "ordering"]}),
+    "sql": Domain("toolgym/SQL-v0", "toolgym/ProposeSQL-v0", SQL),
+    "sql_edit": Domain("toolgym/SQL-v0", "toolgym/EditSQL-v0", SQL),
     "code": Domain("toolgym/CodeReason-v0", "toolgym/ProposeCode-v0"),
     "search": Domain("toolgym/Search-v0", "toolgym/ProposeSearch-v0",
                      {"hops": 1, "topk": 1, "doc_chars": 150, "max_turns": 3}, 1e-3,

@@ -69,6 +69,11 @@ def register_builtin_envs() -> None:
         description="self-play proposer: explore a database, write a question and its query",
     )
     register(
+        "toolgym/EditSQL-v0",
+        "toolgym.envs.sql:EditSQLEnv",
+        description="self-play proposer by editing: another value in a question and its query",
+    )
+    register(
         "toolgym/Web-v0",
         "toolgym.envs.gui.web:WebEnv",
         description="any web app: tasks with a start URL, an instruction and a success check",

@@ -183,7 +183,7 @@ def test_list_filters_and_keeps_ids_whole_off_a_terminal():
     sql = run_cli("list", "--filter", "SQL")
     assert sql.returncode == 0
     assert {line.split("\t")[0] for line in sql.stdout.splitlines()} == {
-        "toolgym/SQL-v0", "toolgym/ProposeSQL-v0",
+        "toolgym/SQL-v0", "toolgym/ProposeSQL-v0", "toolgym/EditSQL-v0",
     }  # fmt: skip
     nothing = run_cli("list", "-f", "no-such-env")
     assert nothing.returncode == 1 and "no registered env's id or description" in nothing.stdout

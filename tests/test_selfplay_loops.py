@@ -1,5 +1,5 @@
 """Self-play's whole loop on each real domain, from the config a user writes (`selfplay:`):
-proposer episodes on ProposeSQL-v0 / ProposeCode-v0 (sandbox) / ProposeSearch-v0 /
+proposer episodes on ProposeSQL-v0 / EditSQL-v0 / ProposeCode-v0 (sandbox) / ProposeSearch-v0 /
 ProposeTextWorld-v0 (games built by TextWorld) / ProposeMaze-v0 (edits), their tasks
 read and validated in stages (search's grounding plays reader episodes), solver groups on the
 run's env, both roles in the same update, the builder's metrics logged; a run killed after a
@@ -7,7 +7,7 @@ step resumes with its task pool and counters intact.
 
 The policy is the suite's tiny tool-calling model, so most proposals fail early stages (which
 is what a fresh policy does); the pool's references keep solver groups in every step. Each
-stage's verdicts on real proposals are checked in test_selfplay_{sql,code,search,textworld,maze}.py, and
+stage's verdicts on real proposals are checked in test_selfplay_{sql,sql_edit,code,search,textworld,maze}.py, and
 learning is bench/selfplay.py's to measure."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ pytestmark = pytest.mark.timeout(600)
 
 DOMAINS = {
     "sql": ["env.id=toolgym/SQL-v0", "env.kwargs={sample_rows: 0, max_turns: 2}"],
+    "sql_edit": ["env.id=toolgym/SQL-v0", "env.kwargs={sample_rows: 0, max_turns: 2}"],
     "code": ["env.id=toolgym/CodeReason-v0", "env.kwargs={max_turns: 1}"],
     "search": ["env.id=toolgym/Search-v0", "env.kwargs={hops: 1, topk: 1, max_turns: 2}"],
     "textworld": ["env.id=toolgym/TextWorld-v0", "env.kwargs={max_turns: 2}"],

@@ -1,6 +1,7 @@
 """SQL environments: questions answered by querying read-only databases (SQLite embedded,
 PostgreSQL as a server), graded by execution match against a gold query."""
 
+from toolgym.envs.sql.edit import EditSQLEnv
 from toolgym.envs.sql.env import SQLEnv
 from toolgym.envs.sql.generate import Database, build, write_sqlite
 from toolgym.envs.sql.grading import Match, compare, gold_mode
@@ -11,6 +12,7 @@ from toolgym.envs.sql.results import DatabaseUnavailable, QueryError, QueryLimit
 __all__ = [
     "Database",
     "DatabaseUnavailable",
+    "EditSQLEnv",
     "Match",
     "ProposeSQLEnv",
     "QueryError",

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.envs import client_tasks
-from toolgym.envs.content_tasks import ContentTasks
+from toolgym.envs.content_tasks import ContentTasks, split_of
 from toolgym.envs.needs import Need
 from toolgym.envs.sql.access import Databases, SQLConfig, ensure_generated
 from toolgym.envs.sql.generate import default_db_ids
@@ -271,12 +271,12 @@ class SQLEnv(ToolEnv):
         return format_table(sample, self.sample_rows, self.max_chars)
 
     def question_item(self, seed: int) -> str:
-        """What identifies generated question `seed`: its domain's schema and its text. The
-        databases of one domain (shop_0, shop_1) share their CREATE statements, so the same
-        question on either opens alike and is one item."""
-        task = self._generate(seed)
-        domain = str(task["db_id"]).rpartition("_")[0] or task["db_id"]
-        return json.dumps([domain, task["question"], task.get("evidence")])
+        """What identifies generated question `seed` (question_item below)."""
+        return question_item(self._generate(seed))
+
+    def train_question(self, index: int) -> dict[str, Any]:
+        """Generated training question `index`: one whose item train owns."""
+        return self._generate(ContentTasks(self.question_item).task("train", index)["seed"])
 
     def _generate(self, seed: int) -> dict[str, Any]:
         return generate_question(seed, self.db_ids, self.templates).task()
@@ -292,6 +292,20 @@ class SQLEnv(ToolEnv):
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def question_item(task: Mapping[str, Any]) -> str:
+    """What identifies a question: its domain's schema and its text. The databases of one
+    domain (shop_0, shop_1) share their CREATE statements, so the same question on either
+    opens alike and is one item."""
+    domain = str(task["db_id"]).rpartition("_")[0] or task["db_id"]
+    return json.dumps([domain, task["question"], task.get("evidence")])
+
+
+def held_out_question(task: Mapping[str, Any]) -> bool:
+    """Whether a generated SQL-v0 holds this question out of training (its eval or test
+    item, by content): self-play never trains on what evaluation plays."""
+    return split_of(question_item(task)) != "train"
 
 
 def result_digest(result: QueryResult) -> str:

@@ -15,8 +15,9 @@ Result: on submit_query the step hands back a ProposedTask (kind "sql"): the que
     to say (training/selfplay/domains/sql.py), with its reason.
 Reward: 0 (the builder pays the proposer from its solvers' results).
 Episode end: terminated by submit_query; truncated after `max_turns` turns.
-Arguments: SQL-v0's (the database is drawn from the reset's seed, as a generated question's
-    is; its hidden question and gold query drive only the scripted proposer, for SFT).
+Arguments: SQL-v0's (the database is a hidden question's: the reset task's generated one,
+    else the training question of the reset's seed; its question and gold query drive only
+    the scripted proposer, for SFT).
 Versions: v0, first release.
 """
 
@@ -33,6 +34,7 @@ from toolgym.envs.proposed import (
 from toolgym.envs.sql.env import SQLEnv, result_digest
 from toolgym.envs.sql.results import QueryError, QueryResult
 from toolgym.envs.sql.slips import quoted_values, slipped_queries
+from toolgym.envs.tasks import SeedTasks
 from toolgym.envs.tool_env import Outcome
 from toolgym.tools.parsers import XmlTagParser
 from toolgym.tools.records import ToolCall
@@ -76,7 +78,11 @@ class ProposeSQLEnv(SQLEnv):
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         given = dict((options or {}).get("task") or {})
-        hidden = self._generate(task_seed)  # the database, and the scripted proposer's task
+        # the database, and the scripted proposer's task: the reset task's generated question
+        # ({"seed": n}, its split the caller's choice), else a training one
+        seeded = set(given) == {"seed"} and isinstance(given["seed"], int)
+        hidden = (self._generate(given["seed"]) if seeded
+                  else self.train_question(task_seed % SeedTasks.SPAN))  # fmt: skip
         await super().start(seed, {"task": hidden})
         self.question, self.proposed = None, None
         schema = f"Database schema:\n\n{await self.schema(self.task['db_id'])}"
@@ -108,7 +114,11 @@ class ProposeSQLEnv(SQLEnv):
         """
         if self.question is None:
             raise ToolCallError("write the question first (write_question), then its query")
-        query = str(query)[: MAX_ANSWER_CHARS + 1]
+        return await self.hand_back_question(self.question, str(query)[: MAX_ANSWER_CHARS + 1])
+
+    async def hand_back_question(self, question: str, query: str, **check: Any) -> str:
+        """Run `query` (twice, and slipped) and hand back `question` with it as the proposed
+        task; `check` adds fields to its check (an edit's source)."""
         runs, rows, error, blank = [], 0, None, False
         databases = await self.databases()
         for _ in range(2):  # a query that answers differently twice has no one answer
@@ -123,10 +133,10 @@ class ProposeSQLEnv(SQLEnv):
         slips = [] if error is not None else await self._slips(query, runs[0])
         self.proposed = {
             "kind": "sql",
-            "instruction": self.question,
+            "instruction": question,
             "check": {"db_id": self.task["db_id"], "gold_sql": query, "runs": runs,
                       "rows": rows, "error": error, "blank": blank,
-                      "quoted": quoted_values(query)[:MAX_QUOTED], "slips": slips},
+                      "quoted": quoted_values(query)[:MAX_QUOTED], "slips": slips, **check},
         }  # fmt: skip
         self.hand_back(self.proposed)
         if error is not None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from toolgym.envs.sql.generate import Database, build, default_db_ids
+from toolgym.envs.sql.slips import literal as _q
 from toolgym.errors import ConfigError, chosen_names
 
 
@@ -31,10 +32,6 @@ class Question:
         """The task row, in the Spider/BIRD JSONL shape."""
         return {"db_id": self.db_id, "question": self.question, "gold_sql": self.gold_sql,
                 "template": self.template, "difficulty": self.difficulty}  # fmt: skip
-
-
-def _q(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 class _Words:

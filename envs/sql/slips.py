@@ -24,6 +24,11 @@ def slip(gold_sql: str, db_id: str, rng: random.Random) -> str:
     return gold_sql
 
 
+def literal(value: str) -> str:
+    """`value` as a SQL string literal (and as a question quotes it: 'O''Brien')."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def quoted_values(sql: str) -> list[str]:
     """The values `sql` quotes ('Old Town'), unescaped."""
     return [_unquoted(m) for m in _LITERAL.finditer(sql)]
@@ -37,6 +42,22 @@ def slipped_queries(gold_sql: str, db_id: str, per_value: int = 3) -> list[tuple
         (_unquoted(match), [_swapped(gold_sql, match, o) for o in others[:per_value]])
         for match, others in _swappable(gold_sql, db_id)
     ]
+
+
+def held_values(db_id: str, value: str) -> list[str]:
+    """The values the database's rows hold in the column whose values include `value` (a
+    place, a kind, a state), in the order the rows first name them; none when no column
+    does or the database is not a generated one. An edit that puts one of them in place of
+    `value` asks about rows that exist."""
+    try:
+        db = build(db_id)
+    except ConfigError:
+        return []
+    tables = ((db.people, 2), (db.items, 2), (db.events, 5))  # place, kind, state columns
+    for words, (rows, at) in zip(db.vocabulary.columns(), tables, strict=True):
+        if value in words:
+            return list(dict.fromkeys(str(row[at]) for row in rows))
+    return []
 
 
 def _swappable(sql: str, db_id: str) -> list[tuple[re.Match[str], list[str]]]:
@@ -60,5 +81,4 @@ def _unquoted(match: re.Match[str]) -> str:
 
 
 def _swapped(sql: str, match: re.Match[str], other: str) -> str:
-    quoted = "'" + other.replace("'", "''") + "'"
-    return sql[: match.start()] + quoted + sql[match.end() :]
+    return sql[: match.start()] + literal(other) + sql[match.end() :]

@@ -10,6 +10,7 @@ from toolgym.training.selfplay.domains.code import CodeDomain
 from toolgym.training.selfplay.domains.maze import MazeDomain
 from toolgym.training.selfplay.domains.search import SearchDomain
 from toolgym.training.selfplay.domains.sql import SQLDomain
+from toolgym.training.selfplay.domains.sql_edit import SQLEditDomain
 from toolgym.training.selfplay.domains.textworld import TextWorldDomain
 
 DOMAINS: dict[str, Callable[[EnvRef, dict[str, Any] | None], SelfPlayDomain]] = {
@@ -17,7 +18,16 @@ DOMAINS: dict[str, Callable[[EnvRef, dict[str, Any] | None], SelfPlayDomain]] = 
     "maze": MazeDomain,
     "search": SearchDomain,
     "sql": SQLDomain,
+    "sql_edit": SQLEditDomain,
     "textworld": TextWorldDomain,
 }
 
-__all__ = ["DOMAINS", "CodeDomain", "MazeDomain", "SQLDomain", "SearchDomain", "TextWorldDomain"]
+__all__ = [
+    "DOMAINS",
+    "CodeDomain",
+    "MazeDomain",
+    "SQLDomain",
+    "SQLEditDomain",
+    "SearchDomain",
+    "TextWorldDomain",
+]

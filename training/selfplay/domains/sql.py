@@ -9,7 +9,9 @@ read-only database, and the error is the reason), one that calls a random or clo
 result is empty or only NULLs (any wrong query that finds nothing would match it) or too long
 for the grader, and a question that holds SQL (the solver would copy it, not answer it).
 Then `skill` refuses a question that does not name a value its query quotes, or whose query
-gives the same answer with other values of that column in its place.
+gives the same answer with other values of that column in its place, and `held out` one the
+solver env holds out of training (its eval or test item, by content), since evaluation asks
+those.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ from typing import Any
 
 from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
+from toolgym.envs.registration import make
 from toolgym.envs.search.scoring import normalize_answer
 from toolgym.envs.sql.determinism import nondeterminism
-from toolgym.envs.sql.questions import check_templates, generate_question
+from toolgym.envs.sql.env import SQLEnv, held_out_question
+from toolgym.errors import ConfigError
 from toolgym.training.selfplay.validation import Proposal, Rules, Stage
 
 SQL_IN_TEXT = re.compile(r"\bselect\b.+\bfrom\b", re.I | re.S)
-REFERENCE_SEEDS = 10**8
-"""Reference tasks are generated questions from here on (train seeds no proposer draws)."""
+REFERENCE_INDEX = 10**8
+"""Reference tasks are training questions from this index on (far from where runs draw)."""
 
 
 def execution(task: ProposedTask, proposal: Proposal) -> str | None:
@@ -66,18 +70,25 @@ def skill(task: ProposedTask, proposal: Proposal) -> str | None:
     return None
 
 
+def held_out(task: ProposedTask, proposal: Proposal) -> str | None:
+    if held_out_question({"db_id": task.check.get("db_id"), "question": task.instruction}):
+        return "the solver env holds this question out of training (evaluation asks it)"
+    return None
+
+
 class SQLDomain:
     name = "sql"
+    proposer_env = ("propose-sql", "toolgym/ProposeSQL-v0")
 
     def __init__(self, solver: EnvRef, proposer_kwargs: dict[str, Any] | None = None) -> None:
         self.solver = solver
         shared = {k: v for k, v in solver.kwargs.items() if k not in ("tasks", "solver_slips")}
-        self.proposer = EnvRef("propose-sql", "toolgym/ProposeSQL-v0",
-                               {**shared, **(proposer_kwargs or {})})  # fmt: skip
+        self.proposer = EnvRef(*self.proposer_env, {**shared, **(proposer_kwargs or {})})
 
     def stages(self) -> list[tuple[str, Stage]]:
         explored = Rules(min_distinct_tool_calls=1, explored_with=("run_sql", "describe_table"))
-        return [("rules", explored), ("execution", execution), ("skill", skill)]
+        return [("rules", explored), ("execution", execution), ("skill", skill),
+                ("held out", held_out)]  # fmt: skip
 
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
         return {"db_id": task.check["db_id"], "question": task.instruction,
@@ -89,13 +100,18 @@ class SQLDomain:
         return f"{task.check.get('db_id')}\n{normalize_answer(task.instruction)}"
 
     def references(self, k: int) -> list[ProposedTask]:
-        """k generated questions of the solver's databases and templates."""
-        kwargs = self.solver.kwargs
-        templates = check_templates(kwargs.get("templates"))
-        made = [generate_question(REFERENCE_SEEDS + i, kwargs.get("db_ids"), templates)
-                for i in range(k)]  # fmt: skip
+        """k generated training questions of the solver env (its databases and templates;
+        none an eval or test item)."""
+        env = make(self.solver.env_id, **self.solver.kwargs)
+        try:
+            sql = env.unwrapped
+            if not isinstance(sql, SQLEnv):
+                raise ConfigError(f"SQL self-play solves on SQL-v0, not {self.solver.env_id}")
+            made = [sql.train_question(REFERENCE_INDEX + i) for i in range(k)]
+        finally:
+            env.close()
         return [
-            ProposedTask(kind="sql", instruction=q.question,
-                         check={"db_id": q.db_id, "gold_sql": q.gold_sql})
+            ProposedTask(kind="sql", instruction=q["question"],
+                         check={"db_id": q["db_id"], "gold_sql": q["gold_sql"]})
             for q in made
         ]  # fmt: skip
