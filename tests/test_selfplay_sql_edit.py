@@ -1,9 +1,9 @@
 """SQL self-play by editing on the real pieces: EditSQL-v0 shows a pool question and its gold
 query, puts the value the model picks in place of the quoted one in both, runs the edited
-query on the read-only database and hands back a typed task; what it refuses (a value the
-column does not hold, the question's own, an edit that lands on a held-out question, a
-hostile pool example) it refuses in words; the domain's stages pass its demonstrations and
-refuse a held-out question from either proposer."""
+query on the read-only database and hands back a typed task. What it refuses (a value the
+column does not hold, the question's own, one whose edit lands on a held-out question, which
+it never lists, a hostile pool example) it refuses in words; the domain's stages pass its
+demonstrations and refuse a held-out question from either proposer."""
 
 from __future__ import annotations
 
@@ -113,11 +113,12 @@ def held_out_edit():
     raise AssertionError("no eval question has a training neighbour")
 
 
-def test_an_edit_that_lands_on_a_held_out_question_is_refused_by_the_env_and_the_stages():
+def test_a_value_whose_edit_lands_on_a_held_out_question_is_not_offered_and_the_stages_refuse_it():
     held, value, trained = held_out_edit()
     shown = {"instruction": trained["question"], "check": trained}
-    _, seen, done, result, _ = edit([shown], f"<value>{value}</value>")
-    assert not done and result is None and "held out of training" in seen[0]
+    _, seen, done, result, editor = edit([shown], f"<value>{value}</value>")
+    assert editor.task["question"] == trained["question"] and value not in editor.values
+    assert not done and result is None and "is not one of the values listed" in seen[0]
     task = {"kind": "sql", "instruction": held["question"],
             "check": {"db_id": held["db_id"], "gold_sql": held["gold_sql"], "runs": ["a", "a"],
                       "rows": 1, "error": None, "blank": False, "quoted": [value],

@@ -4,15 +4,14 @@ its gold query and puts another of the database's values in place of the value t
 learn to write a question and its query from nothing).
 
 Observation: the database's schema (as SQL-v0 shows it), the question to edit with its gold
-    query, and the values the database's rows hold in the column of the value it quotes.
+    query, and the values the database's rows hold in the column of the value it quotes
+    (those whose edit makes a training question: evaluation asks the held-out ones).
     The question is the reset task's first example (a self-play pool task on one of the
     env's databases) when it quotes such a value; else a training question of the env's own
     (SQL-v0's generated questions, train split, whatever split the reset draws from).
 Tools (style="tools"): replace_value(value), which ends the episode, and run_sql and
     describe_table to explore (read-only). With style="tags": <value> and <sql>.
-    replace_value refuses the question's own value, one the column does not hold here, and
-    an edit that makes a question the solver env holds out of training (its eval or test
-    item, by content: self-play never trains on what evaluation plays), saying why.
+    replace_value refuses the question's own value and any value not listed, saying why.
 Result: a ProposedTask (kind "sql") as ProposeSQL-v0 hands back (the database runs the
     edited query twice, and slipped), its `check` also holding the question it was edited
     "from".
@@ -104,28 +103,16 @@ class EditSQLEnv(ProposeSQLEnv):
         if value not in self.values:
             listed = ", ".join(literal(v) for v in self.values[:MAX_SHOWN_VALUES])
             raise ToolCallError(f"{value[:60]!r} is not one of the values listed: {listed}")
-        question = self.task["question"].replace(literal(self.value), literal(value))
-        query = self.task["gold_sql"].replace(literal(self.value), literal(value))
-        if held_out_question({"db_id": self.task["db_id"], "question": question}):
-            raise ToolCallError(
-                "the edited question is held out of training (evaluation asks it): "
-                "choose another value"
-            )
+        question, query = _edited(self.task, self.value, value)
         self.question = question
         return await self.hand_back_question(question, query, **{"from": self.task["question"]})
 
     def scripted_action(self) -> str | None:
-        """Another of the column's values, at random; one that makes a held-out question is
-        passed over while another will do."""
+        """Another of the listed values, at random."""
         if not self.task or self.proposed is not None or not self.values:
             return None
         rng = random.Random(f"edit-{self.task['db_id']}-{self.task['question']}")
-        values = rng.sample(self.values, len(self.values))
-        for value in values:
-            edited = self.task["question"].replace(literal(self.value), literal(value))
-            if not held_out_question({"db_id": self.task["db_id"], "question": edited}):
-                return self.parser.render([ToolCall("replace_value", {"value": value})])
-        return self.parser.render([ToolCall("replace_value", {"value": values[0]})])
+        return self.parser.render([ToolCall("replace_value", {"value": rng.choice(self.values)})])
 
     def _pool_question(self, examples: Any) -> dict[str, Any] | None:
         """The first example, as a question to edit, if it is one on this env's databases
@@ -163,11 +150,25 @@ class EditSQLEnv(ProposeSQLEnv):
 
 def _edit_point(task: dict[str, Any]) -> tuple[str, list[str]] | None:
     """The first value the gold query quotes that the question quotes too and that a column
-    of the database holds, with that column's other values; None when there is none."""
+    of the database holds, with the column's other values whose edit makes a training
+    question (evaluation asks the held-out ones); None when there is none."""
     for value in quoted_values(task["gold_sql"]):
         if literal(value) not in task["question"]:
             continue
-        others = [v for v in held_values(task["db_id"], value) if v != value]
+        others = [
+            other
+            for other in held_values(task["db_id"], value)
+            if other != value
+            and not held_out_question(
+                {"db_id": task["db_id"], "question": _edited(task, value, other)[0]}
+            )
+        ]
         if others:
             return value, others
     return None
+
+
+def _edited(task: dict[str, Any], value: str, other: str) -> tuple[str, str]:
+    """The question and its gold query with `other` quoted where they quote `value`."""
+    old, new = literal(value), literal(other)
+    return task["question"].replace(old, new), task["gold_sql"].replace(old, new)
