@@ -296,8 +296,8 @@ class AsyncSection(ConfigModel):
 
 class SelfPlaySection(ConfigModel):
     domain: Annotated[str, Choices("toolgym.training.selfplay.domains:DOMAINS")]
-    """What the policy proposes tasks on (sql, code, search, textworld, maze); its solver env
-    is the run's env, whose held-out tasks the periodic evaluation plays."""
+    """What the policy proposes tasks on (sql, sql_edit, code, search, textworld, maze); its
+    solver env is the run's env, whose held-out tasks the periodic evaluation plays."""
     proposals: int = Field(4, ge=0)
     """Proposer episodes a step; each valid task gets rollout.rollouts_per_task solvers. 0
     proposes nothing: the solver trains on the references alone (an ablation's arm)."""
