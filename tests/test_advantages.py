@@ -121,3 +121,16 @@ def test_estimators_by_name_and_from_trajectories():
         ConfigError, match="unknown advantage estimator 'gipgo'. Did you mean: gigpo?"
     ):
         compute_advantages("gipgo", g)
+
+
+def test_anchor_recurrence_counts_turns_whose_state_another_turn_of_the_group_shares():
+    from toolgym.training.advantages.base import anchor_recurrence
+
+    # TWO: s0 three times (t0 of both, t2 of trajectory 2), s1 and s2 once: 3 of 5 turns
+    # recur; after the first turns, only trajectory 2's t2 (s0) of its 3 later turns
+    assert anchor_recurrence(group(TWO["rewards"], TWO["keys"])) == (3, 5, 1, 3)
+    # a masked trajectory's states do not count, nor make another's recur
+    masked = group([[0, 0], [1, 1]], [["a", "b"], ["a", "b"]], valid=[True, False])
+    assert anchor_recurrence(masked) == (0, 2, 0, 1)
+    single = group([[1], [0], [1]], [["q"], ["q"], ["q"]])  # one turn each: all recur at t0
+    assert anchor_recurrence(single) == (3, 3, 0, 0)

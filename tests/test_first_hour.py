@@ -21,7 +21,7 @@ from toolgym.training.config import EvalSection, TrainConfig
 
 STEP_LINE = re.compile(
     r"^step (\d)/2  success [\d.]+  reward [-\d.]+  valid [\d.]+  loss [-\d.e]+  "
-    r"kl [-\d.e+]+ .*[\d.]+s  eta \d+:\d\d$",
+    r"kl [-\d.e+]+  anchors [\d.]+  .*[\d.]+s  eta \d+:\d\d$",
     re.M,
 )
 

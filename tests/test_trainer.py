@@ -57,6 +57,8 @@ def test_a_short_run_logs_every_phase(tool_calling_model_dir, tmp_path):
     for key in (
         "rollout/success",
         "adv/std",
+        "adv/anchor_coverage",
+        "adv/anchor_coverage_after_first",
         "train/loss",
         "train/clip_fraction",
         "train/entropy",

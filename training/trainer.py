@@ -47,6 +47,7 @@ from toolgym.errors import RunFailedError, one_line
 from toolgym.log import get_logger
 from toolgym.training import checkpoint
 from toolgym.training.advantages import GroupRewards, compute_advantages
+from toolgym.training.advantages.metrics import advantage_metrics
 from toolgym.training.batch import build_batch
 from toolgym.training.builders import (
     PolicyParts,
@@ -237,15 +238,12 @@ class Trainer:
             await asyncio.to_thread(self.update, trajectories, advantages) if trajectories else {}
         )
         t3 = time.perf_counter()
-        flat = np.concatenate(advantages) if advantages else np.zeros(1)
         return {
             "step": self.step,
             "env_steps": sum(len(t.steps) for t in everything),
             **rollout_metrics("rollout", everything, rollout_s, self.player.per_env),
             **self.rewards.metrics(everything),
-            "adv/mean": float(flat.mean()),
-            "adv/std": float(flat.std()),
-            "adv/nonzero": float((np.abs(flat) > 1e-8).mean()),
+            **advantage_metrics(advantages, groups),
             **group_metrics(self.groups, groups),
             **self.player.actor_metrics(),
             **{f"train/{k}": v for k, v in train_metrics.items()},

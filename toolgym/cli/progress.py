@@ -107,6 +107,7 @@ STEP_FIELDS = (
     ("valid", ("rollout/valid_actions",)),
     ("loss", ("train/loss",)),
     ("kl", ("train/kl_ref", "train/approx_kl")),
+    ("anchors", ("adv/anchor_coverage_after_first",)),
     ("eval", ("eval/success",)),
 )
 """What a training step's line shows, and the record keys it reads (the first present)."""
@@ -118,7 +119,8 @@ HEARTBEAT_S = 30.0
 
 class TrainSteps(Ticker):
     """A training run's progress: one line per step (step, success, reward, valid calls,
-    loss, KL, seconds, ETA) on a terminal or off it, and a bar as well on a terminal. A step
+    loss, KL, the share of later turns whose anchor state recurs in their group, seconds,
+    ETA) on a terminal or off it, and a bar as well on a terminal. A step
     that runs long (text games play minutes a step) says every HEARTBEAT_S how many episodes
     it has played (`episode`, the trainer's on_episode), so the run is seen to be alive."""
 

@@ -59,6 +59,28 @@ class GroupRewards:
         return np.array([r.sum() for r in self.rewards])
 
 
+def anchor_recurrence(group: GroupRewards) -> tuple[int, int, int, int]:
+    """How many of the group's turns share their anchor state with another turn of the group
+    (GiGPO's step groups of more than one, which compare actions from the same state), out
+    of how many, over all turns and over the turns after the first (every episode of a group
+    starts in the same state, so a first turn always recurs: beyond it is where step
+    credit differs from the episode's). Masked trajectories are left out, as in every
+    statistic: (recurring, turns, recurring after the first, turns after the first)."""
+    counts: dict[Hashable, int] = {}
+    keys = [group.state_keys[i] for i in np.flatnonzero(group.valid)]
+    for trajectory in keys:
+        for key in trajectory:
+            counts[key] = counts.get(key, 0) + 1
+    shared = [[counts[key] > 1 for key in trajectory] for trajectory in keys]
+    later = [flags[1:] for flags in shared]
+    return (
+        sum(map(sum, shared)),
+        sum(map(len, shared)),
+        sum(map(sum, later)),
+        sum(map(len, later)),
+    )
+
+
 def normalize(values: np.ndarray, std: bool) -> np.ndarray:
     """values - mean, divided by the sample standard deviation (ddof=1) when `std`.
     Fewer than two values carry no comparison: they get 0."""

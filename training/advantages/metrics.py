@@ -1,0 +1,35 @@
+"""What a step's advantages and anchor states say, for the step's record: how the
+advantages spread, and how often GiGPO's anchor states recur (its step groups of more than
+one turn), which says whether step credit has anything to compare on this env."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from toolgym.agents.trajectory import TrajectoryGroup
+from toolgym.training.advantages.base import GroupRewards, anchor_recurrence
+
+
+def advantage_metrics(
+    advantages: Sequence[np.ndarray], groups: Sequence[TrajectoryGroup]
+) -> dict[str, float]:
+    """adv/mean, adv/std and adv/nonzero over every trained step; adv/anchor_coverage, the
+    share of turns whose anchor state another turn of their group shares, and
+    adv/anchor_coverage_after_first, the same over turns after the first, where episodes
+    have any (whatever the estimator: a GRPO run logs what GiGPO would have to compare)."""
+    flat = np.concatenate(advantages) if advantages else np.zeros(1)
+    counts = np.zeros(4)
+    for group in groups:
+        counts += anchor_recurrence(GroupRewards.from_trajectories(group.trajectories))
+    shared, turns, shared_later, later = counts
+    metrics = {
+        "adv/mean": float(flat.mean()),
+        "adv/std": float(flat.std()),
+        "adv/nonzero": float((np.abs(flat) > 1e-8).mean()),
+        "adv/anchor_coverage": float(shared / turns) if turns else 0.0,
+    }
+    if later:  # single-turn episodes have no turn after the first to speak of
+        metrics["adv/anchor_coverage_after_first"] = float(shared_later / later)
+    return metrics
