@@ -134,3 +134,14 @@ def test_anchor_recurrence_counts_turns_whose_state_another_turn_of_the_group_sh
     assert anchor_recurrence(masked) == (0, 2, 0, 1)
     single = group([[1], [0], [1]], [["q"], ["q"], ["q"]])  # one turn each: all recur at t0
     assert anchor_recurrence(single) == (3, 3, 0, 0)
+
+
+def test_gigpo_step_leave_one_out_hand_case():
+    from toolgym.training.advantages.gigpo import step_advantages
+
+    # TWO, gamma 0.5: anchor s0 holds returns 0.5 (traj 1, t0), 0 (traj 2, t0), 0 (traj 2, t2):
+    # each less the mean of the other two -> 0.5, -0.25, -0.25. s1 (return 1) and s2 (0) are
+    # alone: each less the other trajectory's return from its start (0 and 0.5) -> 1, -0.5
+    out = step_advantages(group(TWO["rewards"], TWO["keys"]), gamma=0.5, std_normalize=False,
+                          leave_one_out=True)  # fmt: skip
+    close(out, [[0.5, 1.0], [-0.25, -0.5, -0.25]])

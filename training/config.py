@@ -118,6 +118,10 @@ class AdvantageSection(ConfigModel):
     """GiGPO step level: mean-and-std (True) or mean-only (False) normalization."""
     episode_over_steps: bool = False
     """GiGPO episode statistics pooled over step rows, as the reference code does."""
+    step_leave_one_out: bool = False
+    """GiGPO step level: each step's return less the mean of the others of its anchor group
+    (with step_std_normalize false, an unbiased expected gradient; the group mean, which
+    holds the step's own return, is biased in small anchor groups)."""
     step_alpha: float = 1.0
     """Weight of the normalised process-reward step term (rewards with role: process)."""
 
@@ -126,6 +130,7 @@ class AdvantageSection(ConfigModel):
             return {
                 "gamma": self.gamma, "omega": self.omega, "std_normalize": self.std_normalize,
                 "step_std_normalize": self.step_std_normalize, "episode_over_steps": self.episode_over_steps,
+                "step_leave_one_out": self.step_leave_one_out,
             }  # fmt: skip
         return {"std_normalize": self.std_normalize} if self.estimator == "grpo" else {}
 

@@ -19,6 +19,10 @@ with and gives 0:
 Final advantage of step t of trajectory i:  A = A^E_i + omega * A^S_t   (omega = 1.0).
 
 Standard deviations are sample standard deviations (ddof=1), as in the reference code.
+`step_leave_one_out=True` compares each step with the mean of the others of its anchor group
+(R_t - mean_others R = (R_t - mean R) * n / (n - 1)), as RLOO does for episodes: a mean that
+holds the step's own return couples the baseline to the action it scores, a bias that shrinks
+only as anchor groups grow (docs/training.md, "Is the gradient biased?").
 `episode_over_steps=True` reproduces the reference code's episode statistics, which pool one
 row per step (a long trajectory weighs more); the default normalizes over trajectories, as
 the paper's equation is written. Masked trajectories are excluded from every statistic.
@@ -31,7 +35,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from toolgym.training.advantages.base import GroupRewards, normalize
+from toolgym.training.advantages.base import EPS, GroupRewards, normalize
 
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
@@ -66,20 +70,45 @@ def episode_advantages(
 
 
 def step_advantages(
-    group: GroupRewards, *, gamma: float = 0.95, std_normalize: bool = True
+    group: GroupRewards,
+    *,
+    gamma: float = 0.95,
+    std_normalize: bool = True,
+    leave_one_out: bool = False,
 ) -> list[np.ndarray]:
-    """A^S per step, from anchor-state groups across the whole group (0 for masked ones)."""
+    """A^S per step, from anchor-state groups across the whole group (0 for masked ones).
+    `leave_one_out`: each step's return less the mean of the others of its anchor group, and
+    a step alone in its anchor group less the other trajectories' mean return (no baseline
+    holds the step's own return, and none is dropped for want of company)."""
     returns = [discounted_returns(r, gamma) for r in group.rewards]
     anchors: dict[Hashable, list[tuple[int, int]]] = defaultdict(list)
-    for i in np.flatnonzero(group.valid):
+    valid = np.flatnonzero(group.valid)
+    for i in valid:
         for t, key in enumerate(group.state_keys[i]):
             anchors[key].append((int(i), t))
     advantages = [np.zeros(len(r)) for r in group.rewards]
+    starts = {int(i): returns[i][0] if len(returns[i]) else 0.0 for i in valid}
     for members in anchors.values():
-        values = normalize(np.array([returns[traj][step] for traj, step in members]), std_normalize)
+        values = np.array([returns[traj][step] for traj, step in members])
+        if not leave_one_out:
+            values = normalize(values, std_normalize)
+        elif len(members) > 1:
+            values = leave_one_out_centred(values, std_normalize)
+        else:
+            others = [v for i, v in starts.items() if i != members[0][0]]
+            values = values - np.mean(others) if others else np.zeros_like(values)
         for (traj, step), value in zip(members, values, strict=True):
             advantages[traj][step] = value
     return advantages
+
+
+def leave_one_out_centred(values: np.ndarray, std: bool) -> np.ndarray:
+    """Each value less the mean of the others (0 alone), divided by the sample standard
+    deviation when `std`."""
+    if len(values) < 2:
+        return np.zeros_like(values)
+    centred = (values - values.mean()) * len(values) / (len(values) - 1)
+    return centred / (values.std(ddof=1) + EPS) if std else centred
 
 
 def gigpo(
@@ -90,11 +119,14 @@ def gigpo(
     std_normalize: bool = True,
     step_std_normalize: bool = True,
     episode_over_steps: bool = False,
+    step_leave_one_out: bool = False,
 ) -> list[np.ndarray]:
     episode = episode_advantages(
         group, std_normalize=std_normalize, episode_over_steps=episode_over_steps
     )
-    steps = step_advantages(group, gamma=gamma, std_normalize=step_std_normalize)
+    steps = step_advantages(
+        group, gamma=gamma, std_normalize=step_std_normalize, leave_one_out=step_leave_one_out
+    )
     return [
         (episode[i] + omega * steps[i]) if group.valid[i] else np.zeros(len(steps[i]))
         for i in range(len(steps))
