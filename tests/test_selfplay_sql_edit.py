@@ -115,6 +115,8 @@ def held_out_edit():
 
 def test_a_value_whose_edit_lands_on_a_held_out_question_is_not_offered_and_the_stages_refuse_it():
     held, value, trained = held_out_edit()
+    _, _, _, _, editor = edit([{"instruction": held["question"], "check": held}])
+    assert editor.task["question"] != held["question"]  # a held-out example is not shown
     shown = {"instruction": trained["question"], "check": trained}
     _, seen, done, result, editor = edit([shown], f"<value>{value}</value>")
     assert editor.task["question"] == trained["question"] and value not in editor.values

@@ -73,7 +73,7 @@ class EditSQLEnv(ProposeSQLEnv):
         self.value = ""
         """The value the shown question quotes, which an edit replaces."""
         self.values: list[str] = []
-        """The other values its column holds in this database."""
+        """The other values its column holds in this database that an edit may use (listed)."""
 
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
@@ -81,9 +81,10 @@ class EditSQLEnv(ProposeSQLEnv):
         shown = self._pool_question(given.get("examples")) or self._own_question(task_seed, given)
         await SQLEnv.start(self, seed, {"task": shown})  # the shown question's database
         self.question, self.proposed = None, None
-        self.value, self.values = _edit_point(shown) or ("", [])
+        self.value, values = _edit_point(shown) or ("", [])
+        self.values = values[:MAX_SHOWN_VALUES]
         schema = await self.schema(shown["db_id"])
-        listed = ", ".join(literal(v) for v in self.values[:MAX_SHOWN_VALUES])
+        listed = ", ".join(literal(v) for v in self.values)
         return [{"role": "user", "content": f"Database schema:\n\n{schema}\n\n"
                  f"Question: {shown['question']}\nSQL: {shown['gold_sql']}\n\n"
                  f"Other values of the column {literal(self.value)} comes from: {listed}\n\n"
@@ -101,7 +102,7 @@ class EditSQLEnv(ProposeSQLEnv):
         if value == self.value:
             raise ToolCallError("that is the value the question already quotes: choose another")
         if value not in self.values:
-            listed = ", ".join(literal(v) for v in self.values[:MAX_SHOWN_VALUES])
+            listed = ", ".join(literal(v) for v in self.values)
             raise ToolCallError(f"{value[:60]!r} is not one of the values listed: {listed}")
         question, query = _edited(self.task, self.value, value)
         self.question = question
@@ -115,8 +116,9 @@ class EditSQLEnv(ProposeSQLEnv):
         return self.parser.render([ToolCall("replace_value", {"value": rng.choice(self.values)})])
 
     def _pool_question(self, examples: Any) -> dict[str, Any] | None:
-        """The first example, as a question to edit, if it is one on this env's databases
-        that quotes a value its database holds (a pool task is a proposal: checked here)."""
+        """The first example, as a question to edit, if it is a training question on this
+        env's databases that quotes a value its database holds (a pool task is a proposal,
+        and a restored pool is a file: checked here)."""
         if not isinstance(examples, list) or not examples or not isinstance(examples[0], dict):
             return None
         example, check = examples[0], examples[0].get("check")
@@ -126,7 +128,7 @@ class EditSQLEnv(ProposeSQLEnv):
                  "gold_sql": check.get("gold_sql")}  # fmt: skip
         if not all(isinstance(v, str) and len(v) <= MAX_EXAMPLE_CHARS for v in shown.values()):
             return None
-        if shown["db_id"] not in (self.db_ids or default_db_ids()):
+        if shown["db_id"] not in (self.db_ids or default_db_ids()) or held_out_question(shown):
             return None
         return shown if _edit_point(shown) is not None else None
 
