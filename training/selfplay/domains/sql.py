@@ -10,8 +10,8 @@ result is empty or only NULLs (any wrong query that finds nothing would match it
 for the grader, and a question that holds SQL (the solver would copy it, not answer it).
 Then `skill` refuses a question that does not name a value its query quotes, or whose query
 gives the same answer with other values of that column in its place, and `held out` one the
-solver env holds out of training (its eval or test item, by content), since evaluation asks
-those.
+solver env holds out of training (its eval or test item, by content, where it plays the
+generated questions), since evaluation asks those.
 """
 
 from __future__ import annotations
@@ -88,7 +88,12 @@ class SQLDomain:
     def stages(self) -> list[tuple[str, Stage]]:
         explored = Rules(min_distinct_tool_calls=1, explored_with=("run_sql", "describe_table"))
         return [("rules", explored), ("execution", execution), ("skill", skill),
-                ("held out", held_out)]  # fmt: skip
+                *self.held_out_stage()]  # fmt: skip
+
+    def held_out_stage(self) -> list[tuple[str, Stage]]:
+        """`held out`, where the solver's questions are the generated ones (a task file
+        splits its own questions, which no proposal can be)."""
+        return [] if "tasks" in self.solver.kwargs else [("held out", held_out)]
 
     def solver_task(self, task: ProposedTask) -> dict[str, Any]:
         return {"db_id": task.check["db_id"], "question": task.instruction,

@@ -10,7 +10,7 @@ question no edit changed, then the sql domain's `execution`, `skill` and `held o
 from __future__ import annotations
 
 from toolgym.envs.proposed import ProposedTask
-from toolgym.training.selfplay.domains.sql import SQLDomain, execution, held_out, skill
+from toolgym.training.selfplay.domains.sql import SQLDomain, execution, skill
 from toolgym.training.selfplay.validation import Proposal, Rules, Stage
 
 
@@ -26,4 +26,4 @@ class SQLEditDomain(SQLDomain):
 
     def stages(self) -> list[tuple[str, Stage]]:
         return [("rules", Rules()), ("edited", edited), ("execution", execution),
-                ("skill", skill), ("held out", held_out)]  # fmt: skip
+                ("skill", skill), *self.held_out_stage()]  # fmt: skip
