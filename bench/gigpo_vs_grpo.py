@@ -1,17 +1,18 @@
-"""GiGPO versus GRPO on Maze or text games: the same start model, seeds and env-step budget.
+"""GiGPO versus GRPO and RLOO on Maze or text games: the same start model, seeds and
+env-step budget.
 
-For each seed, trains once with each estimator (everything else equal), records rollout
-success against cumulative env steps, and reports how many env steps each needs before its
-success (a moving average over `--window` steps) first reaches `--threshold`. The ratio
-GRPO steps / GiGPO steps is the GiGPO paper's central claim at toy scale: above 1 means
-GiGPO needs fewer env steps. Whatever it comes out to is what we report. Those are training
+For each seed, trains once with each estimator (`--estimators`, everything else equal),
+records rollout success against cumulative env steps, and reports how many env steps each
+needs before its success (a moving average over `--window` steps) first reaches
+`--threshold`. The ratio GRPO (or RLOO) steps / GiGPO steps is the GiGPO paper's central
+claim at toy scale: above 1 means GiGPO needs fewer env steps. Whatever it comes out to is what we report. Those are training
 draws; the claim rests on the held-out figures printed after them: each estimator's success
 at the end on the recipe's eval split (items training never drew) and on its transfer sets
 (`eval.sets`), with the start's, over seeds with 95% intervals, and GiGPO's difference from
 GRPO paired by seed.
 
     python bench/gigpo_vs_grpo.py --model DIR [--config configs/maze_gigpo.yaml] [--seeds 3]
-        [--steps 30] [--threshold 0.5] [section.field=value ...]
+        [--steps 30] [--threshold 0.5] [--estimators gigpo grpo rloo] [section.field=value ...]
 
 Start from a model that already acts in the env (e.g. after `toolgym sft`), or neither
 estimator gets a reward to learn from.
@@ -102,12 +103,16 @@ def main() -> None:
     )
     parser.add_argument("--sft-episodes", type=int, default=1200, help="(textworld)")
     parser.add_argument("--sft-epochs", type=int, default=4, help="(textworld)")
+    parser.add_argument(
+        "--estimators", nargs="+", default=["gigpo", "grpo", "rloo"],
+        choices=["gigpo", "grpo", "rloo"], help="the first is the one the others are set against",
+    )  # fmt: skip
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--threshold", type=float, default=0.5)
     parser.add_argument("--window", type=int, default=3)
     parser.add_argument("--out", default=None, help="directory for runs and the curve PNG")
-    parser.add_argument("overrides", nargs="*", help="extra section.field=value settings for both")
+    parser.add_argument("overrides", nargs="*", help="extra section.field=value settings for all")
     args = parser.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="gigpo-vs-grpo-"))
     config_path = Path(args.config) if args.config else DEFAULT_CONFIG[args.env]
@@ -121,12 +126,14 @@ def main() -> None:
 
 
 def compare(args: argparse.Namespace, config_path: Path, out: Path, setting: list[str]) -> None:
-    """Both estimators, each seed, in one setting; prints steps to the threshold and the ratio."""
-    reached: dict[str, list[float | None]] = {"gigpo": [], "grpo": []}
-    finals: dict[str, list[float]] = {"gigpo": [], "grpo": []}
-    held_out = HeldOut(baseline="grpo")
+    """Each estimator, each seed, in one setting; prints steps to the threshold and each
+    estimator's ratio to the first's."""
+    estimators = list(dict.fromkeys(args.estimators))
+    reached: dict[str, list[float | None]] = {e: [] for e in estimators}
+    finals: dict[str, list[float]] = {e: [] for e in estimators}
+    held_out = HeldOut(baseline="grpo" if "grpo" in estimators else estimators[-1])
     for seed in range(args.seeds):
-        for estimator in ("gigpo", "grpo"):
+        for estimator in estimators:
             run = out / f"{estimator}-seed{seed}"
             overrides = [
                 f"run_dir={run}",
@@ -134,7 +141,7 @@ def compare(args: argparse.Namespace, config_path: Path, out: Path, setting: lis
                 f"steps={args.steps}",
                 f"advantage.estimator={estimator}",
                 "eval.every_steps=1000000",  # at the start and the end only
-                f"eval.at_start={estimator == 'gigpo'}",  # one start per seed
+                f"eval.at_start={estimator == estimators[0]}",  # one start per seed
                 *setting,
                 *args.overrides,
             ]
@@ -150,12 +157,14 @@ def compare(args: argparse.Namespace, config_path: Path, out: Path, setting: lis
     for estimator, values in reached.items():
         shown = ", ".join("never" if v is None else f"{v:.0f}" for v in values)
         print(f"  {estimator:5}: {shown}   final success {statistics.mean(finals[estimator]):.2f}")
-    both = [(g, r) for g, r in zip(reached["gigpo"], reached["grpo"], strict=True) if g and r]
-    if both:
-        ratio = statistics.mean(r for _, r in both) / statistics.mean(g for g, _ in both)
-        print(f"ratio grpo / gigpo env steps (seeds where both reached it): {ratio:.2f}x")
-    else:
-        print("ratio: not defined (the threshold was not reached by both on any seed)")
+    first = estimators[0]
+    for other in estimators[1:]:
+        both = [(a, b) for a, b in zip(reached[first], reached[other], strict=True) if a and b]
+        if both:
+            ratio = statistics.mean(b for _, b in both) / statistics.mean(a for a, _ in both)
+            print(f"ratio {other} / {first} env steps (seeds where both reached it): {ratio:.2f}x")
+        else:
+            print(f"ratio {other} / {first}: not defined (not both reached it on any seed)")
     print(held_out.report())
 
 
