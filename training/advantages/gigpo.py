@@ -35,7 +35,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from toolgym.training.advantages.base import EPS, GroupRewards, normalize
+from toolgym.training.advantages.base import GroupRewards, normalize
 
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
@@ -88,27 +88,19 @@ def step_advantages(
             anchors[key].append((int(i), t))
     advantages = [np.zeros(len(r)) for r in group.rewards]
     starts = {int(i): returns[i][0] if len(returns[i]) else 0.0 for i in valid}
+    all_starts = sum(starts.values())
     for members in anchors.values():
         values = np.array([returns[traj][step] for traj, step in members])
-        if not leave_one_out:
-            values = normalize(values, std_normalize)
-        elif len(members) > 1:
-            values = leave_one_out_centred(values, std_normalize)
-        else:
-            others = [v for i, v in starts.items() if i != members[0][0]]
-            values = values - np.mean(others) if others else np.zeros_like(values)
+        values = normalize(values, std_normalize)
+        if leave_one_out and len(members) > 1:  # less the others' mean: n / (n - 1) times
+            values *= len(members) / (len(members) - 1)
+        elif leave_one_out and len(starts) > 1:  # alone: less the other episodes' mean return
+            ((traj, step),) = members
+            others = (all_starts - starts[traj]) / (len(starts) - 1)
+            values = np.array([returns[traj][step] - others])
         for (traj, step), value in zip(members, values, strict=True):
             advantages[traj][step] = value
     return advantages
-
-
-def leave_one_out_centred(values: np.ndarray, std: bool) -> np.ndarray:
-    """Each value less the mean of the others (0 alone), divided by the sample standard
-    deviation when `std`."""
-    if len(values) < 2:
-        return np.zeros_like(values)
-    centred = (values - values.mean()) * len(values) / (len(values) - 1)
-    return centred / (values.std(ddof=1) + EPS) if std else centred
 
 
 def gigpo(
