@@ -43,6 +43,8 @@ OWN_TRIES = 50
 group_count quote none)."""
 MAX_SHOWN_VALUES = 16
 MAX_EXAMPLE_CHARS = 2_000
+EditPoint = tuple[str, list[str]]
+"""The value a question quotes, and the values an edit may put in its place."""
 
 
 class EditSQLEnv(ProposeSQLEnv):
@@ -78,10 +80,10 @@ class EditSQLEnv(ProposeSQLEnv):
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         given = dict((options or {}).get("task") or {})
-        shown = self._pool_question(given.get("examples")) or self._own_question(task_seed, given)
+        shown, (self.value, values) = (self._pool_question(given.get("examples"))
+                                       or self._own_question(task_seed, given))  # fmt: skip
         await SQLEnv.start(self, seed, {"task": shown})  # the shown question's database
         self.question, self.proposed = None, None
-        self.value, values = _edit_point(shown) or ("", [])
         self.values = values[:MAX_SHOWN_VALUES]
         schema = await self.schema(shown["db_id"])
         listed = ", ".join(literal(v) for v in self.values)
@@ -115,7 +117,7 @@ class EditSQLEnv(ProposeSQLEnv):
         rng = random.Random(f"edit-{self.task['db_id']}-{self.task['question']}")
         return self.parser.render([ToolCall("replace_value", {"value": rng.choice(self.values)})])
 
-    def _pool_question(self, examples: Any) -> dict[str, Any] | None:
+    def _pool_question(self, examples: Any) -> tuple[dict[str, Any], EditPoint] | None:
         """The first example, as a question to edit, if it is a training question on this
         env's databases that quotes a value its database holds (a pool task is a proposal,
         and a restored pool is a file: checked here)."""
@@ -130,27 +132,30 @@ class EditSQLEnv(ProposeSQLEnv):
             return None
         if shown["db_id"] not in (self.db_ids or default_db_ids()) or held_out_question(shown):
             return None
-        return shown if _edit_point(shown) is not None else None
+        point = _edit_point(shown)
+        return (shown, point) if point is not None else None
 
-    def _own_question(self, task_seed: int, given: dict[str, Any]) -> dict[str, Any]:
+    def _own_question(
+        self, task_seed: int, given: dict[str, Any]
+    ) -> tuple[dict[str, Any], EditPoint]:
         """A training question of the env's own that quotes a value to edit: the reset
         task's generated one ({"seed": n}) if it is one, else the next training one that
         does."""
         if set(given) == {"seed"} and isinstance(given["seed"], int):
             made = self._generate(given["seed"])
-            if _edit_point(made) is not None and not held_out_question(made):
-                return made
+            if not held_out_question(made) and (point := _edit_point(made)) is not None:
+                return made, point
         for k in range(OWN_TRIES):
             made = self.train_question((task_seed + k) % SeedTasks.SPAN)
-            if _edit_point(made) is not None:
-                return made
+            if (point := _edit_point(made)) is not None:
+                return made, point
         raise ConfigError(
             f"templates {list(self.templates)} give no question that quotes a value to edit: "
             "choose templates that filter on a value (filter_count, filter_list, ...)"
         )
 
 
-def _edit_point(task: dict[str, Any]) -> tuple[str, list[str]] | None:
+def _edit_point(task: dict[str, Any]) -> EditPoint | None:
     """The first value the gold query quotes that the question quotes too and that a column
     of the database holds, with the column's other values whose edit makes a training
     question (evaluation asks the held-out ones); None when there is none."""
