@@ -167,3 +167,52 @@ def test_the_sql_domain_s_references_are_training_questions():
         held_out_question({"db_id": r.check["db_id"], "question": r.instruction})
         for r in references
     )
+
+
+def reset_with(task):
+    async def play():
+        env = toolgym.make("toolgym/EditSQL-v0", **ARGS)
+        try:
+            obs, _ = await env.areset(seed=3, options={"task": task})
+            return obs[-1]["content"], env.unwrapped
+        finally:
+            await env.aclose()
+
+    return asyncio.run(play())
+
+
+def test_a_client_s_own_sql_question_is_the_one_shown():
+    """A reset task that is a SQL task (a client of the served env with a question of its
+    own) is edited, not swapped for the env's own question."""
+    example = pool_example()
+    own = {"db_id": example["check"]["db_id"], "question": example["instruction"],
+           "gold_sql": example["check"]["gold_sql"]}  # fmt: skip
+    shown, editor = reset_with(own)
+    assert f"Question: {own['question']}\nSQL: {own['gold_sql']}" in shown
+    assert editor.task["question"] == own["question"] and editor.value in own["question"]
+
+
+@pytest.mark.parametrize(
+    ("task", "says"),
+    [
+        ({"question": "How many rows?"}, "a SQL task needs 'db_id', 'question', 'gold_sql'"),
+        ({"colour": "red"}, "a SQL task needs"),
+        ({"db_id": "/etc/passwd", "question": "How many patients have 'Quorvex' as their city?",
+          "gold_sql": "SELECT 'Quorvex'"}, "its database '/etc/passwd' is not one of this env's"),
+        ({"db_id": "clinic_wide_0", "question": "How many rows?", "gold_sql": "SELECT 1"},
+         "quotes a value"),
+        ({"db_id": "clinic_wide_0", "question": "x" * 100_000, "gold_sql": "y"}, "at most 2000"),
+        ({"db_id": ["clinic_wide_0"], "question": "q", "gold_sql": "y"}, "must be strings"),
+    ],
+)  # fmt: skip
+def test_a_client_question_it_cannot_edit_is_refused_in_words(task, says):
+    with pytest.raises(toolgym.errors.ConfigError, match="cannot edit|needs") as refused:
+        reset_with(task)
+    assert says in str(refused.value) and len(str(refused.value)) < 400
+
+
+def test_a_held_out_client_question_is_refused():
+    held, _, _ = held_out_edit()
+    question = {k: held[k] for k in ("db_id", "question", "gold_sql")}
+    with pytest.raises(toolgym.errors.ConfigError, match="held out for evaluation"):
+        reset_with(question)

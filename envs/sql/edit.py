@@ -8,7 +8,9 @@ Observation: the database's schema (as SQL-v0 shows it), the question to edit wi
     (those whose edit makes a training question: evaluation asks the held-out ones).
     The question is the reset task's first example (a self-play pool task on one of the
     env's databases) when it quotes such a value; else a training question of the env's own
-    (SQL-v0's generated questions, train split, whatever split the reset draws from).
+    (SQL-v0's generated questions, train split, whatever split the reset draws from). A
+    reset task that is a SQL task itself ({"db_id", "question", "gold_sql"}: a client's own
+    question) is the question shown; one it cannot edit is refused, saying why.
 Tools (style="tools"): replace_value(value), which ends the episode, and run_sql and
     describe_table to explore (read-only). With style="tags": <value> and <sql>.
     replace_value refuses the question's own value and any value not listed, saying why.
@@ -27,7 +29,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from toolgym.envs.sql.env import SQLEnv, held_out_question
+from toolgym.envs.sql.env import SQLEnv, check_task, held_out_question
 from toolgym.envs.sql.generate import default_db_ids
 from toolgym.envs.sql.propose import ProposeSQLEnv
 from toolgym.envs.sql.slips import held_values, literal, quoted_values
@@ -80,8 +82,11 @@ class EditSQLEnv(ProposeSQLEnv):
     async def start(self, seed: int | None, options: dict[str, Any] | None) -> list[dict[str, Any]]:
         task_seed = seed if seed is not None else int(self.np_random.integers(2**31))
         given = dict((options or {}).get("task") or {})
-        shown, (self.value, values) = (self._pool_question(given.get("examples"))
-                                       or self._own_question(task_seed, given))  # fmt: skip
+        if set(given) - {"examples", "proposal", "seed"}:  # a question of the caller's own
+            shown, (self.value, values) = _client_question(given, self.db_ids)
+        else:
+            shown, (self.value, values) = (self._pool_question(given.get("examples"))
+                                           or self._own_question(task_seed, given))  # fmt: skip
         await SQLEnv.start(self, seed, {"task": shown})  # the shown question's database
         self.question, self.proposed = None, None
         self.values = values[:MAX_SHOWN_VALUES]
@@ -128,12 +133,8 @@ class EditSQLEnv(ProposeSQLEnv):
             return None
         shown = {"db_id": check.get("db_id"), "question": example.get("instruction"),
                  "gold_sql": check.get("gold_sql")}  # fmt: skip
-        if not all(isinstance(v, str) and len(v) <= MAX_EXAMPLE_CHARS for v in shown.values()):
-            return None
-        if shown["db_id"] not in (self.db_ids or default_db_ids()) or held_out_question(shown):
-            return None
-        point = _edit_point(shown)
-        return (shown, point) if point is not None else None
+        found = _editable(shown, self.db_ids)
+        return (shown, found) if not isinstance(found, str) else None
 
     def _own_question(
         self, task_seed: int, given: dict[str, Any]
@@ -153,6 +154,34 @@ class EditSQLEnv(ProposeSQLEnv):
             f"templates {list(self.templates)} give no question that quotes a value to edit: "
             "choose templates that filter on a value (filter_count, filter_list, ...)"
         )
+
+
+def _editable(shown: dict[str, Any], db_ids: list[str] | None) -> EditPoint | str:
+    """The question's edit point, or why it cannot be edited here."""
+    if not all(isinstance(v, str) and len(v) <= MAX_EXAMPLE_CHARS for v in shown.values()):
+        return f"its db_id, question and gold_sql must be strings of at most {MAX_EXAMPLE_CHARS} characters"
+    if shown["db_id"] not in (db_ids or default_db_ids()):
+        return f"its database {shown['db_id'][:60]!r} is not one of this env's"
+    if held_out_question(shown):
+        return "it is held out for evaluation (an editor is shown training questions only)"
+    point = _edit_point(shown)
+    if point is None:
+        return ("neither it nor its gold query quotes a value of its database whose edit "
+                "makes a training question")  # fmt: skip
+    return point
+
+
+def _client_question(
+    given: dict[str, Any], db_ids: list[str] | None
+) -> tuple[dict[str, Any], EditPoint]:
+    """A reset task of the caller's own: a SQL task whose question can be edited, else a
+    ConfigError that says why."""
+    check_task(given)
+    shown = {k: given[k] for k in ("db_id", "question", "gold_sql")}
+    found = _editable(shown, db_ids)
+    if isinstance(found, str):
+        raise ConfigError(f"EditSQL-v0 cannot edit the question it was given: {found}")
+    return shown, found
 
 
 def _edit_point(task: dict[str, Any]) -> EditPoint | None:
