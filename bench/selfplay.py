@@ -10,6 +10,10 @@ Then, per seed, one run from it per arm, with the same steps and rollout setting
 - frozen proposer: the same, its proposer played but not trained (`selfplay.frozen`), so its
   edge over this is what training the proposer adds.
 - curated: the same config without `selfplay`, trained on the solver env's own training tasks.
+- snapshot scorer: self-play whose proposers are paid from a frozen copy of the warm start
+  (`selfplay.scorer: snapshot`), not from the solvers being trained; snapshot every 5: the
+  copy takes the trained weights every 5 updates (R-Zero's alternation). Not in the default
+  arms (name them with --arms).
 
 Each run prints held-out solver success (the solver env's eval split, sampled: items
 training never drew, by content) at the start (the warm start: no RL) and after its last
@@ -77,7 +81,10 @@ ARMS = {
     "references only": ["selfplay.proposals=0"],
     "frozen proposer": ["selfplay.frozen=[proposer]"],
     "curated": ["selfplay=null"],
+    "snapshot scorer": ["selfplay.scorer=snapshot"],
+    "snapshot every 5": ["selfplay.scorer=snapshot", "selfplay.snapshot_every=5"],
 }
+DEFAULT_ARMS = ["self-play", "references only", "frozen proposer", "curated"]
 BASELINE = "references only"
 
 
@@ -86,7 +93,7 @@ def main() -> None:
     parser.add_argument("--base", help="pretrained base for sql and code")
     parser.add_argument("--search-base", help="pretrained base for search (its recipe's mini)")
     parser.add_argument("--domains", nargs="+", default=["sql", "code"], choices=list(DOMAINS))
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--arms", nargs="+", default=DEFAULT_ARMS, choices=list(ARMS))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--sft-episodes", type=int, default=2000, help="per role")

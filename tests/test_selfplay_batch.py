@@ -185,6 +185,46 @@ def test_the_band_keeps_solver_groups_outside_it_out_of_the_update():
     assert rewards(groups) == [0.75, 0.5, 0.0]
 
 
+class Snapshot:
+    """A scorer whose episodes solve every question at `rate` (the trained solvers' differ)."""
+
+    def __init__(self, rate: float) -> None:
+        self.played = Scripted([None], solve_rate=lambda question: rate)
+        self.steps: list[int] = []
+
+    def collect_for(self, step: int):
+        self.steps.append(step)
+        return self.played
+
+
+def test_a_snapshot_scorer_pays_the_proposers_and_its_episodes_are_kept_out_of_the_update():
+    """R-Zero's fixed solver: the proposer is paid from the snapshot's solve rate (1/4 ->
+    learnability 0.75), not the trained solvers' (1/2 -> 0.5); the snapshot's groups are
+    handed on untrained, so the step's rollouts and env steps hold them."""
+    settings = SelfPlaySection.model_construct(
+        domain="questions", proposals=2, shown=0, reward="learnability", invalid_penalty=-0.5,
+        format_penalty=-1.0, solver_groups=3, readers=1, frozen=[], solver_band=None,
+        scorer="snapshot",
+    )  # fmt: skip
+    snapshot = Snapshot(0.25)
+    builder = SelfPlay(QuestionDomain(), TaskPool(QuestionDomain().references(2)), settings,
+                       solvers=4, scorer=snapshot)  # fmt: skip
+    scripted = Scripted([question("shop", "How many orders came from Lyon?"), None])
+    groups = step(builder, scripted, 3)
+    assert rewards(groups) == [0.75, -1.0]
+    assert snapshot.steps == [3]
+    assert [t["question"] for t in snapshot.played.solved] == ["How many orders came from Lyon?"]
+    scoring = [g for g in groups if g.group_id.endswith(":snapshot")]
+    assert [g.group_id for g in scoring] == ["p0:snapshot"]
+    assert scoring[0].untrained == "it scores its proposal (selfplay.scorer: snapshot)"
+    assert len(scoring[0].trajectories) == 4
+    trained = [g.group_id for g in groups if g.untrained is None]
+    assert sorted(trained) == ["p0:solver", "s3.reference0:solver", "s3.reference1:solver",
+                               "s3:sql:proposer"]  # fmt: skip
+    assert builder.last_metrics["snapshot_solve_rate"] == 0.25
+    assert builder.last_metrics["solve_rate"] == 0.5
+
+
 def test_a_step_with_nothing_in_band_and_a_frozen_proposer_hands_on_its_groups_untrained(caplog):
     builder = selfplay(proposals=2, solver_groups=0, pool=TaskPool([]), frozen=["proposer"],
                        band=(0.3, 0.8))  # fmt: skip

@@ -132,3 +132,81 @@ def test_a_running_baseline_reaches_the_proposers_advantages(tool_calling_model_
     for t in proposers.trajectories:
         if not t.masked:
             assert advantage[t.id] == pytest.approx(t.total_reward - proposers.baseline)
+
+
+@pytest.fixture(scope="module")
+def maze_editor_dir(tool_calling_model_dir, tmp_path_factory):
+    """The tool-calling model taught the maze proposer's first edit on a few mazes (the
+    scripted proposer's), so its proposals are valid and get scored."""
+    from conftest import built_once, teach
+    from toolgym.agents.demonstrations import demonstrations
+    from toolgym.agents.loading import load_model, load_tokenizer
+    from toolgym.agents.render import ChatRenderer
+    from toolgym.envs.maze import ProposeMazeEnv
+    from toolgym.envs.tasks import TaskDraw
+
+    def build(out):
+        tokenizer = load_tokenizer(tool_calling_model_dir)
+        draws = [TaskDraw("train", i, {}, i) for i in range(8)]
+        demos = demonstrations(lambda: ProposeMazeEnv(size=3, n_doors=0, max_turns=1),
+                               ChatRenderer(tokenizer), draws)  # fmt: skip
+        turns = [(d.trajectory.token_ids, d.trajectory.steps[0]) for d in demos]
+        examples = [(ids[: s.response_start], ids[s.response_start : s.response_end])
+                    for ids, s in turns]  # fmt: skip
+        teach(load_model(tool_calling_model_dir), tokenizer, examples, out, steps=300)
+
+    return built_once(tmp_path_factory, "maze-editor-model", build)
+
+
+@pytest.mark.parametrize("every", [0, 1])
+def test_a_snapshot_scores_the_proposals_with_weights_of_its_own(every, maze_editor_dir, tmp_path):
+    """selfplay.scorer: snapshot plays each valid task's scoring episodes with a copy of the
+    policy: the start weights throughout (every 0), or those after 1 update from step 1 on
+    (every 1); its groups are in the step's episodes, untrained. The policy is moved before
+    the run (a fresh one's updates may be nil), so a copy that shared its weights would show."""
+    settings = ("steps=2", "rollouts_kept=64", "selfplay.scorer=snapshot",
+                f"selfplay.snapshot_every={every}",
+                "env.kwargs={size: 3, n_doors: 0, max_turns: 8}")  # fmt: skip
+    trainer = Recording(config(maze_editor_dir, tmp_path, "maze", *settings))
+    copy = trainer.snapshot.engine.model
+    start = [p.detach().clone() for p in trainer.model.parameters()]
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            p.add_(0.01)
+    after_first: list = []
+
+    def keep(record):
+        if record["step"] == 0:
+            after_first.extend(p.detach().clone() for p in trainer.model.parameters())
+
+    records = trainer.run(on_step=keep)
+
+    def same(a, b):
+        return all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+    assert not same(start, list(trainer.model.parameters()))
+    assert same(list(copy.parameters()), start if every == 0 else after_first)
+    assert trainer.snapshot.taken == (0 if every == 0 else 1)
+    scoring = [g for step in trainer.trained for g in step["groups"] if g.endswith(":snapshot")]
+    solved = [g for step in trainer.trained for g in step["groups"] if g.startswith("p")
+              and g.endswith(":solver")]  # fmt: skip
+    assert len(scoring) == len(solved) >= 1  # one scoring group per valid proposal
+    assert sum(r["groups/untrained"] for r in records if r["step"] >= 0) == len(scoring)
+    assert all(0 <= r["groups/snapshot_solve_rate"] <= 1 for r in records if r["step"] >= 0
+               and "groups/snapshot_solve_rate" in r)  # fmt: skip
+    kept = [t for f in sorted((tmp_path / "rollouts").glob("step_*.jsonl")) for t in read_jsonl(f)]
+    assert sum(t.role == "snapshot" for t in kept) == 2 * len(scoring)  # 2 episodes a task
+    assert len(kept) == sum(len(step["tokens"]) for step in trainer.trained)
+
+
+def test_a_snapshot_is_refused_where_it_cannot_be_taken(tool_calling_model_dir, tmp_path):
+    with pytest.raises(ConfigError, match="snapshot_every is for scorer: snapshot"):
+        config(tool_calling_model_dir, tmp_path, "sql", "selfplay.snapshot_every=2")
+    with pytest.raises(ConfigError, match="needs mode: sync"):
+        config(tool_calling_model_dir, tmp_path, "sql", "mode=async", "selfplay.scorer=snapshot",
+               "selfplay.snapshot_every=2")  # fmt: skip
+    served = config(tool_calling_model_dir, tmp_path, "sql", "selfplay.scorer=snapshot",
+                    "engine.kind=openai", "engine.base_url=http://127.0.0.1:9/v1",
+                    "lora.enabled=true")  # fmt: skip
+    with pytest.raises(ConfigError, match="holds none here: use engine.kind=hf"):
+        Recording(served)

@@ -30,6 +30,7 @@ from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import Ranks, rank_device, shard
 from toolgym.training.groups import GroupBuilder, TaskGroups
 from toolgym.training.learner import Learner
+from toolgym.training.player import Player
 from toolgym.training.rewards import (
     RewardStage,
     RunContext,
@@ -40,6 +41,8 @@ from toolgym.training.rewards.base import Continue
 from toolgym.training.selfplay.builder import SelfPlay
 from toolgym.training.selfplay.domains import DOMAINS
 from toolgym.training.selfplay.pool import TaskPool
+from toolgym.training.snapshot import SolverSnapshot
+from toolgym.training.weight_sync import TrainedWeights
 
 
 @dataclass
@@ -178,6 +181,13 @@ def check_engine(config: TrainConfig) -> None:
         )
     if config.ray.engine_actors:
         check_engine_actors(config, declared)
+    snapshot = config.selfplay is not None and config.selfplay.scorer == "snapshot"
+    if snapshot and (declared.weight_sync != "shared" or config.ray.engine_actors):
+        raise ConfigError(
+            f"selfplay.scorer: snapshot copies the policy's model in this process, and "
+            f"engine.kind={kind}{' on Ray engine actors' * bool(config.ray.engine_actors)} "
+            "holds none here: use engine.kind=hf"
+        )
     for setting in declared.requires:
         if not config.engine.model_dump().get(setting):
             raise ConfigError(f"engine.kind={kind} needs engine.{setting}")
@@ -222,12 +232,12 @@ def check_distributed(config: TrainConfig) -> None:
 
 def build_engine(
     config: TrainConfig, model: Any, tokenizer: Any, precision: Precision, images: Any = None,
-    distributed: bool = False,
+    own_weights: bool = False,
 ) -> PolicyEngine:  # fmt: skip
     """The generation engine named by engine.kind, built from the registry for a trainer
     (`images`: the policy's image encoder, for an engine that reads images). It keeps weights
-    of its own when it generates while the trainer updates (async) or the trained ones are
-    sharded (`distributed`)."""
+    of its own when it generates while the trainer updates (async), when the trained ones are
+    sharded (distributed) or when it is a snapshot (`own_weights`)."""
     kind = config.engine.kind
     if config.ray.engine_actors:
         from toolgym.agents.ray_engines import RayEngines
@@ -241,9 +251,24 @@ def build_engine(
     context = PolicyContext(
         config.model, model=model, tokenizer=tokenizer, seed=config.seed, precision=precision,
         images=images, base_url=config.engine.base_url, served_model=config.engine.served_model,
-        own_weights=config.mode == "async" or distributed,
+        own_weights=config.mode == "async" or own_weights,
     )  # fmt: skip
     return policy_engine(kind, context)
+
+
+def build_snapshot(
+    config: TrainConfig, parts: PolicyParts, player: Player, weights: TrainedWeights
+) -> SolverSnapshot | None:
+    """The frozen copy of the policy that scores self-play proposals (`selfplay.scorer:
+    snapshot`), copied from `parts` before any update (check_engine refused an engine that
+    holds no model here); None when the run scores with its solvers."""
+    play = config.selfplay
+    if play is None or play.scorer != "snapshot":
+        return None
+    engine = build_engine(config, parts.model, parts.tokenizer, parts.precision, parts.images,
+                          own_weights=True)  # fmt: skip
+    snapshot = Player(config, player.runtime, player.tasks, engine, parts.renderer, player.gate)
+    return SolverSnapshot(snapshot, weights, play.snapshot_every)
 
 
 def build_optimizer(config: TrainConfig, model: Any) -> torch.optim.Optimizer:
@@ -282,9 +307,12 @@ def enable_activation_checkpointing(model: Any) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
-def build_groups(config: TrainConfig, tasks: dict[str, TaskSource]) -> GroupBuilder:
-    """What makes each step's groups: self-play on the run's env when `selfplay` is set,
-    else tasks drawn from the mixture's envs (`tasks`: each env's task source)."""
+def build_groups(
+    config: TrainConfig, tasks: dict[str, TaskSource], snapshot: SolverSnapshot | None = None
+) -> GroupBuilder:
+    """What makes each step's groups: self-play on the run's env when `selfplay` is set
+    (`snapshot`: what scores its proposals, under `selfplay.scorer: snapshot`), else tasks
+    drawn from the mixture's envs (`tasks`: each env's task source)."""
     play = config.selfplay
     if play is None:
         rollout = config.rollout
@@ -293,4 +321,7 @@ def build_groups(config: TrainConfig, tasks: dict[str, TaskSource]) -> GroupBuil
     domain = DOMAINS[play.domain](config.mixture[0].ref, play.proposer)
     pool = TaskPool(domain.references(play.references), play.pool_capacity, play.pool_policy,
                     config.seed)  # fmt: skip
-    return SelfPlay(domain, pool, play, config.rollout.rollouts_per_task)
+    if (play.scorer == "snapshot") != (snapshot is not None):
+        raise ConfigError("selfplay.scorer: snapshot needs the run's snapshot (build_snapshot), "
+                          "and only it takes one")  # fmt: skip
+    return SelfPlay(domain, pool, play, config.rollout.rollouts_per_task, snapshot)

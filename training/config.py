@@ -348,6 +348,17 @@ class SelfPlaySection(ConfigModel):
     on 0.3 to 0.8: a task the solver nearly always or nearly never solves teaches little).
     The others still score their proposers and are kept with the step's rollouts."""
 
+    scorer: Literal["solver", "snapshot"] = "solver"
+    """Whose solve rate pays a proposer: the solver groups the step trains on (solver), or
+    as many episodes by a frozen copy of the policy (snapshot; R-Zero's fixed solver), which
+    are played besides and not trained. A snapshot's reward does not move as the solver
+    learns the pool, so a proposer is paid for what the snapshot finds hard. It copies the
+    model in this process (engine.kind hf)."""
+    snapshot_every: int = Field(0, ge=0)
+    """With scorer: snapshot, the snapshot takes the trained weights every this many updates
+    (R-Zero's alternation); 0 keeps the run's start weights throughout. Sync mode only. A
+    resumed run's snapshot is taken from the weights it resumes with, once one is due."""
+
     @model_validator(mode="after")
     def _consistent(self) -> SelfPlaySection:
         proposer_reward(self.reward)  # a ConfigError names what is wrong
@@ -355,6 +366,8 @@ class SelfPlaySection(ConfigModel):
         if band is not None and not 0 <= band[0] <= band[1] <= 1:
             raise ConfigError(f"selfplay.solver_band {list(band)}: give [lo, hi] with "
                               "0 <= lo <= hi <= 1")  # fmt: skip
+        if self.snapshot_every and self.scorer != "snapshot":
+            raise ConfigError("selfplay.snapshot_every is for scorer: snapshot")
         if {"proposer", "solver"} <= set(self.frozen):
             raise ConfigError("selfplay.frozen: freeze one role at most; with both, nothing trains")
         return self
@@ -451,6 +464,9 @@ class TrainConfig(ConfigModel):
             raise ConfigError(f"rewards: give each source a distinct `name` (got {components})")
         if self.selfplay is not None and len(self.mixture) != 1:
             raise ConfigError("selfplay solves on one env: give `env`, not a mixture in `envs`")
+        if self.selfplay is not None and self.selfplay.snapshot_every and self.mode != "sync":
+            raise ConfigError("selfplay.snapshot_every needs mode: sync (an asynchronous run's "
+                              "weights change while a step plays)")  # fmt: skip
         asynchronous = self.async_training
         if self.mode == "sync" and asynchronous != AsyncSection():  # a saved config's defaults pass
             changed = [

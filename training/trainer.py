@@ -55,6 +55,7 @@ from toolgym.training.builders import (
     build_parts,
     build_reward_stage,
     build_runtime,
+    build_snapshot,
     check_engine,
 )
 from toolgym.training.config import TrainConfig
@@ -116,7 +117,8 @@ class Trainer:
         self.model.eval()  # it trains only inside `update`
         self.player = Player(config, self.runtime, tasks, self.engine, self.renderer, self.gate)
         self.rewards = build_reward_stage(config, self.precision, self.continue_from)
-        self.groups: GroupBuilder = groups or build_groups(config, tasks.train)
+        self.snapshot = build_snapshot(config, parts, self.player, self.learner)
+        self.groups: GroupBuilder = groups or build_groups(config, tasks.train, self.snapshot)
         stream = config.async_training  # sync mode refuses any of it: defaults there
         self.stream = GroupStream(
             self.groups, self.collect_for, self.gate, config.rollout.tasks_per_step,
@@ -213,7 +215,8 @@ class Trainer:
     def close(self) -> None:
         """Stop the engine's workers, close the env pools and shared resources, and the loop
         (a later call such as `evaluate` opens a fresh runtime)."""
-        self.runtime.run(self.engine.aclose())
+        for engine in [self.engine, *([self.snapshot.engine] if self.snapshot else [])]:
+            self.runtime.run(engine.aclose())
         self.runtime.run(self.rewards.aclose())
         self.runtime.close()
 

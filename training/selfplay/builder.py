@@ -14,7 +14,9 @@ A step:
      id `{proposer's trajectory id}:solver`. Fewer than `solver_groups` valid tasks, and the
      pool tops the batch up (`s{step}.pool{k}:solver`, `s{step}.reference{k}:solver`).
   4. A proposer's reward is its rule's (proposer_rewards.py) from its task's solve rate: the
-     solvers' training episodes score it, no extra rollouts. A task refused by a stage earns
+     solvers' training episodes score it, no extra rollouts; with `scorer: snapshot`, as
+     many episodes by a frozen copy of the policy do (training/snapshot.py), handed on
+     untrained as `{proposer's trajectory id}:snapshot`. A task refused by a stage earns
      `invalid_penalty`, one that could not be read `format_penalty` (Absolute Zero's -0.5
      and -1); a proposal whose solvers all failed to run is masked (unknown).
      Proposals are one group per task kind, id `s{step}:{kind}:proposer`, so the group's
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from toolgym.agents.collector import GroupRequest
@@ -47,7 +50,7 @@ from toolgym.envs.ref import EnvRef
 from toolgym.envs.tasks import TaskDraw
 from toolgym.log import get_logger
 from toolgym.training.config import SelfPlaySection
-from toolgym.training.groups.base import BuildContext
+from toolgym.training.groups.base import BuildContext, Collect
 from toolgym.training.selfplay.pool import TaskPool
 from toolgym.training.selfplay.proposer_rewards import proposer_reward
 from toolgym.training.selfplay.validation import (
@@ -107,13 +110,25 @@ class GroundsTasks(Protocol):
         ...
 
 
+class ScoresProposals(Protocol):
+    """What plays a proposal's scoring episodes in place of its trained solvers (a frozen
+    snapshot of the policy)."""
+
+    def collect_for(self, step: int) -> Collect:
+        """How step `step`'s scoring episodes are played."""
+        ...
+
+
 class SelfPlay:
     def __init__(
-        self, domain: SelfPlayDomain, pool: TaskPool, settings: SelfPlaySection, solvers: int
-    ) -> None:
+        self, domain: SelfPlayDomain, pool: TaskPool, settings: SelfPlaySection, solvers: int,
+        scorer: ScoresProposals | None = None,
+    ) -> None:  # fmt: skip
         self.domain, self.pool, self.settings = domain, pool, settings
         self.solvers = solvers
         """Solver episodes per valid task (its group): the run's rollout.rollouts_per_task."""
+        self.scorer = scorer
+        """Plays the episodes whose solve rate pays a proposer; None: its solvers do."""
         self.rule = proposer_reward(settings.reward)
         self.proposed = 0
         """Proposals made so far (their ids are p0, p1, ...)."""
@@ -130,9 +145,10 @@ class SelfPlay:
         await self._validate(proposals, ctx)
         valid = [p for p in proposals if p.rejected is None and p.task is not None]
         solved = await ctx.collect([self._solve(p.task) for p in valid if p.task is not None])
-        for p, group in zip(valid, solved, strict=True):
+        scored = await self._score(valid, ctx.step) if self.scorer is not None else solved
+        for p, group, scoring in zip(valid, solved, scored, strict=True):
             group.group_id = f"{p.trajectory.id}:solver"
-            self._reward(p, group)
+            self._reward(p, scoring)
         topped = self.pool.fill(max(self.settings.solver_groups - len(solved), 0))
         extra = await ctx.collect([self._solve(task) for _, task in topped]) if topped else []
         for k, ((source, _), group) in enumerate(zip(topped, extra, strict=True)):
@@ -158,7 +174,11 @@ class SelfPlay:
         self.last_metrics["solver_groups/out_of_band"] = float(self._band(roles["solver"]))
         self.last_metrics |= {f"proposer_baseline/{k}": b for k, b in self.baselines.items()}
         self.last_metrics |= _batch_metrics(roles["proposer"], roles["solver"])
+        if self.scorer is not None:
+            rates = [rate for g in scored if (rate := solve_rate(g)) is not None]
+            self.last_metrics |= {"snapshot_solve_rate": sum(rates) / len(rates)} if rates else {}
         groups = [g for role_groups in roles.values() for g in role_groups]
+        groups += scored if self.scorer is not None else []
         if groups and all(g.untrained for g in groups):
             log.warning("self-play step %d: every group is kept out of the update (%s), so "
                         "the step trains on nothing", ctx.step, groups[0].untrained)  # fmt: skip
@@ -235,6 +255,18 @@ class SelfPlay:
             reason = domain.grounded(readers)
             if reason is not None:
                 proposal.rejected, proposal.stage = f"grounding: {reason}", "grounding"
+
+    async def _score(self, valid: Sequence[Proposal], step: int) -> list[TrajectoryGroup]:
+        """The scorer's episodes of each valid task, as many as its solvers (role
+        "snapshot"), kept out of the update (they are counted among the step's episodes:
+        they cost env steps)."""
+        assert self.scorer is not None
+        requests = [replace(self._solve(p.task), role="snapshot") for p in valid if p.task]
+        scored = await self.scorer.collect_for(step)(requests)
+        for p, group in zip(valid, scored, strict=True):
+            group.group_id = f"{p.trajectory.id}:snapshot"
+            group.untrained = "it scores its proposal (selfplay.scorer: snapshot)"
+        return scored
 
     def _solver_task_stage(self, task: ProposedTask, proposal: Proposal) -> str | None:
         """A task the domain cannot turn into a solver's reset task is refused here (a
