@@ -140,6 +140,11 @@ def test_what_a_distributed_run_cannot_do_is_refused_before_anything_loads(tmp_p
     lora = load_config(TrainConfig, None, ["model=m", "lora.enabled=true", f"run_dir={tmp_path}"])
     with pytest.raises(ConfigError, match="train a LoRA adapter in one process"):
         check_distributed(lora)
+    snapshot = load_config(TrainConfig, None, [
+        "model=m", f"run_dir={tmp_path}", "env.id=toolgym/Maze-v0",
+        "selfplay={domain: maze, scorer: snapshot}"])  # fmt: skip
+    with pytest.raises(ConfigError, match="a distributed run shards it"):
+        check_distributed(snapshot)
     with pytest.raises(ConfigError, match="torchrun --nproc-per-node N"):
         join("cpu", 10)  # not started by a launcher
     one_process = {"step": 1, "model": {}, "optimizer": {}, "rng": {}}

@@ -222,6 +222,11 @@ def check_distributed(config: TrainConfig) -> None:
             "lora.enabled: a distributed run trains full weights (its ranks shard them); "
             "train a LoRA adapter in one process"
         )
+    if config.selfplay is not None and config.selfplay.scorer == "snapshot":
+        raise ConfigError(
+            "selfplay.scorer: snapshot copies the whole model in the trainer's process, and a "
+            "distributed run shards it: score with the solvers (scorer: solver)"
+        )
     declared = engine_class(config.engine.kind).capabilities
     if declared.weight_sync == "shared" and not declared.full_weights:
         raise ConfigError(
