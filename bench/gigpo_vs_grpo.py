@@ -15,7 +15,9 @@ GRPO paired by seed.
         [--steps 30] [--threshold 0.5] [--estimators gigpo grpo rloo] [section.field=value ...]
 
 Start from a model that already acts in the env (e.g. after `toolgym sft`), or neither
-estimator gets a reward to learn from.
+estimator gets a reward to learn from. For the longer-horizon mazes (the goal farthest from
+the start), `--config configs/maze_far_gigpo.yaml --model runs/sft-far --threshold 0.55`,
+the model made as that config's header says.
 
 With `--env textworld` it runs configs/textworld_gigpo.yaml once per coin-collector level in
 `--levels` (the quest's length: rooms to walk), so it shows whether GiGPO's lead grows with
