@@ -24,7 +24,7 @@ from toolgym.errors import ConfigError
 from toolgym.training import checkpoint
 from toolgym.training.builders import build_parts, build_reward_stage
 from toolgym.training.config import TrainConfig
-from toolgym.training.metrics_log import read_metrics
+from toolgym.training.metrics_log import env_steps_spent, read_metrics
 from toolgym.training.rewards import SOURCES
 from toolgym.training.trainer import Trainer
 
@@ -489,6 +489,30 @@ def test_monte_carlo_values_branch_every_step_and_average_the_continuations(
     assert metrics["mc_values/branches"] == branches > 0
     assert metrics["mc_values/continuations"] == 2 * branches
     assert metrics["mc_values/masked"] == 0
+
+
+def test_an_env_step_budget_counts_branches_ends_with_an_evaluation_and_survives_resume(
+    tool_calling_model_dir, tmp_path
+):
+    """`max_env_steps` ends the run after the step that spends it, Monte-Carlo branches
+    counted; the run still ends evaluated and saved, and a resumed run counts what the
+    steps before it spent."""
+    mc = "rewards=[{source: env}, {source: mc_values, role: process, kwargs: {continuations: 1}}]"
+    base = [f"model={tool_calling_model_dir}", "tensorboard=false", "eval.every_steps=100", *SMALL]
+    config = load_config(
+        TrainConfig, None, [*base, f"run_dir={tmp_path / 'mc'}", "steps=20", "max_env_steps=1", mc]
+    )
+    (only,) = Trainer(config).run()
+    assert only["step"] == 0 and "eval/success" in only
+    assert env_steps_spent(only) > only["env_steps"] > 0  # its branches were counted
+    assert (tmp_path / "mc" / "policy").is_dir()
+
+    run = [*base, f"run_dir={tmp_path / 'resumed'}"]
+    first = Trainer(load_config(TrainConfig, None, [*run, "steps=2"])).run()
+    spent = sum(env_steps_spent(r) for r in first if r["step"] >= 0)
+    more = [*run, "steps=20", f"max_env_steps={int(spent) + 1}"]
+    metrics = Trainer(load_config(TrainConfig, None, more)).run(resume=True)
+    assert [r["step"] for r in metrics if "env_steps" in r and r["step"] >= 0] == [0, 1, 2]
 
 
 def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_model_dir, tmp_path):

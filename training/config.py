@@ -383,6 +383,10 @@ class TrainConfig(ConfigModel):
     """Seeds the model's initialisation of new parts, the task draws and the sampling."""
     steps: int = Field(20, ge=1)
     """Training steps: each collects rollouts, then updates the policy."""
+    max_env_steps: int | None = Field(None, ge=1)
+    """Also stop once training has spent this many env steps (its episodes' turns, and
+    Monte-Carlo branches'), after the step that reaches it: to compare methods whose steps
+    cost the env differently at equal env steps. None: `steps` alone decides."""
     device: str = "auto"
     """auto (cuda if a GPU is visible, else cpu), cpu, cuda or cuda:N."""
     dtype: Annotated[str, Choices("toolgym.agents.device:DTYPE_CHOICES")] = "auto"

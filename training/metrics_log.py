@@ -65,3 +65,9 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
             raise ConfigError(f"{path}:{number}: a metrics record needs an integer 'step'")
         records.append(record)
     return records
+
+
+def env_steps_spent(record: dict[str, Any]) -> float:
+    """The env steps a training step's record says it spent: its episodes' turns, and the
+    turns of any Monte-Carlo branches (`mc_values/env_steps`), which cost the env as much."""
+    return record["env_steps"] + record.get("mc_values/env_steps", 0.0)

@@ -286,3 +286,18 @@ def staleness_metrics(batch: Batch, version: int, eta: int, partial: bool) -> di
         "async/staleness_over": sum(lag > eta for lag in lags) / n,
         "async/partial_share": spanning / n,
     }
+
+
+def batch_metrics(
+    stream: GroupStream, batch: Batch, step: int, t0: float, t1: float, t2: float
+) -> dict[str, float]:
+    """How stale `batch` was and who waited for whom (the trainer for groups, or the generator
+    for weights): its learning began at `t0`, its sync at `t1` and ended at `t2`."""
+    step_s = batch.since_previous_s + t2 - t0
+    return {
+        **staleness_metrics(batch, step, stream.max_staleness, stream.partial),
+        "async/groups": len(batch.groups),
+        "async/trainer_idle": (batch.waited_s + (t2 - t1)) / max(step_s, 1e-9),
+        "async/generator_idle": batch.generator_idle_s / max(batch.since_previous_s, 1e-9),
+        "time/sync_s": t2 - t1,
+    }

@@ -62,11 +62,11 @@ from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import Ranks
 from toolgym.training.groups import Collect, GroupBuilder, group_metrics
 from toolgym.training.learner import Leader, Learner, Learns
-from toolgym.training.metrics_log import MetricsLog, read_metrics
+from toolgym.training.metrics_log import MetricsLog, env_steps_spent, read_metrics
 from toolgym.training.player import Player, probe_tasks, rollout_metrics
 from toolgym.training.rewards.base import Continuation
 from toolgym.training.run_directory import HasState, RunDirectory, SavedPolicy
-from toolgym.training.stream import Batch, GroupStream, staleness_metrics
+from toolgym.training.stream import GroupStream, batch_metrics
 from toolgym.training.weight_sync import SYNCS, sync_way
 
 log = get_logger(__name__)
@@ -126,6 +126,8 @@ class Trainer:
             partial=stream.partial_rollouts, whole_steps=synchronous, steps=config.steps,
         )  # fmt: skip
         self.step = 0
+        self.spent = 0.0
+        """Env steps spent so far: the episodes' turns and any Monte-Carlo branches'."""
         self.on_step: Callable[[dict[str, Any]], None] | None = None
         self.last_evaluation: tuple[float, dict[str, Any], list[Trajectory]] | None = None
         """The latest in-run evaluation's temperature, metrics and episodes, so a caller that
@@ -167,31 +169,18 @@ class Trainer:
         evaluate, log and checkpoint in a thread (episodes of an asynchronous run play on)."""
         self.stream.start()
         try:
-            while self.step < self.config.steps:
+            while not self.done(self.step):
                 batch = await self.stream.take(self.step)
                 t0 = time.perf_counter()
                 record = await self.learn(batch.groups, batch.rollout_s)
                 t1 = time.perf_counter()
                 self.player.adapter = await self.gate.swap(self.send_weights)
                 self.stream.synced()
-                record |= self.stream_metrics(batch, t0, t1, time.perf_counter())
+                record |= batch_metrics(self.stream, batch, self.step, t0, t1, time.perf_counter())
                 stream_state = self.stream.state_dict()  # on the loop, which changes it
                 await asyncio.to_thread(self.finish_step, record, stream_state)
         finally:
             await self.stream.aclose()
-
-    def stream_metrics(self, batch: Batch, t0: float, t1: float, t2: float) -> dict[str, float]:
-        """How stale the batch was and who waited for whom (the trainer for groups, or the
-        generator for weights)."""
-        c = self.stream
-        step_s = batch.since_previous_s + t2 - t0
-        return {
-            **staleness_metrics(batch, self.step, c.max_staleness, c.partial),
-            "async/groups": len(batch.groups),
-            "async/trainer_idle": (batch.waited_s + (t2 - t1)) / max(step_s, 1e-9),
-            "async/generator_idle": batch.generator_idle_s / max(batch.since_previous_s, 1e-9),
-            "time/sync_s": t2 - t1,
-        }
 
     def collect_for(self, step: int) -> Collect:
         """How step `step`'s groups are played (with partial rollouts, turns that hold the
@@ -200,7 +189,8 @@ class Trainer:
 
     def finish_step(self, record: dict[str, Any], stream_state: dict[str, Any]) -> None:
         """Evaluate when due, log the step's record, and checkpoint."""
-        last = self.step + 1 == self.config.steps
+        self.spent += env_steps_spent(record)
+        last = self.done(self.step + 1)
         if (self.step + 1) % self.config.eval.every_steps == 0 or last:
             record |= self.evaluate()
             self.keep_if_best(record)
@@ -211,6 +201,11 @@ class Trainer:
         weights = self.learner.weights_state(self.run_dir, self.step)
         states = {"rewards": self.rewards.state_dict(), "groups": self.groups.state_dict()}
         self.run_files.save_checkpoint(self.step, weights, states | {"stream": stream_state})
+
+    def done(self, step: int) -> bool:
+        """Whether training ends after `step` steps: `steps` reached or `max_env_steps` spent."""
+        budget = self.config.max_env_steps
+        return step >= self.config.steps or (budget is not None and self.spent >= budget)
 
     def close(self) -> None:
         """Stop the engine's workers, close the env pools and shared resources, and the loop
@@ -336,6 +331,8 @@ class Trainer:
         self.learner.restore(self.run_dir, state)
         checkpoint.restore_rng(state)
         self.step = int(state["step"])
+        done = [r for r in read_metrics(self.run_dir) if 0 <= r["step"] < self.step]
+        self.spent = sum(env_steps_spent(r) for r in done if "env_steps" in r)
         parts: dict[str, HasState] = {
             "rewards": self.rewards, "groups": self.groups, "stream": self.stream
         }  # fmt: skip
