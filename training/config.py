@@ -124,6 +124,11 @@ class AdvantageSection(ConfigModel):
     holds the step's own return, is biased in small anchor groups)."""
     step_alpha: float = 1.0
     """Weight of the normalised process-reward step term (rewards with role: process)."""
+    anchor_similarity: float | None = Field(None, gt=0, le=1)
+    """GiGPO's anchor groups (and adv/anchor_coverage): None joins steps whose env state_key
+    is equal; a number s in (0, 1] also joins steps whose observations acted on share at
+    least s of their words (Jaccard), for envs whose states rarely repeat exactly
+    (training/advantages/anchors.py)."""
 
     def options(self) -> dict[str, Any]:
         if self.estimator == "gigpo":

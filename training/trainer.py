@@ -241,7 +241,7 @@ class Trainer:
             "env_steps": sum(len(t.steps) for t in everything),
             **rollout_metrics("rollout", everything, rollout_s, self.player.per_env),
             **self.rewards.metrics(everything),
-            **advantage_metrics(advantages, groups),
+            **advantage_metrics(advantages, groups, self.config.advantage.anchor_similarity),
             **group_metrics(self.groups, groups),
             **self.player.actor_metrics(),
             **{f"train/{k}": v for k, v in train_metrics.items()},
@@ -261,8 +261,9 @@ class Trainer:
         groups = [g for g in groups if g.untrained is None]
         for g, scored in zip(groups, await self.rewards.score(groups), strict=True):
             process = [p for _, p in scored] if self.rewards.has_process else None
+            outcomes, similar = [o for o, _ in scored], setting.anchor_similarity
             rewards = GroupRewards.from_trajectories(
-                g.trajectories, [o for o, _ in scored], process, g.baseline
+                g.trajectories, outcomes, process, g.baseline, similar
             )
             values = compute_advantages(estimator, rewards, step_alpha=alpha, **options)
             for t, a in zip(g.trajectories, values, strict=True):

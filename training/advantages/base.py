@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from toolgym.training.advantages.anchors import similar_state_keys
+
 EPS = 1e-6
 
 
@@ -37,17 +39,24 @@ class GroupRewards:
         rewards: Sequence[np.ndarray] | None = None,
         process: Sequence[np.ndarray] | None = None,
         baseline: float | None = None,
+        anchor_similarity: float | None = None,
     ) -> GroupRewards:
         """`rewards`: each trajectory's per-step rewards from the reward stage (default:
         the env's own); `process`: its per-step process rewards, if any source gives them;
-        `baseline`: the group's own from its builder (TrajectoryGroup.baseline)."""
+        `baseline`: the group's own from its builder (TrajectoryGroup.baseline);
+        `anchor_similarity`: states this alike share an anchor (anchors.py; None: equal
+        state keys only)."""
         if rewards is None:
             rewards = [
                 np.array([s.reward for s in t.steps], dtype=np.float64) for t in trajectories
             ]
         return cls(
             rewards=[np.asarray(r, dtype=np.float64) for r in rewards],
-            state_keys=[[s.state_key for s in t.steps] for t in trajectories],
+            state_keys=(
+                [[s.state_key for s in t.steps] for t in trajectories]
+                if anchor_similarity is None
+                else similar_state_keys(trajectories, anchor_similarity)
+            ),
             valid=np.array([not t.masked for t in trajectories], dtype=bool),
             process=None if process is None else [np.asarray(p, np.float64) for p in process],
             baseline=baseline,

@@ -13,16 +13,22 @@ from toolgym.training.advantages.base import GroupRewards, anchor_recurrence
 
 
 def advantage_metrics(
-    advantages: Sequence[np.ndarray], groups: Sequence[TrajectoryGroup]
+    advantages: Sequence[np.ndarray],
+    groups: Sequence[TrajectoryGroup],
+    anchor_similarity: float | None = None,
 ) -> dict[str, float]:
     """adv/mean, adv/std and adv/nonzero over every trained step; adv/anchor_coverage, the
     share of turns whose anchor state another turn of their group shares, and
     adv/anchor_coverage_after_first, the same over turns after the first, where episodes
-    have any (whatever the estimator: a GRPO run logs what GiGPO would have to compare)."""
+    have any (whatever the estimator: a GRPO run logs what GiGPO would have to compare),
+    with anchors as `anchor_similarity` draws them (anchors.py)."""
     flat = np.concatenate(advantages) if advantages else np.zeros(1)
     counts = np.zeros(4)
     for group in groups:
-        counts += anchor_recurrence(GroupRewards.from_trajectories(group.trajectories))
+        rewards = GroupRewards.from_trajectories(
+            group.trajectories, anchor_similarity=anchor_similarity
+        )
+        counts += anchor_recurrence(rewards)
     shared, turns, shared_later, later = counts
     metrics = {
         "adv/mean": float(flat.mean()),
