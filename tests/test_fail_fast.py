@@ -49,7 +49,7 @@ def test_train_whose_rollouts_all_fail_stops_naming_the_cause(cli, tiny_model_di
     )  # fmt: skip
     one_line_error(
         result,
-        "training step 0: all 4 rollouts failed (4 env_failed); the first: "
+        "training step 1: all 4 rollouts failed (4 env_failed); the first: "
         "step raised RuntimeError: sandbox died",
     )
     assert not (tmp_path / "policy").exists()

@@ -48,13 +48,13 @@ def test_train_to_a_file_prints_a_line_per_step_and_keeps_rollouts(tiny_model_di
     assert "Warning" not in result.stderr  # no library's deprecation chatter at INFO
     # a sample of each step's trajectories is kept, and `rollouts show` reads the run dir
     kept = sorted(p.name for p in (run_dir / "rollouts").iterdir())
-    assert kept == ["step_000000.jsonl", "step_000001.jsonl"]
+    assert kept == ["step_000001.jsonl", "step_000002.jsonl"]
     assert len((run_dir / "rollouts" / kept[-1]).read_text().splitlines()) == 4
     shown = run_cli("rollouts", "show", str(run_dir), "--index", "1")
-    assert shown.returncode == 0 and "step_000001.jsonl: trajectory 1 of 4" in shown.stdout
-    assert "toolgym/Maze-v0 · seed" in shown.stdout and "step 0: reward" in shown.stdout
-    first = run_cli("rollouts", "show", str(run_dir), "--step", "0")
-    assert first.returncode == 0 and "step_000000.jsonl" in first.stdout
+    assert shown.returncode == 0 and "step_000002.jsonl: trajectory 1 of 4" in shown.stdout
+    assert "toolgym/Maze-v0 · seed" in shown.stdout and "turn 1: reward" in shown.stdout
+    first = run_cli("rollouts", "show", str(run_dir), "--step", "1")
+    assert first.returncode == 0 and "step_000001.jsonl" in first.stdout
     # metrics.jsonl given by mistake is one line naming it, not a TypeError traceback
     wrong = run_cli("rollouts", "show", str(run_dir / "metrics.jsonl"))
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
@@ -333,7 +333,7 @@ def test_a_long_step_says_how_many_episodes_it_has_played(capsys):
     progress.episode(None)
     progress.episode(None)
     assert "step 1/4: 2 episodes played so far" in capsys.readouterr().out
-    progress({"step": 0})
+    progress({"step": 1})
     progress.episode(None)
     assert "step 2/4: 1 episode played so far" in capsys.readouterr().out
 

@@ -140,5 +140,5 @@ def test_a_step_with_no_groups_stops_the_run_instead_of_training_on_nothing(
     from toolgym.errors import RunFailedError
 
     trainer = Recording(config(tool_calling_model_dir, tmp_path, f"mode={mode}"), groups=Nothing())
-    with pytest.raises(RunFailedError, match="training step 0: the group builder made no episodes"):
+    with pytest.raises(RunFailedError, match="training step 1: the group builder made no episodes"):
         trainer.run()

@@ -52,7 +52,7 @@ def test_the_quickstart_trains_through_ray_env_actors(cluster, quickstart_run, t
     pool = runtime.pool_for(config.env.ref)
     assert isinstance(pool, RayEnvPool) and len(pool.hosts) == 2
     metrics = Trainer(config, runtime=runtime).run()
-    assert [m["step"] for m in metrics] == [0, 1]
+    assert [m["step"] for m in metrics] == [1, 2]
     assert all(m["rollout/masked"] == 0 for m in metrics) and metrics[-1]["eval/success"] > 0
     assert pool.lent >= 2 * 32 + 8  # every training and eval episode ran on an actor
     assert pool.usage.in_flight == [0, 0]  # each instance came back
@@ -85,7 +85,7 @@ def test_an_env_actor_killed_mid_run_costs_its_episodes_in_flight_and_the_run_go
     thread.join(timeout=300)
     assert not thread.is_alive() and done, "the run did not finish"
     rows = steps_of(tmp_path)
-    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert [r["step"] for r in rows] == [1, 2, 3]
     masked = [r["rollout/masked"] for r in rows]
     # a step's 32 episodes start together and are dealt to the least-loaded actor, 16 each:
     # only the killed actor's can fail

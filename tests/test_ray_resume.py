@@ -90,7 +90,7 @@ def test_a_run_whose_driver_is_killed_resumes_on_the_cluster_and_trains_each_ste
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [0, 1, 2]  # the lost step once, nothing twice
+    assert [r["step"] for r in rows] == [1, 2, 3]  # the lost step once, nothing twice
     assert all(r["rollout/masked"] == 0 and "train/loss" in r for r in rows)
     assert rows[1]["ray/engine/0/tokens_per_s"] > 0  # new actors played the resumed steps
     assert saved_step(run_dir) == 3 and rows[-1]["eval/success"] > 0

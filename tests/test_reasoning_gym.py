@@ -122,8 +122,8 @@ def test_a_mixed_run_trains_two_steps(tiny_model_dir, tmp_path):
            "rollout.tasks_per_step=4", "rollout.rollouts_per_task=2", "rollout.max_tokens=16",
            "optim.micro_batch_size=8", "eval.every_steps=5", "eval.episodes=4")  # fmt: skip
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert {r["step"] for r in rows if "train/loss" in r} == {0, 1}
-    played = [json.loads(line) for line in (tmp_path / "rollouts" / "step_000000.jsonl").open()]
+    assert {r["step"] for r in rows if "train/loss" in r} == {1, 2}
+    played = [json.loads(line) for line in (tmp_path / "rollouts" / "step_000001.jsonl").open()]
     assert played and {t["task"]["dataset"] for t in played} <= set(FIVE)
 
 

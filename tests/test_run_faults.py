@@ -96,13 +96,13 @@ def test_a_torn_last_metrics_line_is_dropped_and_the_run_resumes(cli, finished_r
             (run / "config.json").read_text().replace('"steps": 2', '"steps": 3')
         )
         with (run / METRICS).open("a") as f:
-            f.write('{"step": 2, "rollout/succ')
+            f.write('{"step": 3, "rollout/succ')
 
     run = damaged_copy(finished_run, tmp_path, tear)
-    assert [r["step"] for r in read_metrics(run)] == [0, 1]  # plot and resume can read it
+    assert [r["step"] for r in read_metrics(run)] == [1, 2]  # plot and resume can read it
     result = cli("train", "--resume", run)
     assert result.returncode == 0, result.stderr
-    assert [r["step"] for r in read_metrics(run)] == [0, 1, 2]
+    assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]
 
 
 def test_a_damaged_metrics_line_before_the_last_is_named(finished_run, tmp_path):
@@ -125,7 +125,7 @@ def test_a_new_run_refuses_a_directory_holding_one(cli, finished_run, tmp_path, 
         "train", f"model={tiny_model_dir}", f"run_dir={run}", "steps=1", *SMALL, "--overwrite"
     )
     assert again.returncode == 0, again.stderr
-    assert [r["step"] for r in read_metrics(run)] == [0]
+    assert [r["step"] for r in read_metrics(run)] == [1]
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def nan_model_dir(tiny_model_dir, tmp_path_factory):
 
 def test_a_non_finite_loss_stops_the_run_or_skips_by_option(cli, nan_model_dir, tmp_path):
     stopped = cli("train", f"model={nan_model_dir}", f"run_dir={tmp_path / 'a'}", "steps=2", *SMALL)
-    one_line_error(stopped, "training step 0: the loss (nan)", "is not finite")
+    one_line_error(stopped, "training step 1: the loss (nan)", "is not finite")
     assert not (tmp_path / "a" / "policy").exists() and not checkpoint.exists(tmp_path / "a")
     skipped = cli(
         "train", f"model={nan_model_dir}", f"run_dir={tmp_path / 'b'}", "steps=1", *SMALL,

@@ -200,7 +200,7 @@ def test_a_short_training_run_against_it(simulated_server, searching_model_dir, 
         "eval.every_steps=100",
     ])  # fmt: skip
     metrics = Trainer(config).run()
-    assert [m["step"] for m in metrics] == [0, 1]
+    assert [m["step"] for m in metrics] == [1, 2]
     assert all(m["rollout/valid_actions"] > 0.25 and m["rollout/masked"] == 0 for m in metrics)
     assert all(m["train/tokens"] > 0 for m in metrics)
     # the rollouts' searches reached the simulated server (of 2 steps x 4 episodes x 2 turns x 3)

@@ -105,12 +105,12 @@ def test_a_step_whose_groups_are_all_kept_out_plays_logs_and_changes_no_weight(
                 "selfplay.solver_band=[0.6, 0.9]")  # fmt: skip
     trainer = Recording(config(tool_calling_model_dir, tmp_path, "sql", *settings))
     before = [p.detach().clone() for p in trainer.model.parameters()]
-    (record,) = [m for m in trainer.run() if m["step"] == 0]
+    (record,) = [m for m in trainer.run() if m["step"] == 1]
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))
     assert record["groups/untrained"] == len(trainer.trained[0]["groups"]) > 0
     assert record["groups/solver_groups/out_of_band"] >= 2
     assert not any(k.startswith("train/") for k in record)
-    assert len(read_jsonl(tmp_path / "rollouts" / "step_000000.jsonl")) == 4  # episodes kept
+    assert len(read_jsonl(tmp_path / "rollouts" / "step_000001.jsonl")) == 4  # episodes kept
 
 
 def test_a_running_baseline_reaches_the_proposers_advantages(tool_calling_model_dir, tmp_path):
@@ -122,7 +122,7 @@ def test_a_running_baseline_reaches_the_proposers_advantages(tool_calling_model_
 
     trainer = Advantages(config(tool_calling_model_dir, tmp_path, "sql", "steps=1",
                                 "selfplay.baseline=running"))  # fmt: skip
-    (record,) = [m for m in trainer.run() if m["step"] == 0]
+    (record,) = [m for m in trainer.run() if m["step"] == 1]
     (proposers,) = [g for g in trainer.groups_seen if g.group_id.endswith(":proposer")]
     rewards = [t.total_reward for t in proposers.trajectories if not t.masked]
     assert proposers.baseline == pytest.approx(sum(rewards) / len(rewards))  # the first mean
@@ -176,7 +176,7 @@ def test_a_snapshot_scores_the_proposals_with_weights_of_its_own(every, maze_edi
     after_first: list = []
 
     def keep(record):
-        if record["step"] == 0:
+        if record["step"] == 1:
             after_first.extend(p.detach().clone() for p in trainer.model.parameters())
 
     records = trainer.run(on_step=keep)
@@ -191,8 +191,8 @@ def test_a_snapshot_scores_the_proposals_with_weights_of_its_own(every, maze_edi
     solved = [g for step in trainer.trained for g in step["groups"] if g.startswith("p")
               and g.endswith(":solver")]  # fmt: skip
     assert len(scoring) == len(solved) >= 1  # one scoring group per valid proposal
-    assert sum(r["groups/untrained"] for r in records if r["step"] >= 0) == len(scoring)
-    assert all(0 <= r["groups/snapshot_solve_rate"] <= 1 for r in records if r["step"] >= 0
+    assert sum(r["groups/untrained"] for r in records if r["step"] >= 1) == len(scoring)
+    assert all(0 <= r["groups/snapshot_solve_rate"] <= 1 for r in records if r["step"] >= 1
                and "groups/snapshot_solve_rate" in r)  # fmt: skip
     kept = [t for f in sorted((tmp_path / "rollouts").glob("step_*.jsonl")) for t in read_jsonl(f)]
     assert sum(t.role == "snapshot" for t in kept) == 2 * len(scoring)  # 2 episodes a task

@@ -52,7 +52,7 @@ def test_a_short_run_logs_every_phase(tool_calling_model_dir, tmp_path):
     )
     played = []
     metrics = Trainer(config).run(on_episode=played.append)
-    assert [m["step"] for m in metrics] == [0, 1]
+    assert [m["step"] for m in metrics] == [1, 2]
     assert len(played) == 2 * 2 * 3 + 4  # each step's 2 tasks x 3 rollouts, the eval's 4
     for key in (
         "rollout/success",
@@ -177,7 +177,7 @@ def test_a_group_builder_handed_in_makes_every_steps_groups_and_resumes(
     assert all(0 < m["env_steps"] <= 2 * 4 for m in metrics)  # one group of 2, not 2 of 3
     resumed, metrics = run(3, resume=True)
     assert resumed.seen == [(2, 2, 2)] and resumed.played == 3  # its state came back
-    assert [m["step"] for m in metrics] == [0, 1, 2]
+    assert [m["step"] for m in metrics] == [1, 2, 3]
 
 
 def test_gradient_checkpointing_gives_the_same_update(tool_calling_model_dir, tmp_path):
@@ -287,8 +287,8 @@ def test_a_killed_run_resumes_without_duplicated_or_lost_steps(tool_calling_mode
         timeout=600,
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert [m["step"] for m in read_metrics(run)] == [0, 1, 2, 3]
-    assert [step for step, _ in tensorboard_scalars(run, "train/loss")] == [0, 1, 2, 3]
+    assert [m["step"] for m in read_metrics(run)] == [1, 2, 3, 4]
+    assert [step for step, _ in tensorboard_scalars(run, "train/loss")] == [1, 2, 3, 4]
     final = checkpoint.read(run / checkpoint.FILE)
     assert final["step"] == 4
     assert final["extra"]["rewards"]["implicit_prm"]["updates"] == 4
@@ -336,7 +336,7 @@ def test_training_through_the_openai_engine_with_lora_adapters(
         "lora.enabled=true", "lora.r=4", *SMALL,
     ]  # fmt: skip
     metrics = Trainer(load_config(TrainConfig, None, overrides)).run()
-    assert [m["step"] for m in metrics] == [0, 1]
+    assert [m["step"] for m in metrics] == [1, 2]
     # Behaviour logprobs came from the server, recomputed ones from the trainer: same weights.
     assert metrics[1]["train/ratio_mean"] == pytest.approx(1.0, abs=1e-3)
     with urllib.request.urlopen(f"{model_server}/v1/models") as response:
@@ -503,16 +503,16 @@ def test_an_env_step_budget_counts_branches_ends_with_an_evaluation_and_survives
         TrainConfig, None, [*base, f"run_dir={tmp_path / 'mc'}", "steps=20", "max_env_steps=1", mc]
     )
     (only,) = Trainer(config).run()
-    assert only["step"] == 0 and "eval/success" in only
+    assert only["step"] == 1 and "eval/success" in only
     assert env_steps_spent(only) > only["env_steps"] > 0  # its branches were counted
     assert (tmp_path / "mc" / "policy").is_dir()
 
     run = [*base, f"run_dir={tmp_path / 'resumed'}"]
     first = Trainer(load_config(TrainConfig, None, [*run, "steps=2"])).run()
-    spent = sum(env_steps_spent(r) for r in first if r["step"] >= 0)
+    spent = sum(env_steps_spent(r) for r in first if r["step"] >= 1)
     more = [*run, "steps=20", f"max_env_steps={int(spent) + 1}"]
     metrics = Trainer(load_config(TrainConfig, None, more)).run(resume=True)
-    assert [r["step"] for r in metrics if "env_steps" in r and r["step"] >= 0] == [0, 1, 2]
+    assert [r["step"] for r in metrics if "env_steps" in r and r["step"] >= 1] == [1, 2, 3]
 
 
 def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_model_dir, tmp_path):
@@ -625,11 +625,9 @@ def test_each_step_shares_its_tasks_by_weight():
     assert allot([1], 7, 4) == [0, 0, 0, 0]
 
 
-def test_evaluation_before_the_first_update_is_logged_as_step_minus_1(
-    tool_calling_model_dir, tmp_path
-):
+def test_evaluation_before_the_first_update_is_logged_as_step_0(tool_calling_model_dir, tmp_path):
     _, metrics = one_update(tool_calling_model_dir, tmp_path, "eval.at_start=true")
-    assert [m["step"] for m in metrics] == [-1, 0]
+    assert [m["step"] for m in metrics] == [0, 1]
     assert "eval/success" in metrics[0] and "train/loss" not in metrics[0]
     assert metrics[0]["env_steps"] == 0 and "train/loss" in metrics[1]
 
@@ -642,7 +640,7 @@ def test_keep_best_keeps_the_policy_of_the_best_evaluation(tool_calling_model_di
     trainer, metrics = one_update(tool_calling_model_dir, tmp_path, "steps=3",
                                   "eval.every_steps=1", "eval.at_start=true", "eval.keep_best=true")  # fmt: skip
     evaluated = [(m["step"], m["eval/success"]) for m in metrics if "eval/success" in m]
-    assert [step for step, _ in evaluated] == [-1, 0, 1, 2]
+    assert [step for step, _ in evaluated] == [0, 1, 2, 3]
     best = max(success for _, success in evaluated)
     chosen = next(step for step, success in evaluated if success == best)
     record = tmp_path / "best_policy" / "toolgym_best.json"

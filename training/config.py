@@ -270,7 +270,7 @@ class EvalSection(ConfigModel):
     """Episodes of each eval item, for a sampled evaluation: repeats narrow a rate's interval
     by their own sampling noise (not by how few items there are: intervals are over items)."""
     at_start: bool = False
-    """Also evaluate before the first update (logged as step -1): the baseline the run's
+    """Also evaluate before the first update (logged as step 0): the baseline the run's
     evaluations compare with."""
     keep_best: bool = False
     """Also keep the policy of the best evaluation so far (by eval/success, the start's

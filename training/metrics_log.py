@@ -1,8 +1,11 @@
 """A run's metrics: metrics.jsonl (what `toolgym plot` reads and resume trims) and, optionally,
 the same scalars as TensorBoard events under RUN_DIR/tensorboard.
 
-A step is logged before its checkpoint is written, so a run killed in between logs that step
-again on resume: opening at `start_step` drops such records from both outputs.
+Steps count from 1 (the evaluation before the first, `eval.at_start`, is step 0): step N's
+record, its kept rollouts (rollouts/step_00000N.jsonl) and the console's "step N/T" are the
+same step. A step is logged before its checkpoint is written, so a run killed in between
+logs that step again on resume: opening at `start_step` (the steps the checkpoint holds)
+drops records past it from both outputs.
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ METRICS = "metrics.jsonl"
 class MetricsLog:
     def __init__(self, run_dir: Path, start_step: int = 0, tensorboard: bool = True) -> None:
         self.path = run_dir / METRICS
-        kept = [r for r in read_metrics(run_dir) if r["step"] < start_step]
+        kept = [r for r in read_metrics(run_dir) if r["step"] <= start_step]
         self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
         self.writer: Any = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=start_step)
+            self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=start_step + 1)
 
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a") as f:

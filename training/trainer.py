@@ -153,7 +153,7 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir, self.step, self.config.tensorboard)
         try:
             if self.config.eval.at_start and not resume:
-                start = {"step": -1, "env_steps": 0, **self.evaluate()}
+                start = {"step": 0, "env_steps": 0, **self.evaluate()}
                 self.keep_if_best(start)
                 self.metrics.write(start)
             self.runtime.run(self.train_steps())
@@ -190,14 +190,13 @@ class Trainer:
     def finish_step(self, record: dict[str, Any], stream_state: dict[str, Any]) -> None:
         """Evaluate when due, log the step's record, and checkpoint."""
         self.spent += env_steps_spent(record)
-        last = self.done(self.step + 1)
-        if (self.step + 1) % self.config.eval.every_steps == 0 or last:
+        self.step += 1  # the steps done, and so this one's number
+        if self.step % self.config.eval.every_steps == 0 or self.done(self.step):
             record |= self.evaluate()
             self.keep_if_best(record)
         self.metrics.write(record)
         if self.on_step is not None:
             self.on_step(record)
-        self.step += 1
         weights = self.learner.weights_state(self.run_dir, self.step)
         states = {"rewards": self.rewards.state_dict(), "groups": self.groups.state_dict()}
         self.run_files.save_checkpoint(self.step, weights, states | {"stream": stream_state})
@@ -221,23 +220,25 @@ class Trainer:
         t1 = time.perf_counter()
         everything = [t for g in groups for t in g.trajectories]
         if not everything:
-            raise RunFailedError(f"training step {self.step}: the group builder made no episodes")
-        require_unmasked(everything, f"training step {self.step}")
+            raise RunFailedError(
+                f"training step {self.step + 1}: the group builder made no episodes"
+            )
+        require_unmasked(everything, f"training step {self.step + 1}")
         if raised := tool_exceptions(everything):
             log.warning(
                 "step %d: %d tool calls raised; the first: %s",
-                self.step, len(raised), one_line(raised[0]),
+                self.step + 1, len(raised), one_line(raised[0]),
             )  # fmt: skip
         trajectories, advantages = await self.advantages(groups)
-        require_unmasked(everything, f"training step {self.step}'s reward stage")
-        self.run_files.keep_rollouts(self.step, everything)
+        require_unmasked(everything, f"training step {self.step + 1}'s reward stage")
+        self.run_files.keep_rollouts(self.step + 1, everything)
         t2 = time.perf_counter()
         train_metrics = (
             await asyncio.to_thread(self.update, trajectories, advantages) if trajectories else {}
         )
         t3 = time.perf_counter()
         return {
-            "step": self.step,
+            "step": self.step + 1,  # steps count from 1 everywhere a user sees them
             "env_steps": sum(len(t.steps) for t in everything),
             **rollout_metrics("rollout", everything, rollout_s, self.player.per_env),
             **self.rewards.metrics(everything),
@@ -281,7 +282,7 @@ class Trainer:
         out = self.learner.update(batch, self.step)
         if out.pop("stopped"):
             raise RunFailedError(
-                f"training step {self.step}: the loss ({out['loss']}) or gradient norm "
+                f"training step {self.step + 1}: the loss ({out['loss']}) or gradient norm "
                 f"({out['grad_norm']}) is not finite; nothing was saved from this step, so "
                 f"{self.run_dir} holds the last good state (optim.on_nonfinite=skip skips "
                 "such updates instead)"
@@ -332,7 +333,7 @@ class Trainer:
         self.learner.restore(self.run_dir, state)
         checkpoint.restore_rng(state)
         self.step = int(state["step"])
-        done = [r for r in read_metrics(self.run_dir) if 0 <= r["step"] < self.step]
+        done = [r for r in read_metrics(self.run_dir) if 0 < r["step"] <= self.step]
         self.spent = sum(env_steps_spent(r) for r in done if "env_steps" in r)
         parts: dict[str, HasState] = {
             "rewards": self.rewards, "groups": self.groups, "stream": self.stream

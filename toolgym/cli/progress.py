@@ -127,7 +127,7 @@ class TrainSteps(Ticker):
     def __init__(self, total: int, heartbeat_s: float = HEARTBEAT_S) -> None:
         super().__init__("training", total)
         self.first: int | None = None
-        """The first step this process plays (a resumed run starts past 0)."""
+        """The first step this process plays (counted from 1; a resumed run starts later)."""
         self.previous = self.started
         self.heartbeat_s = heartbeat_s
         self.played = 0
@@ -148,21 +148,21 @@ class TrainSteps(Ticker):
 
     def __call__(self, record: dict[str, Any]) -> None:
         now = time.perf_counter()
-        step = int(record["step"])
+        step = int(record["step"])  # counted from 1
         if self.first is None:
             self.first = step
         done = step + 1 - self.first
-        eta = (now - self.started) / max(done, 1) * max((self.total or 0) - step - 1, 0)
+        eta = (now - self.started) / max(done, 1) * max((self.total or 0) - step, 0)
         self.say(step_line(record, self.total or 0, now - self.previous, eta))
         self.previous = self.heard = now
-        self.played, self.step_shown = 0, step + 1
+        self.played, self.step_shown = 0, step
         if self.bar is not None:
-            self.bar.update(self.task, completed=step + 1)
+            self.bar.update(self.task, completed=step)
 
 
 def step_line(record: dict[str, Any], total: int, seconds: float, eta_s: float) -> str:
     width = len(str(total))
-    parts = [f"step {int(record['step']) + 1:>{width}}/{total}"]
+    parts = [f"step {int(record['step']):>{width}}/{total}"]
     for name, keys in STEP_FIELDS:
         value = next((record[k] for k in keys if isinstance(record.get(k), int | float)), None)
         if value is not None:

@@ -168,6 +168,6 @@ def finished(config: Any, last: dict[str, Any]) -> str:
     )
     policy = Path(config.run_dir) / "policy"
     return (
-        f"finished {config.run_dir} at step {config.steps}: {shown or 'no steps recorded'}; "
+        f"finished {config.run_dir} at step {last.get('step', 0)}: {shown or 'no steps recorded'}; "
         f"policy: {policy}, curves: toolgym plot {config.run_dir}"
     )
