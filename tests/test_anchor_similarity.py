@@ -85,6 +85,13 @@ def test_coverage_is_logged_with_the_same_anchors_the_advantages_use():
     assert joined["adv/anchor_coverage"] == 1.0
 
 
+def test_a_masked_trajectory_draws_no_anchor():
+    masked, *rest = two_paths()
+    masked.infra_error = "the env died"
+    assert masked.masked
+    assert similar_state_keys([masked, *rest], 0.7) == [["s0", "a1"], ["s0", "b1"]]
+
+
 def test_equal_keys_stay_together_whatever_their_text_and_the_order_decides_the_first():
     paths = [
         trajectory("a", ["s0", "x"], [APPLE, "done"], [0.0, 1.0]),

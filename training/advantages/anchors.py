@@ -43,6 +43,8 @@ def similar_state_keys(trajectories: Sequence[Any], threshold: float) -> list[li
     exact = [[s.state_key for s in t.steps] for t in trajectories]
     seen: dict[Hashable, frozenset[str]] = {}
     for t, keys in zip(trajectories, exact, strict=True):
+        if t.masked:  # left out of every statistic, so it draws no anchor either
+            continue
         for turn, key in enumerate(keys):
             if key not in seen:  # the state step `turn` acted on: what came before it
                 before = t.messages if turn == 0 else t.steps[turn - 1].observation
@@ -54,4 +56,4 @@ def similar_state_keys(trajectories: Sequence[Any], threshold: float) -> list[li
         if match is None:
             firsts.append(key)
         joined[key] = key if match is None else match
-    return [[joined[key] for key in keys] for keys in exact]
+    return [[joined.get(key, key) for key in keys] for keys in exact]
