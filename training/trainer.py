@@ -217,28 +217,26 @@ class Trainer:
     async def learn(self, groups: list[TrajectoryGroup], rollout_s: float) -> dict[str, Any]:
         """Score the groups (on the loop), compute advantages and update the policy (in a
         thread, so episodes of an asynchronous run go on meanwhile); the step's record."""
-        t1 = time.perf_counter()
+        t1, number = time.perf_counter(), self.step + 1  # steps count from 1 wherever shown
         everything = [t for g in groups for t in g.trajectories]
         if not everything:
-            raise RunFailedError(
-                f"training step {self.step + 1}: the group builder made no episodes"
-            )
-        require_unmasked(everything, f"training step {self.step + 1}")
+            raise RunFailedError(f"training step {number}: the group builder made no episodes")
+        require_unmasked(everything, f"training step {number}")
         if raised := tool_exceptions(everything):
             log.warning(
                 "step %d: %d tool calls raised; the first: %s",
-                self.step + 1, len(raised), one_line(raised[0]),
+                number, len(raised), one_line(raised[0]),
             )  # fmt: skip
         trajectories, advantages = await self.advantages(groups)
-        require_unmasked(everything, f"training step {self.step + 1}'s reward stage")
-        self.run_files.keep_rollouts(self.step + 1, everything)
+        require_unmasked(everything, f"training step {number}'s reward stage")
+        self.run_files.keep_rollouts(number, everything)
         t2 = time.perf_counter()
         train_metrics = (
             await asyncio.to_thread(self.update, trajectories, advantages) if trajectories else {}
         )
         t3 = time.perf_counter()
         return {
-            "step": self.step + 1,  # steps count from 1 everywhere a user sees them
+            "step": number,
             "env_steps": sum(len(t.steps) for t in everything),
             **rollout_metrics("rollout", everything, rollout_s, self.player.per_env),
             **self.rewards.metrics(everything),
