@@ -133,6 +133,18 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float = 0.0) -> Rollo
     )
 
 
+REASON_CHARS = 160
+"""A masked episode's reason is kept to this many characters (its first line)."""
+
+
+def masked_reasons(trajectories: Iterable[Trajectory]) -> dict[str, int]:
+    """How many episodes were masked for each reason (the first line of their infra_error):
+    what a run's summary says it left out, and why."""
+    return dict(
+        Counter(one_line(t.infra_error or "")[:REASON_CHARS] for t in trajectories if t.masked)
+    )
+
+
 def item_outcomes(trajectories: Iterable[Trajectory]) -> dict[str, list[float]]:
     """Each item's outcomes over its unmasked episodes (1.0 for a success), by `Trajectory.item`."""
     outcomes: dict[str, list[float]] = defaultdict(list)

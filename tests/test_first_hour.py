@@ -21,7 +21,7 @@ from toolgym.training.config import EvalSection, TrainConfig
 
 STEP_LINE = re.compile(
     r"^step (\d)/2  success [\d.]+  reward [-\d.]+  valid [\d.]+  loss [-\d.e]+  "
-    r"kl [-\d.e+]+  anchors [\d.]+  .*[\d.]+s  eta \d+:\d\d$",
+    r"(kl [\d.]+  )?anchors [\d.]+  .*[\d.]+s  eta \d+:\d\d$",  # kl: when it is no rounding
     re.M,
 )
 
@@ -42,7 +42,12 @@ def test_train_to_a_file_prints_a_line_per_step_and_keeps_rollouts(tiny_model_di
     assert out.splitlines()[0].startswith(f"run {run_dir}: training {tiny_model_dir}")
     assert [m.group(1) for m in STEP_LINE.finditer(out)] == ["1", "2"], out
     assert "eval " in out.splitlines()[2]  # the last step's evaluation is on its line
-    assert f"finished {run_dir} at step 2" in out
+    assert f"finished {run_dir} at step 2 of 2" in out
+    log = (run_dir / "train.log").read_text()  # the same lines, kept with the run
+    assert [line.split("  ")[1][:8] for line in log.splitlines() if "  step " in line] == [
+        "step 1/2", "step 2/2"
+    ]  # fmt: skip
+    assert f"finished {run_dir} at step 2 of 2" in log and (run_dir / "summary.json").is_file()
     last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["time/eval_s"] > 0  # the evaluation's own time, beside rollout and update
     assert "Warning" not in result.stderr  # no library's deprecation chatter at INFO

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -103,6 +104,9 @@ def test_a_torn_last_metrics_line_is_dropped_and_the_run_resumes(cli, finished_r
     result = cli("train", "--resume", run)
     assert result.returncode == 0, result.stderr
     assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]
+    log = (Path(run) / "train.log").read_text()  # the resumed process appends to the run's log
+    assert log.index("training ") < log.index("resuming after step 2") < log.index("step 3/3")
+    assert json.loads((Path(run) / "summary.json").read_text())["steps"] == 3
 
 
 def test_a_damaged_metrics_line_before_the_last_is_named(finished_run, tmp_path):
@@ -146,6 +150,10 @@ def test_a_non_finite_loss_stops_the_run_or_skips_by_option(cli, nan_model_dir, 
     stopped = cli("train", f"model={nan_model_dir}", f"run_dir={tmp_path / 'a'}", "steps=2", *SMALL)
     one_line_error(stopped, "training step 1: the loss (nan)", "is not finite")
     assert not (tmp_path / "a" / "policy").exists() and not checkpoint.exists(tmp_path / "a")
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())  # said however it ends
+    assert summary["status"].startswith("failed: training step 1: the loss (nan)")
+    assert summary["steps"] == 0 and summary["end"] is None
+    assert summary["status"] in (tmp_path / "a" / "train.log").read_text()
     skipped = cli(
         "train", f"model={nan_model_dir}", f"run_dir={tmp_path / 'b'}", "steps=1", *SMALL,
         "optim.on_nonfinite=skip",

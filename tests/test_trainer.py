@@ -651,9 +651,11 @@ def test_keep_best_keeps_the_policy_of_the_best_evaluation(tool_calling_model_di
 
     with torch.no_grad():  # a policy unlike any the run saved
         next(trainer.model.parameters()).add_(1.0)
-    trainer.keep_if_best({"step": 7, "eval/success": best})  # a tie: the earlier stays
+    trainer.run_files.keep_if_best(
+        {"step": 7, "eval/success": best}, trainer.policy
+    )  # a tie: the earlier stays
     assert json.loads(record.read_text())["step"] == chosen
-    trainer.keep_if_best({"step": 8, "eval/success": best + 0.25})
+    trainer.run_files.keep_if_best({"step": 8, "eval/success": best + 0.25}, trainer.policy)
     assert json.loads(record.read_text()) == {"step": 8, "eval/success": best + 0.25}
     moved = trainer.model.state_dict()
     kept, last = weights("best_policy"), weights("policy")

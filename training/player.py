@@ -16,6 +16,7 @@ from toolgym.agents.collector import (
     BranchRequest,
     GroupRequest,
     RolloutCollector,
+    masked_reasons,
     require_unmasked,
     summarize,
 )
@@ -234,6 +235,8 @@ class Player:
             transfer = [t for t in played if t.env_name == name]
             require_unmasked(transfer, f"transfer set {name}'s evaluation {after}")
             metrics |= rollout_metrics(f"eval/{name}", transfer, 0.0, [], full=False)
+        if masked := masked_reasons(played):
+            metrics |= {"eval/masked": sum(masked.values()), "eval/masked_reasons": masked}
         return metrics | {"time/eval_s": time.perf_counter() - start}, played
 
     def actor_metrics(self) -> dict[str, float]:
@@ -255,11 +258,12 @@ class Player:
 def rollout_metrics(
     prefix: str, trajectories: list[Trajectory], seconds: float, per_env: list[str],
     full: bool = True,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, Any]:  # fmt: skip
     """`prefix/success` (with its 95% interval, `success_low` and `success_high`, and the
     distinct `items` played), reward, turns and valid_actions, overall and for each env named
-    in `per_env`; with `full`, the overall masked count and tokens_per_s too."""
-    out: dict[str, float] = {}
+    in `per_env`; with `full`, the overall masked count, tokens_per_s, and `masked_reasons`
+    (how many episodes each reason masked) where any was."""
+    out: dict[str, Any] = {}
     for name in ["", *per_env]:
         chosen = [t for t in trajectories if not name or t.env_name == name]
         stats = summarize(chosen, seconds)
@@ -277,4 +281,6 @@ def rollout_metrics(
         }
         if full and not name:
             out |= {f"{key}masked": stats.masked, f"{key}tokens_per_s": stats.tokens_per_s}
+            if stats.masked:
+                out[f"{key}masked_reasons"] = masked_reasons(trajectories)
     return out

@@ -19,12 +19,14 @@ from toolgym.training import checkpoint
 from toolgym.training.best_policy import BEST_POLICY, beats_best, mark_best
 from toolgym.training.config import TrainConfig
 from toolgym.training.metrics_log import METRICS
+from toolgym.training.run_log import RUN_LOG
+from toolgym.training.run_summary import SUMMARY
 
 ROLLOUTS = "rollouts"
 """RUN_DIR/rollouts/step_N.jsonl: a sample of each step's trajectories."""
 RUN_FILES = (
     checkpoint.FILE, checkpoint.SHARDS, METRICS, "tensorboard", "policy", BEST_POLICY,
-    "config.json", ROLLOUTS,
+    "config.json", ROLLOUTS, RUN_LOG, SUMMARY,
 )  # fmt: skip
 """What a run writes into its directory."""
 

@@ -10,7 +10,8 @@
     update    PPO-clip, ppo_epochs passes; each pass takes one optimizer step per mini-batch
               (optim.minibatches), accumulating gradients over its micro-batches
     sync      hand the new weights to the engine, its way (weight_sync.py)
-    log       metrics (rollout/, reward/, adv/, train/, perf/, time/, eval/, async/)
+    log       metrics (rollout/, reward/, adv/, signal/, explore/, train/, perf/, time/,
+              eval/, async/), and the step's line and warnings into the run log (run_log.py)
     evaluate  every eval.every_steps on each env's eval split (never trained on)
     checkpoint atomically, in the run directory (run_directory.py)
 
@@ -60,12 +61,14 @@ from toolgym.training.builders import (
 )
 from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import Ranks
+from toolgym.training.exploration import exploration_metrics, signal_metrics
 from toolgym.training.groups import Collect, GroupBuilder, group_metrics
 from toolgym.training.learner import Leader, Learner, Learns
 from toolgym.training.metrics_log import MetricsLog, env_steps_spent, read_metrics
 from toolgym.training.player import Player, probe_tasks, rollout_metrics
 from toolgym.training.rewards.base import Continuation
 from toolgym.training.run_directory import HasState, RunDirectory, SavedPolicy
+from toolgym.training.run_log import RunLog
 from toolgym.training.stream import GroupStream, batch_metrics
 from toolgym.training.weight_sync import SYNCS, sync_way
 
@@ -152,13 +155,12 @@ class Trainer:
             self.run_files.claim(overwrite)
         self.metrics = MetricsLog(self.run_dir, self.step, self.config.tensorboard)
         try:
-            if self.config.eval.at_start and not resume:
-                start = {"step": 0, "env_steps": 0, **self.evaluate()}
-                self.keep_if_best(start)
-                self.metrics.write(start)
-            self.runtime.run(self.train_steps())
-            self.save_policy()
-            self.learner.stop()
+            with RunLog(self.run_dir, self.config, self.step) as self.report:
+                if self.config.eval.at_start and not resume:
+                    self.log_step({"step": 0, "env_steps": 0, **self.evaluate()})
+                self.runtime.run(self.train_steps())
+                self.run_files.save_policy(self.policy())
+                self.learner.stop()
         finally:
             self.metrics.close()
             self.close()
@@ -193,13 +195,20 @@ class Trainer:
         self.step += 1  # the steps done, and so this one's number
         if self.step % self.config.eval.every_steps == 0 or self.done(self.step):
             record |= self.evaluate()
-            self.keep_if_best(record)
-        self.metrics.write(record)
-        if self.on_step is not None:
-            self.on_step(record)
+        self.log_step(record)
         weights = self.learner.weights_state(self.run_dir, self.step)
         states = {"rewards": self.rewards.state_dict(), "groups": self.groups.state_dict()}
         self.run_files.save_checkpoint(self.step, weights, states | {"stream": stream_state})
+
+    def log_step(self, record: dict[str, Any]) -> None:
+        """Keep the policy if its evaluation (if any) is the best yet (eval.keep_best), then
+        the record into metrics.jsonl, the run log and the caller's on_step."""
+        if "eval/success" in record:
+            self.run_files.keep_if_best(record, self.policy)
+        self.metrics.write(record)
+        self.report.step(record)
+        if self.on_step is not None:
+            self.on_step(record)
 
     def done(self, step: int) -> bool:
         """Whether training ends after `step` steps: `steps` reached or `max_env_steps` spent."""
@@ -241,6 +250,8 @@ class Trainer:
             **rollout_metrics("rollout", everything, rollout_s, self.player.per_env),
             **self.rewards.metrics(everything),
             **advantage_metrics(advantages, groups, self.config.advantage.anchor_similarity),
+            **signal_metrics(groups, trajectories, advantages),
+            **exploration_metrics(groups),
             **group_metrics(self.groups, groups),
             **self.player.actor_metrics(),
             **{f"train/{k}": v for k, v in train_metrics.items()},
@@ -313,14 +324,6 @@ class Trainer:
         return await self.player.continuations(requests, self.step, self.rewards.outcome_returns)
 
     # ----- the run directory ------------------------------------------------------------
-    def keep_if_best(self, record: dict[str, Any]) -> None:
-        """Under eval.keep_best, save the policy as RUN_DIR/best_policy when this evaluation
-        (in `record`) beats every earlier one."""
-        self.run_files.keep_if_best(record, self.policy)
-
-    def save_policy(self) -> None:
-        self.run_files.save_policy(self.policy())
-
     def policy(self) -> SavedPolicy:
         """The trained policy as it is saved (a distributed run's weights gathered whole)."""
         whole = None if self.ranks is None else self.learner.full_state_dict()

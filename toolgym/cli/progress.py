@@ -20,6 +20,7 @@ from rich.progress import (
 )
 
 from toolgym.cli.show import console
+from toolgym.training.run_log import clock, step_line
 
 BAR_EVERY_S = 0.1
 """A bar is redrawn at most this often (its figures are computed no more often)."""
@@ -91,28 +92,6 @@ class Ticker:
         return self.elapsed_s() / done * max(self.total - done, 0)
 
 
-def clock(seconds: float | None) -> str:
-    """`73.2` -> `1:13`; `None` (not yet known) -> `?`."""
-    if seconds is None:
-        return "?"
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-STEP_FIELDS = (
-    ("success", ("rollout/success",)),
-    ("reward", ("rollout/reward",)),
-    ("valid", ("rollout/valid_actions",)),
-    ("loss", ("train/loss",)),
-    ("kl", ("train/kl_ref", "train/approx_kl")),
-    ("anchors", ("adv/anchor_coverage_after_first",)),
-    ("eval", ("eval/success",)),
-)
-"""What a training step's line shows, and the record keys it reads (the first present)."""
-
-
 HEARTBEAT_S = 30.0
 """Within a long step, a line at most this often says how many episodes it has played."""
 
@@ -158,17 +137,6 @@ class TrainSteps(Ticker):
         self.played, self.step_shown = 0, step
         if self.bar is not None:
             self.bar.update(self.task, completed=step)
-
-
-def step_line(record: dict[str, Any], total: int, seconds: float, eta_s: float) -> str:
-    width = len(str(total))
-    parts = [f"step {int(record['step']):>{width}}/{total}"]
-    for name, keys in STEP_FIELDS:
-        value = next((record[k] for k in keys if isinstance(record.get(k), int | float)), None)
-        if value is not None:
-            parts.append(f"{name} {value:.3f}" if name != "kl" else f"{name} {value:.2e}")
-    parts += [f"{seconds:.1f}s", f"eta {clock(eta_s)}"]
-    return "  ".join(parts)
 
 
 class Stages:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 console = Console(highlight=False, soft_wrap=True, emoji=False)
 """Plain lines are never cut or wrapped (a log file or a pipe keeps them whole), and
@@ -18,18 +19,19 @@ ROLE_STYLES = {"system": "magenta", "user": "green", "assistant": "cyan", "tool"
 
 
 def show_message(message: dict[str, Any]) -> None:
+    """A message in a panel of its role, its text wrapped to the terminal's width (the
+    console's soft wrap, which keeps plain lines whole, would cut a panel to one line)."""
     role = message.get("role", "?")
     title = role if role != "tool" else f"tool · {message.get('name', '')}"
     content = message.get("content")
     text = content if isinstance(content, str) else json.dumps(content, indent=1)
-    console.print(
-        Panel(
-            escape(text),
-            title=title,
-            title_align="left",
-            border_style=ROLE_STYLES.get(role, "white"),
-        )
+    panel = Panel(
+        Text(text, overflow="fold"),  # a long word (a JSON call, a hash) folds, never cut
+        title=escape(title),
+        title_align="left",
+        border_style=ROLE_STYLES.get(role, "white"),
     )
+    console.print(panel, soft_wrap=False)  # wrapped to the width, every line kept
 
 
 def show_tools(schemas: list[dict[str, Any]]) -> None:

@@ -150,24 +150,17 @@ def train_command(
                 on_step=steps,
                 on_episode=steps.episode if steps is not None else None,
             )
-    console.print(finished(config, metrics[-1] if metrics else {}))
+    for line in finished(Path(config.run_dir)):
+        console.print(line, markup=False)
     return 0
 
 
-SUMMARY = (
-    ("success", "rollout/success"),
-    ("eval success", "eval/success"),
-    ("eval valid calls", "eval/valid_actions"),
-)
-"""The figures a finished run's last line shows, from its last record."""
+def finished(run_dir: Path) -> list[str]:
+    """A finished run's summary in words (its summary.json), and where its files are."""
+    from toolgym.training.run_log import RUN_LOG, summary_lines
+    from toolgym.training.run_summary import SUMMARY, read_summary
 
-
-def finished(config: Any, last: dict[str, Any]) -> str:
-    shown = "  ".join(
-        f"{name} {last[key]:.3f}" for name, key in SUMMARY if isinstance(last.get(key), int | float)
-    )
-    policy = Path(config.run_dir) / "policy"
-    return (
-        f"finished {config.run_dir} at step {last.get('step', 0)}: {shown or 'no steps recorded'}; "
-        f"policy: {policy}, curves: toolgym plot {config.run_dir}"
-    )
+    summary = read_summary(run_dir)
+    lines = summary_lines(summary) if summary else [f"finished {run_dir}"]
+    return [*lines, f"policy: {run_dir / 'policy'}, log: {run_dir / RUN_LOG}, summary: "
+                    f"{run_dir / SUMMARY}, curves: toolgym plot {run_dir}"]  # fmt: skip

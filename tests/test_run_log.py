@@ -1,0 +1,144 @@
+"""The run as a user reads it: the step line (KL readable), the warnings a run gives with what
+to try (no signal, not learning), the exploration and signal figures they read, and the
+run log and summary a real run writes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from toolgym.agents.trajectory import Step, Trajectory, TrajectoryGroup
+from toolgym.config import load_config
+from toolgym.training.config import TrainConfig
+from toolgym.training.exploration import exploration_metrics, signal_metrics
+from toolgym.training.player import rollout_metrics
+from toolgym.training.run_advice import Advisor, Settings
+from toolgym.training.run_log import step_line, summary_lines
+from toolgym.training.run_summary import run_summary
+from toolgym.training.trainer import Trainer
+
+
+def advisor(steps=40):
+    return Advisor(Settings(steps=steps, lr=5e-4, rollouts_per_task=4, run_dir="runs/x"))
+
+
+def test_the_step_line_shows_kl_in_decimals_and_leaves_out_rounding():
+    record = {"step": 3, "rollout/success": 0.4375, "train/approx_kl": 3.43e-4}
+    assert step_line(record, 40, 9.8, 372) == (
+        "step  3/40  success 0.438  kl 0.00034  9.8s  eta 6:12"
+    )
+    # one pass over the batch measures the update against the weights that sampled it:
+    # 1e-13 is rounding, and a column of it reads as if nothing trains
+    assert "kl" not in step_line(record | {"train/approx_kl": 1e-13}, 40, 1.0, None)
+    with_start = record | {"train/kl_ref": 0.0213}  # the KL to the start policy comes first
+    assert "kl 0.021 " in step_line(with_start, 40, 1.0, None)
+    evaluated = {"step": 40, "eval/success": 0.5, "eval/success_low": 0.41,
+                 "eval/success_high": 0.59}  # fmt: skip
+    assert "eval 0.500 [0.41, 0.59]  1.0s  eta ?" in step_line(evaluated, 40, 1.0, None)
+
+
+def signal(groups, equal, succeeded=0):
+    return {"signal/groups": groups, "signal/equal_groups": equal,
+            "signal/equal_succeeded": succeeded}  # fmt: skip
+
+
+def test_a_step_with_no_signal_is_told_with_its_cause_then_no_more_than_every_ten_steps():
+    a = advisor()
+    told = {s: a.read({"step": s, **signal(16, 16)}) for s in range(1, 13)}
+    assert [s for s, w in told.items() if w] == [1, 11]
+    assert "none of its 16 groups carries a learning signal" in told[1][0]
+    assert "16 all failed, 0 all succeeded" in told[1][0] and "too hard" in told[1][0]
+    assert "toolgym sft" in told[1][0] and "rollouts_per_task (now 4)" in told[1][0]
+    assert "(10 such steps since step 2)" in told[11][0]
+    easy = advisor().read({"step": 1, **signal(4, 4, succeeded=3)})
+    assert "too easy" in easy[0]
+
+
+def test_a_step_mostly_without_signal_is_told_once():
+    a = advisor()
+    assert a.read({"step": 1, **signal(4, 2)}) == []  # half teach: nothing to say
+    first = a.read({"step": 2, **signal(4, 3)})
+    assert len(first) == 1 and "3 of its 4 groups carry no learning signal" in first[0]
+    assert a.read({"step": 3, **signal(4, 3)}) == []
+
+
+def test_a_run_whose_success_has_not_risen_is_told_once_and_a_learning_run_never():
+    flat, rising, ceiling = advisor(), advisor(), advisor()
+    told = []
+    for step in range(1, 21):
+        told += flat.read({"step": step, "rollout/success": 0.40 + 0.01 * (step % 2)})
+        assert rising.read({"step": step, "rollout/success": 0.3 + 0.02 * step}) == []
+        assert ceiling.read({"step": step, "rollout/success": 0.97}) == []
+    assert len(told) == 1 and told[0].startswith("step 10: the run is not learning yet")
+    assert "steps 1-5" in told[0] and "steps 6-10" in told[0] and "optim.lr above 0.0005" in told[0]
+    assert advisor().read({"step": 0, "eval/success": 0.1}) == []  # the start's evaluation
+
+
+def turn(state, action, reward=0.0):
+    return Step(response_start=0, response_end=0, logprobs=[], action=action, observation=[],
+                reward=reward, state_key=state, next_state_key=None)  # fmt: skip
+
+
+def episode(*turns, masked=False):
+    return Trajectory(id="t", steps=list(turns), infra_error="sandbox died" if masked else None)
+
+
+def test_exploration_counts_distinct_episodes_per_group_and_repeated_turns():
+    same = TrajectoryGroup("g1", 0, [episode(turn("s0", "up")), episode(turn("s0", "up"))])
+    loop = episode(turn("s0", "up"), turn("s1", "down"), turn("s0", "up"), turn("s0", "left"))
+    varied = TrajectoryGroup("g2", 0, [loop, episode(turn("s0", "left")),
+                                       episode(turn("s0", "up"), masked=True)])  # fmt: skip
+    figures = exploration_metrics([same, varied])
+    assert figures["explore/distinct_per_group"] == (1 / 2 + 2 / 2) / 2  # the masked one is out
+    assert figures["explore/repeated_actions"] == 1 / 7  # loop's third turn repeats its first
+
+
+def test_signal_counts_the_trained_groups_whose_advantages_are_all_zero():
+    won = [episode(turn("s", "a", 1.0)), episode(turn("s", "a", 1.0))]
+    lost = [episode(turn("s", "a")), episode(turn("s", "b"))]
+    mixed = [episode(turn("s", "a", 1.0)), episode(turn("s", "b"))]
+    frozen = TrajectoryGroup("f", 0, [episode(turn("s", "a"))], untrained="frozen")
+    groups = [TrajectoryGroup(n, 0, m) for n, m in (("w", won), ("l", lost), ("m", mixed))]
+    trained = won + lost + mixed
+    advantages = [np.zeros(1)] * 4 + [np.array([0.7]), np.array([-0.7])]
+    assert signal_metrics([*groups, frozen], trained, advantages) == {
+        "signal/groups": 3.0, "signal/equal_groups": 2.0, "signal/equal_succeeded": 1.0,
+    }  # fmt: skip
+
+
+def test_the_summary_says_what_was_masked_and_why():
+    played = [episode(turn("s", "a", 1.0)), episode(masked=True), episode(masked=True)]
+    record = {"step": 1, "env_steps": 1, **rollout_metrics("rollout", played, 1.0, [])}
+    assert record["rollout/masked"] == 2 and record["rollout/masked_reasons"] == {"sandbox died": 2}
+    config = load_config(TrainConfig, None, ["model=m", "run_dir=r", "steps=2"])
+    summary = run_summary(config, [record], "finished", 12.0)
+    assert summary["masked"] == {"episodes": 2, "reasons": {"sandbox died": 2}}
+    lines = summary_lines(summary)
+    assert lines[0].startswith("finished r at step 1 of 2 (1 env steps) in 0:12")
+    assert "masked (left out of training and of every rate): 2 episodes: 2 x sandbox died" in lines
+
+
+def test_a_run_writes_its_log_and_summary_and_warns_where_no_group_can_teach(
+    tool_calling_model_dir, tmp_path
+):
+    """One move can never reach a far goal: every episode earns 0, so no group can teach."""
+    config = load_config(TrainConfig, None, [
+        f"model={tool_calling_model_dir}", f"run_dir={tmp_path}", "steps=2", "tensorboard=false",
+        "env.kwargs={size: 3, max_turns: 1, far_goal: true}", "rollout.tasks_per_step=2",
+        "rollout.rollouts_per_task=2", "rollout.max_tokens=16", "eval.episodes=2",
+        "eval.at_start=true",
+    ])  # fmt: skip
+    metrics = Trainer(config).run()
+    assert [m["signal/equal_groups"] for m in metrics if m["step"]] == [2.0, 2.0]
+    log = (tmp_path / "train.log").read_text().splitlines()
+    told = [line for line in log if "carries a learning signal" in line]
+    assert len(told) == 1 and "warning: step 1: none of its 2 groups" in told[0]
+    steps = [line.split("  ")[1].split()[1] for line in log if "  step " in line]
+    assert steps == ["0/2", "1/2", "2/2"]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["steps"] == 2
+    assert summary["start"]["step"] == 0 and summary["end"]["step"] == 2
+    assert summary["start"]["success"] == summary["end"]["success"] == 0.0
+    assert summary["no_signal_steps"] == 2 and summary["env_steps"] == metrics[-1]["env_steps"] * 2
+    assert log[-1].endswith("steps whose groups all carried no signal: 2")
