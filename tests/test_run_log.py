@@ -142,3 +142,22 @@ def test_a_run_writes_its_log_and_summary_and_warns_where_no_group_can_teach(
     assert summary["start"]["success"] == summary["end"]["success"] == 0.0
     assert summary["no_signal_steps"] == 2 and summary["env_steps"] == metrics[-1]["env_steps"] * 2
     assert log[-1].endswith("steps whose groups all carried no signal: 2")
+
+
+def test_rollouts_show_wraps_long_messages_to_a_narrow_terminal(tmp_path):
+    from conftest import run_cli
+    from toolgym.agents.trajectory import write_jsonl
+
+    said = " ".join(f"word{k}" for k in range(60)) + " " + "x" * 90  # and a word wider than 40
+    played = Trajectory(id="t", env_id="toolgym/Maze-v0", steps=[
+        Step(response_start=0, response_end=0, logprobs=[], action="go north",
+             observation=[{"role": "tool", "name": "move", "content": said}], reward=0.0,
+             state_key="s0", next_state_key="s1")])  # fmt: skip
+    path = write_jsonl([played], tmp_path / "one.jsonl")
+    shown = run_cli("rollouts", "show", str(path), env={"COLUMNS": "40"})
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    inside = "".join(line.strip("│ ") + " " for line in lines if line.startswith("│"))
+    assert all(f"word{k} " in inside for k in range(60))  # every word kept, none cut off
+    assert "x" * 30 in inside and inside.count("x") == 90  # the long word folds over lines
+    assert max(len(line) for line in lines if line[:1] in "╭│╰") <= 40  # panels fit the width
