@@ -23,6 +23,12 @@ from toolgym.errors import ConfigError, ToolgymError, one_line
 Message = dict[str, Any]
 R = TypeVar("R")
 
+SCHEMA_VERSION = 1
+"""The rollout schema's version, written with every trajectory (`schema_version`) and
+documented in docs/rollouts.md. A reader takes its own version and earlier ones (a line
+without one is version 0, the same fields) and refuses a later one by name. It moves when a
+field changes meaning or goes; a field added with a default keeps it."""
+
 
 class ResultError(ToolgymError, ValueError):
     """An episode's result does not have the shape its reader expects."""
@@ -64,6 +70,12 @@ class Step:
     result: Any = None
     """What the env handed back beside the observation (its info's "result": e.g. a task
     a proposer wrote), plain JSON data; read it typed with `Trajectory.results_as`."""
+    advantage: float | None = None
+    """The advantage the update gave this turn's tokens (None: not trained on: masked, an
+    untrained group's, or an evaluation's)."""
+    anchor: Hashable = None
+    """The anchor state GiGPO compared this turn in: its state_key, or under
+    anchor_similarity the alike earlier state it joined (None where not trained on)."""
 
 
 @dataclass
@@ -145,20 +157,27 @@ class Trajectory:
         return sum(s.response_end - s.response_start for s in self.steps)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {"schema_version": SCHEMA_VERSION, **asdict(self)}
         data["end"] = self.end.value if self.end else None
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        version = data.get("schema_version", 0)
+        if not isinstance(version, int) or not 0 <= version <= SCHEMA_VERSION:
+            raise ValueError(
+                f"rollout schema version {version!r}: this toolgym reads versions up to "
+                f"{SCHEMA_VERSION} (a later toolgym wrote it?)"
+            )
         known = {f.name for f in fields(cls)}
         traj = cls(**{k: v for k, v in data.items() if k in known and k != "steps"})
         traj.end = EpisodeEnd(data["end"]) if data.get("end") else None
         for s in data.get("steps", []):
             step = Step(**s)
-            step.state_key, step.next_state_key = (
+            step.state_key, step.next_state_key, step.anchor = (
                 _hashable(step.state_key),
                 _hashable(step.next_state_key),
+                _hashable(step.anchor),
             )
             traj.steps.append(step)
         return traj
@@ -181,6 +200,17 @@ class TrajectoryGroup:
     group's own mean (self-play's running mean per role and task kind); None: the group's."""
 
 
+def rollout_json_schema() -> dict[str, Any]:
+    """The rollout schema, a line of a trajectories file, as JSON Schema."""
+    schema = TypeAdapter(Trajectory).json_schema()
+    schema["properties"] = {
+        "schema_version": {"const": SCHEMA_VERSION, "type": "integer"},
+        **schema["properties"],
+    }
+    schema["title"] = f"toolgym rollout, schema version {SCHEMA_VERSION}"
+    return schema
+
+
 def write_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,9 +222,11 @@ def write_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> Path:
     return path
 
 
-def read_jsonl(path: str | Path) -> list[Trajectory]:
+def read_jsonl(path: str | Path, skipped: list[str] | None = None) -> list[Trajectory]:
     """The trajectories of a JSONL file (`write_jsonl`'s); a line that is not one is a
-    ConfigError naming the file and line (metrics.jsonl, say, given by mistake)."""
+    ConfigError naming the file and line (metrics.jsonl, say, given by mistake). Given a
+    `skipped` list, such a line is left out instead and said there ("line 7: ..."): a file cut
+    short or damaged still shows what it holds."""
     out = []
     text = Path(path).read_text(encoding="utf-8", errors="replace")
     for number, line in enumerate(text.splitlines(), 1):
@@ -209,10 +241,12 @@ def read_jsonl(path: str | Path) -> list[Trajectory]:
             out.append(trajectory)
         except (json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError,
                 ValidationError) as exc:  # fmt: skip
-            raise ConfigError(
-                f"{path}:{number}: not a trajectory as toolgym writes them "
-                f"({one_line(f'{type(exc).__name__}: {exc}', 120)})"
-            ) from None
+            why = one_line(f"{type(exc).__name__}: {exc}", 120)
+            if skipped is None:
+                raise ConfigError(
+                    f"{path}:{number}: not a trajectory as toolgym writes them ({why})"
+                ) from None
+            skipped.append(f"line {number}: {why}")
     return out
 
 

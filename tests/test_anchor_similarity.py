@@ -122,3 +122,10 @@ def test_the_trainer_draws_its_anchors_as_the_setting_says(tool_calling_model_di
         _, advantages = trainer.runtime.run(trainer.advantages([group]))
         trainer.close()
         np.testing.assert_allclose(np.array(advantages), values, atol=1e-4)
+        # each turn keeps its credit and the anchor it was compared in, for the rollouts
+        kept = [[s.advantage for s in t.steps] for t in group.trajectories]
+        np.testing.assert_allclose(np.array(kept), values, atol=1e-4)
+        anchors = [[s.anchor for s in t.steps] for t in group.trajectories]
+        assert anchors == (
+            [["s0", "a1"], ["s0", "b1"]] if threshold is None else [["s0", "a1"]] * 2
+        )

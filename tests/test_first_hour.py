@@ -63,7 +63,7 @@ def test_train_to_a_file_prints_a_line_per_step_and_keeps_rollouts(tiny_model_di
     # metrics.jsonl given by mistake is one line naming it, not a TypeError traceback
     wrong = run_cli("rollouts", "show", str(run_dir / "metrics.jsonl"))
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
-    assert "metrics.jsonl:1: not a trajectory as toolgym writes them" in wrong.stderr
+    assert "metrics.jsonl holds no trajectory as toolgym writes them: line 1" in wrong.stderr
     # a second run in the same directory is refused before any env or model is built
     again = run_cli(*tiny_run("/nonexistent/model", run_dir))
     assert again.returncode == 2 and "already holds a run" in again.stderr
@@ -309,7 +309,7 @@ def test_hostile_files_and_paths_are_one_line_each(tmp_path):
     for name in ("noise.jsonl", "typed.jsonl"):
         shown = run_cli("rollouts", "show", str(tmp_path / name))
         assert shown.returncode == 2 and "Traceback" not in shown.stderr, shown.stderr
-        assert f"{name}:1: not a trajectory as toolgym writes them" in shown.stderr
+        assert f"{name} holds no trajectory as toolgym writes them: line 1" in shown.stderr
     unwritable = run_cli("search", "world", "--corpus", "/proc/no/world.jsonl")
     assert unwritable.returncode == 2 and "Traceback" not in unwritable.stderr
     assert "cannot write /proc/no" in unwritable.stderr

@@ -47,7 +47,6 @@ from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.errors import RunFailedError, one_line
 from toolgym.log import get_logger
 from toolgym.training import checkpoint
-from toolgym.training.advantages import GroupRewards, compute_advantages
 from toolgym.training.advantages.metrics import advantage_metrics
 from toolgym.training.batch import build_batch
 from toolgym.training.builders import (
@@ -60,6 +59,7 @@ from toolgym.training.builders import (
     check_engine,
 )
 from toolgym.training.config import TrainConfig
+from toolgym.training.credit import assign_credit
 from toolgym.training.distributed import Ranks
 from toolgym.training.exploration import exploration_metrics, signal_metrics
 from toolgym.training.groups import Collect, GroupBuilder, group_metrics
@@ -266,21 +266,7 @@ class Trainer:
         self, groups: list[TrajectoryGroup]
     ) -> tuple[list[Trajectory], list[np.ndarray]]:
         """Score each trained group's episodes (the reward stage), then their advantages."""
-        trajectories, advantages, setting = [], [], self.config.advantage
-        estimator, alpha, options = setting.estimator, setting.step_alpha, setting.options()
-        groups = [g for g in groups if g.untrained is None]
-        for g, scored in zip(groups, await self.rewards.score(groups), strict=True):
-            process = [p for _, p in scored] if self.rewards.has_process else None
-            outcomes, similar = [o for o, _ in scored], setting.anchor_similarity
-            rewards = GroupRewards.from_trajectories(
-                g.trajectories, outcomes, process, g.baseline, similar
-            )
-            values = compute_advantages(estimator, rewards, step_alpha=alpha, **options)
-            for t, a in zip(g.trajectories, values, strict=True):
-                if not t.masked and t.steps:
-                    trajectories.append(t)
-                    advantages.append(a)
-        return trajectories, advantages
+        return await assign_credit(groups, self.rewards, self.config.advantage)
 
     def update(
         self, trajectories: list[Trajectory], advantages: list[np.ndarray]

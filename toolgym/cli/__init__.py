@@ -481,6 +481,61 @@ def rollouts_show(
     raise typer.Exit(show_command(path, index, step))
 
 
+@rollouts_app.command("rescore")
+def rollouts_rescore(
+    path: Annotated[
+        Path, typer.Argument(help="A trajectories JSONL file, or a training run's directory.")
+    ],
+    reward: Annotated[
+        str,
+        typer.Option(
+            help="'replay' (the env's own check: each episode's actions replayed in a fresh "
+            "env) or a reward source: format, length, function, ..."
+        ),
+    ],
+    reward_arg: Annotated[
+        list[str] | None,
+        typer.Option(help="The reward source's argument as name=value (repeatable)."),
+    ] = None,
+    env_arg: Annotated[
+        list[str] | None,
+        typer.Option(help="For replay: an env argument as name=value, over the run's own."),
+    ] = None,
+    step: Annotated[
+        int | None, typer.Option(help="A run directory's step (default: every kept step).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Write each episode's scores (JSONL).")] = None,
+) -> None:
+    """Score stored episodes again and report how far the new score agrees with the stored."""
+    from toolgym.cli.rollouts import rescore_command
+
+    raise typer.Exit(rescore_command(path, reward, reward_arg or [], env_arg or [], step, out))
+
+
+@rollouts_app.command("export")
+def rollouts_export(
+    path: Annotated[
+        Path, typer.Argument(help="A trajectories JSONL file, or a training run's directory.")
+    ],
+    out: Annotated[Path, typer.Option(help="The Parquet file to write.")],
+    step: Annotated[
+        int | None, typer.Option(help="A run directory's step (default: every kept step).")
+    ] = None,
+) -> None:
+    """Write stored episodes as a Parquet table, a row per episode."""
+    from toolgym.cli.rollouts import export_command
+
+    raise typer.Exit(export_command(path, out, step))
+
+
+@rollouts_app.command("schema")
+def rollouts_schema() -> None:
+    """Print the rollout schema (a line of a trajectories file) as JSON Schema."""
+    from toolgym.cli.rollouts import schema_command
+
+    raise typer.Exit(schema_command())
+
+
 @index_app.command("build")
 def index_build(
     corpus: Annotated[Path, typer.Option(help='JSONL corpus, one {"id", "contents"} a line.')],

@@ -1,0 +1,137 @@
+"""Stored rollouts as a user reads them again: the versioned schema, a damaged file that still
+shows its readable part, re-scoring by replay or by another reward with the agreement
+reported, and the Parquet export."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import fields
+
+import jsonschema
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, run_cli
+from toolgym.agents.trajectory import SCHEMA_VERSION, Step, Trajectory, read_jsonl
+from toolgym.config import load_config
+from toolgym.errors import ConfigError
+from toolgym.training.config import TrainConfig
+from toolgym.training.trainer import Trainer
+
+
+@pytest.fixture(scope="module")
+def kept_run(tool_calling_model_dir, tmp_path_factory):
+    """Two real training steps on 3x3 mazes with six episodes of each kept."""
+    run = tmp_path_factory.mktemp("kept") / "run"
+    config = load_config(TrainConfig, None, [
+        f"model={tool_calling_model_dir}", f"run_dir={run}", "steps=2", "tensorboard=false",
+        "env.kwargs={size: 3, max_turns: 3}", "rollout.tasks_per_step=2",
+        "rollout.rollouts_per_task=3", "rollout.max_tokens=16", "eval.episodes=2",
+        "rollouts_kept=6",
+    ])  # fmt: skip
+    Trainer(config).run()
+    return run
+
+
+def copy_of(run, tmp_path):
+    shutil.copytree(run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def test_every_line_carries_the_schema_version_and_a_later_one_is_refused(kept_run, tmp_path):
+    path = kept_run / "rollouts" / "step_000001.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert {line["schema_version"] for line in lines} == {SCHEMA_VERSION}
+    schema = json.loads(run_cli("rollouts", "schema").stdout)
+    for line in lines:  # the printed JSON Schema describes what a run writes
+        jsonschema.validate(line, schema)
+    trained = [s for t in read_jsonl(path) for s in t.steps]
+    assert trained and all(isinstance(s.advantage, float) for s in trained)
+    older = {k: v for k, v in lines[0].items() if k != "schema_version"}  # version 0
+    later = lines[0] | {"schema_version": SCHEMA_VERSION + 1}
+    (tmp_path / "mixed.jsonl").write_text(json.dumps(older) + "\n" + json.dumps(later) + "\n")
+    with pytest.raises(ConfigError, match=r"mixed.jsonl:2: .*reads versions up to 1"):
+        read_jsonl(tmp_path / "mixed.jsonl")
+
+
+def test_a_damaged_file_shows_what_it_can_and_says_what_it_skipped(kept_run, tmp_path):
+    lines = (kept_run / "rollouts" / "step_000002.jsonl").read_text().splitlines()
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text("\n".join([lines[0], "not json", *lines[1:3], lines[3][:200]]))
+    shown = run_cli("rollouts", "show", str(damaged), "--index", "2")
+    assert shown.returncode == 0, shown.stderr
+    assert "skipped 2 unreadable lines: line 2: JSONDecodeError" in shown.stdout
+    assert "line 5: JSONDecodeError" in shown.stdout  # the line cut short
+    assert "trajectory 2 of 3" in shown.stdout
+    (tmp_path / "none.jsonl").write_text("not json\n")
+    nothing = run_cli("rollouts", "show", str(tmp_path / "none.jsonl"))
+    assert nothing.returncode == 2 and "holds no trajectory as toolgym writes them: line 1" in (
+        nothing.stderr
+    )
+
+
+def test_replay_agrees_with_a_real_run_and_finds_a_reward_changed_after_it(kept_run, tmp_path):
+    agreed = run_cli("rollouts", "rescore", str(kept_run), "--reward", "replay")
+    assert agreed.returncode == 0, agreed.stderr
+    assert "success agrees on 12 of 12 episodes, 100.0%" in agreed.stdout
+    run = copy_of(kept_run, tmp_path)
+    path = run / "rollouts" / "step_000002.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[1]["steps"][-1]["reward"] = 1.0  # a return the env never gave
+    lines[4]["infra_error"] = "sandbox died"  # masked: never scored, so not compared
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "scores.jsonl"
+    found = run_cli("rollouts", "rescore", str(run), "--reward", "replay", "--step", "2",
+                    "--out", str(out))  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    assert "success agrees on 4 of 5 episodes, 80.0%" in found.stdout
+    assert "not compared: 1 masked (never scored), 0 that could not be scored" in found.stdout
+    assert f"disagrees: {lines[1]['id']}: stored 1, now 0" in found.stdout
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["trajectory_id"] for r in rows if r["new"] != r["stored"]] == [lines[1]["id"]]
+
+
+def test_another_reward_scores_the_stored_episodes_and_its_failures_are_counted(kept_run):
+    bonus = run_cli("rollouts", "rescore", str(kept_run), "--reward", "function",
+                    "--reward-arg", "path=fixture_rewards:first_member_bonus")  # fmt: skip
+    assert bonus.returncode == 0, bonus.stderr
+    stored = [t for p in sorted((kept_run / "rollouts").iterdir()) for t in read_jsonl(p)]
+    firsts = sum(t.id.endswith(":0") for t in stored)
+    agreeing = sum((t.total_reward > 0) == t.id.endswith(":0") for t in stored)
+    assert f"success agrees on {agreeing} of 12 episodes" in bonus.stdout and firsts > 0
+    broken = run_cli("rollouts", "rescore", str(kept_run), "--reward", "function",
+                     "--reward-arg", "path=fixture_rewards:raises")  # fmt: skip
+    assert broken.returncode == 2 and "Traceback" not in broken.stderr  # none: no agreement
+    assert (
+        "scored none of the 12 episodes: 0 masked, 12 that could not be scored (the first: "
+        "KeyError: 'no such field')" in broken.stderr
+    )
+    unknown = run_cli("rollouts", "rescore", str(kept_run), "--reward", "no_such_source")
+    assert unknown.returncode == 2 and "no_such_source" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+
+
+def test_export_writes_a_row_per_episode_with_its_step_and_credit(kept_run, tmp_path):
+    out = tmp_path / "rollouts.parquet"
+    done = run_cli("rollouts", "export", str(kept_run), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert f"12 episodes from 2 files -> {out}" in done.stdout
+    rows = pq.read_table(out).to_pylist()
+    assert [r["step"] for r in rows] == [1] * 6 + [2] * 6
+    stored = [t for p in sorted((kept_run / "rollouts").iterdir()) for t in read_jsonl(p)]
+    for row, t in zip(rows, stored, strict=True):
+        assert row["id"] == t.id and row["turns"] == len(t.steps)
+        assert row["advantages"] == [s.advantage for s in t.steps]
+        assert row["return"] == t.total_reward and row["success"] == (t.total_reward > 0)
+        assert json.loads(row["trajectory"])["token_ids"] == t.token_ids  # nothing lost
+
+
+def test_the_schema_page_documents_every_field():
+    page = (ROOT / "docs" / "rollouts.md").read_text()
+    documented = {name for row in re.findall(r"^\| (`.*?) \|", page, re.M)
+                  for name in re.findall(r"`(\w+)`", row)}  # fmt: skip
+    assert {f.name for f in fields(Trajectory)} <= documented
+    assert {f.name for f in fields(Step)} <= documented
+    assert f"with `schema_version` (now {SCHEMA_VERSION})" in page

@@ -1,0 +1,37 @@
+"""Credit: a step's trained groups scored by the reward stage, then their advantages, one
+value per turn. Each turn keeps what it was given (`Step.advantage`) and the anchor state it
+was compared in (`Step.anchor`: its state key, or under anchor_similarity the alike earlier
+state it joined), so the step's kept rollouts show which turn earned the credit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
+from toolgym.training.advantages import GroupRewards, compute_advantages
+from toolgym.training.config import AdvantageSection
+from toolgym.training.rewards import RewardStage
+
+
+async def assign_credit(
+    groups: list[TrajectoryGroup], rewards: RewardStage, setting: AdvantageSection
+) -> tuple[list[Trajectory], list[np.ndarray]]:
+    """The trained episodes (unmasked, with turns, of groups the builder trains) and each
+    one's per-turn advantages."""
+    trajectories, advantages = [], []
+    estimator, alpha, options = setting.estimator, setting.step_alpha, setting.options()
+    groups = [g for g in groups if g.untrained is None]
+    for g, scored in zip(groups, await rewards.score(groups), strict=True):
+        process = [p for _, p in scored] if rewards.has_process else None
+        outcomes, similar = [o for o, _ in scored], setting.anchor_similarity
+        group = GroupRewards.from_trajectories(
+            g.trajectories, outcomes, process, g.baseline, similar
+        )
+        values = compute_advantages(estimator, group, step_alpha=alpha, **options)
+        for t, a, anchors in zip(g.trajectories, values, group.state_keys, strict=True):
+            if not t.masked and t.steps:
+                trajectories.append(t)
+                advantages.append(a)
+                for step, value, anchor in zip(t.steps, a, anchors, strict=True):
+                    step.advantage, step.anchor = float(value), anchor
+    return trajectories, advantages
