@@ -4,7 +4,7 @@ Every import in the package counts, wherever it stands (module top, inside a fun
 TYPE_CHECKING), and so does a string that names a module to import later (an entry point
 such as "toolgym.agents.engines.hf:HFEngine", or `importlib.import_module("toolgym.x")`): a
 lazy import is still a dependency. The application layer (the `toolgym` package facade, its
-`__main__` and the CLI) sits on top and may use everything.
+`__main__`, the CLI and the run viewer) sits on top and may use everything.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from conftest import ROOT
 RANK = {"core": 0, "tools": 1, "sandbox": 1, "envs": 2, "agents": 3, "training": 4, "app": 5}
 FOLDERS = {"toolgym": "core", "tools": "tools", "sandbox": "sandbox", "envs": "envs",
            "agents": "agents", "training": "training"}  # fmt: skip
-APP = ("toolgym", "toolgym.__main__", "toolgym.cli")
+APP = ("toolgym", "toolgym.__main__", "toolgym.cli", "toolgym.viewer")
 MODULE_STRING = re.compile(r"^toolgym(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?$")
 
 
 def layer_of(module: str) -> str:
     """The layer of a dotted module name inside toolgym."""
-    if module in APP or module.startswith("toolgym.cli."):
+    if module in APP or module.startswith(("toolgym.cli.", "toolgym.viewer.")):
         return "app"
     parts = module.split(".")
     if len(parts) > 1 and parts[1] in FOLDERS and parts[1] != "toolgym":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 from dataclasses import fields
 
 import jsonschema
@@ -47,7 +48,9 @@ def test_every_line_carries_the_schema_version_and_a_later_one_is_refused(kept_r
     schema = json.loads(run_cli("rollouts", "schema").stdout)
     for line in lines:  # the printed JSON Schema describes what a run writes
         jsonschema.validate(line, schema)
-    trained = [s for t in read_jsonl(path) for s in t.steps]
+    kept = read_jsonl(path)  # whole groups: two of the step's two, three episodes each
+    assert sorted(Counter(t.group_id for t in kept).values()) == [3, 3]
+    trained = [s for t in kept for s in t.steps]
     assert trained and all(isinstance(s.advantage, float) for s in trained)
     older = {k: v for k, v in lines[0].items() if k != "schema_version"}  # version 0
     later = lines[0] | {"schema_version": SCHEMA_VERSION + 1}

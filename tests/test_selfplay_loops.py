@@ -110,7 +110,8 @@ def test_a_step_whose_groups_are_all_kept_out_plays_logs_and_changes_no_weight(
     assert record["groups/untrained"] == len(trainer.trained[0]["groups"]) > 0
     assert record["groups/solver_groups/out_of_band"] >= 2
     assert not any(k.startswith("train/") for k in record)
-    assert len(read_jsonl(tmp_path / "rollouts" / "step_000001.jsonl")) == 4  # episodes kept
+    kept = read_jsonl(tmp_path / "rollouts" / "step_000001.jsonl")
+    assert len(kept) >= 4  # whole groups: at least the episodes asked for
 
 
 def test_a_running_baseline_reaches_the_proposers_advantages(tool_calling_model_dir, tmp_path):

@@ -424,9 +424,14 @@ class TrainConfig(ConfigModel):
     the weights are sharded across them (FSDP2), rank 0 plays the episodes."""
     tensorboard: bool = True
     """Also write the metrics as TensorBoard scalars under RUN_DIR/tensorboard."""
+    loggers: list[Literal["wandb", "mlflow"]] = Field(default_factory=list)
+    """Also send the metrics, and each step's kept rollouts as a table, to Weights & Biases
+    (offline unless WANDB_MODE says otherwise; files under RUN_DIR/wandb) or MLflow
+    (RUN_DIR/mlruns unless MLFLOW_TRACKING_URI says where); each needs its package."""
     rollouts_kept: int = Field(4, ge=0)
-    """Trajectories of each step kept in RUN_DIR/rollouts/step_N.jsonl, spread over the
-    step's groups, to read with `toolgym rollouts show RUN_DIR` (0: none)."""
+    """Trajectories of each step kept in RUN_DIR/rollouts/step_N.jsonl, as whole groups
+    spread over the step's, to read with `toolgym rollouts show RUN_DIR` or `toolgym view`
+    (0: none)."""
     mode: Literal["sync", "async"] = "sync"
     """sync: each step collects, then trains, then syncs the weights. async: episodes are
     played on the run's loop while the trainer trains (training/stream.py), the engine on

@@ -1,5 +1,5 @@
-"""A run's metrics: metrics.jsonl (what `toolgym plot` reads and resume trims) and, optionally,
-the same scalars as TensorBoard events under RUN_DIR/tensorboard.
+"""A run's metrics: metrics.jsonl (what `toolgym plot` reads and resume trims) and the same
+records to the run's sinks (loggers/: TensorBoard, and W&B or MLflow where asked for).
 
 Steps count from 1 (the evaluation before the first, `eval.at_start`, is step 0): step N's
 record, its kept rollouts (rollouts/step_00000N.jsonl) and the console's "step N/T" are the
@@ -11,38 +11,51 @@ drops records past it from both outputs.
 from __future__ import annotations
 
 import json
-import numbers
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, one_line
+
+if TYPE_CHECKING:
+    from toolgym.agents.trajectory import Trajectory
+    from toolgym.training.loggers import MetricSink
 
 METRICS = "metrics.jsonl"
 
 
 class MetricsLog:
-    def __init__(self, run_dir: Path, start_step: int = 0, tensorboard: bool = True) -> None:
+    def __init__(self, run_dir: Path, start_step: int = 0, sinks: Sequence[str] = ()) -> None:
+        """`sinks`: where the records go beside metrics.jsonl, by name (loggers/)."""
+        from toolgym.training.loggers import SINKS
+
         self.path = run_dir / METRICS
         kept = [r for r in read_metrics(run_dir) if r["step"] <= start_step]
         self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
-        self.writer: Any = None
-        if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=start_step + 1)
+        self.sinks: list[MetricSink] = []
+        for name in sinks:
+            try:
+                self.sinks.append(SINKS[name](run_dir, run_dir.name, start_step))
+            except BaseException as exc:
+                self.close()
+                if isinstance(exc, ConfigError) or not isinstance(exc, Exception):
+                    raise
+                raise ConfigError(f"loggers: {name} could not start: {one_line(exc)}") from exc
 
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
-        if self.writer is not None:
-            for key, value in record.items():
-                if key != "step" and isinstance(value, numbers.Real):
-                    self.writer.add_scalar(key, float(value), record["step"])
-            self.writer.flush()
+        for sink in self.sinks:
+            sink.write(record)
+
+    def samples(self, step: int, trajectories: list[Trajectory]) -> None:
+        """The step's kept rollouts, to the sinks that keep tables."""
+        for sink in self.sinks:
+            sink.samples(step, trajectories)
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        for sink in self.sinks:
+            sink.close()
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:

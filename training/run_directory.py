@@ -26,7 +26,7 @@ ROLLOUTS = "rollouts"
 """RUN_DIR/rollouts/step_N.jsonl: a sample of each step's trajectories."""
 RUN_FILES = (
     checkpoint.FILE, checkpoint.SHARDS, METRICS, "tensorboard", "policy", BEST_POLICY,
-    "config.json", ROLLOUTS, RUN_LOG, SUMMARY,
+    "config.json", ROLLOUTS, RUN_LOG, SUMMARY, "wandb", "wandb_id", "mlruns", "mlflow_run_id",
 )  # fmt: skip
 """What a run writes into its directory."""
 
@@ -88,15 +88,24 @@ class RunDirectory:
                 f"fit this run: {one_line(exc)}"
             ) from None
 
-    def keep_rollouts(self, step: int, trajectories: list[Trajectory]) -> None:
-        """A sample of the step's trajectories, spread evenly over them (and so over its
-        groups), with their rewards scored, for `toolgym rollouts show RUN_DIR`."""
+    def keep_rollouts(self, step: int, trajectories: list[Trajectory]) -> list[Trajectory]:
+        """A sample of the step's trajectories, scored, for `toolgym rollouts show` and
+        `toolgym view`: whole groups (their members' credit is read side by side), the fewest
+        spread evenly over the step's that hold `rollouts_kept` episodes. Returns the sample."""
         kept = self.config.rollouts_kept
         if not kept or not trajectories:
-            return
-        stride = max(len(trajectories) / kept, 1.0)
-        sample = [trajectories[int(i * stride)] for i in range(min(kept, len(trajectories)))]
+            return []
+        groups: dict[str, list[Trajectory]] = {}
+        for t in trajectories:
+            groups.setdefault(t.group_id, []).append(t)
+        members = list(groups.values())
+        for count in range(1, len(members) + 1):  # the fewest evenly spread groups that hold it
+            chosen = [members[i * len(members) // count] for i in range(count)]
+            if sum(map(len, chosen)) >= kept:
+                break
+        sample = [t for group in chosen for t in group]
         write_jsonl(sample, self.path / ROLLOUTS / f"step_{step:06d}.jsonl")
+        return sample
 
     def save_policy(self, policy: SavedPolicy, name: str = "policy") -> Path:
         """The trained policy as a model directory (`toolgym eval --model RUN_DIR/policy`);

@@ -153,7 +153,8 @@ class Trainer:
             self._resume()
         else:
             self.run_files.claim(overwrite)
-        self.metrics = MetricsLog(self.run_dir, self.step, self.config.tensorboard)
+        sinks = ["tensorboard"] * self.config.tensorboard + list(self.config.loggers)
+        self.metrics = MetricsLog(self.run_dir, self.step, sinks)
         try:
             with RunLog(self.run_dir, self.config, self.step) as self.report:
                 if self.config.eval.at_start and not resume:
@@ -238,7 +239,7 @@ class Trainer:
             )  # fmt: skip
         trajectories, advantages = await self.advantages(groups)
         require_unmasked(everything, f"training step {number}'s reward stage")
-        self.run_files.keep_rollouts(number, everything)
+        self.metrics.samples(number, self.run_files.keep_rollouts(number, everything))
         t2 = time.perf_counter()
         train_metrics = (
             await asyncio.to_thread(self.update, trajectories, advantages) if trajectories else {}

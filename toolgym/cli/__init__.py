@@ -481,6 +481,23 @@ def rollouts_show(
     raise typer.Exit(show_command(path, index, step))
 
 
+@app.command("view")
+def view(
+    runs: Annotated[list[Path], typer.Argument(help="Training run directories to view.")],
+    host: Annotated[
+        str, typer.Option(help="Address to serve on; anything but loopback exposes the runs.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8765,
+    open_browser: Annotated[
+        bool, typer.Option("--open/--no-open", help="Open the page in a browser.")
+    ] = True,
+) -> None:
+    """See runs in a local web app: curves, each step's episodes, each turn's credit."""
+    from toolgym.cli.view import view_command
+
+    raise typer.Exit(view_command(runs, host, port, open_browser))
+
+
 @rollouts_app.command("rescore")
 def rollouts_rescore(
     path: Annotated[

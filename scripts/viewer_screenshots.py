@@ -1,0 +1,68 @@
+"""Screenshots of `toolgym view`'s pages for docs/rollouts.md, taken in headless Chromium
+(the system's) from real runs: python scripts/viewer_screenshots.py RUN_DIR [RUN_DIR...]
+(the first run's last kept step and its first trained episode are the ones shown)."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+from toolgym.agents.trajectory import read_jsonl
+from toolgym.envs.gui.browser import find_chromium
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, default=Path("docs/images"))
+    args = parser.parse_args()
+    kept = sorted((args.runs[0] / "rollouts").glob("step_*.jsonl"))[-1]
+    step = int(kept.stem.removeprefix("step_"))
+    episodes = read_jsonl(kept)
+    index = next(k for k, t in enumerate(episodes) if any(s.advantage for s in t.steps))
+    pages = {
+        "viewer-runs": ("/", ".chart"),
+        "viewer-run": ("/run/0", "#steps a"),
+        "viewer-step": (f"/run/0/step/{step}", "tr.episode-row"),
+        "viewer-episode": (f"/run/0/step/{step}/episode/{index}", ".token"),
+        "viewer-task": (f"/run/0/item/{episodes[index].item}", "#across"),
+    }
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "toolgym", "view", *map(str, args.runs), "--no-open",
+         "--port", str(port)]
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        args.out.mkdir(parents=True, exist_ok=True)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=find_chromium(), headless=True)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            for name, (route, ready) in pages.items():
+                page.goto(f"{url}/#{route}")
+                page.wait_for_selector(ready, timeout=20_000)
+                page.screenshot(path=str(args.out / f"{name}.png"))
+                print(args.out / f"{name}.png")
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""`toolgym view` driven as a user drives it, in headless Chromium (Playwright with the
+system browser): the runs of the quickstart, self-play, a GUI env with screenshots and an
+async run open with no console error; an episode's shaded tokens carry the stored
+advantages; filters and paging; a run in progress updates; a damaged file shows what it
+can; hostile text stays text; and the server serves nothing but the runs it was given."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import run_ok, serve
+from toolgym.agents.trajectory import read_jsonl
+from toolgym.config import load_config
+from toolgym.envs.gui.browser import find_chromium
+from toolgym.training.config import TrainConfig
+from toolgym.training.trainer import Trainer
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def train(run_dir, *settings):
+    Trainer(load_config(TrainConfig, None, [f"run_dir={run_dir}", "tensorboard=false",
+                                            *settings])).run()  # fmt: skip
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(quickstart_run, tool_calling_model_dir, tmp_path_factory):
+    """The quickstart's RL run, and a self-play, a GUI (screenshots) and an async run."""
+    root = tmp_path_factory.mktemp("viewed")
+    small = ["rollout.tasks_per_step=2", "rollout.rollouts_per_task=2", "rollout.max_tokens=16",
+             "optim.micro_batch_size=2", "eval.episodes=2", "rollouts_kept=8"]  # fmt: skip
+    model = f"model={tool_calling_model_dir}"
+    vlm = root / "vlm"
+    run_ok("model", "init", "--arch", "qwen2_vl", "--out", str(vlm))
+    selfplay = [
+        "env.kwargs={size: 3, n_doors: 0, max_turns: 2}",
+        "selfplay={domain: maze, "
+        "proposals: 3, references: 2, solver_groups: 2, proposer: {max_turns: 1}}",
+    ]
+    gui = ["env.id=toolgym/miniwob.click-button-v0", "env.kwargs={screenshot: true, max_turns: 2}"]
+    mazes = ["mode=async", "env.kwargs={size: 3, max_turns: 3}"]
+    return {
+        "quickstart": quickstart_run[0] / "rl",
+        "selfplay": train(root / "selfplay", model, "steps=1", *small, *selfplay),
+        "gui": train(root / "gui", f"model={vlm}", "steps=1", *small, *gui),
+        "async": train(root / "async", model, "steps=2", *small, *mazes),
+    }
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=find_chromium(), headless=True)
+        yield chromium
+        chromium.close()
+
+
+class Page:
+    """A page of the viewer with every console error and uncaught exception it logs."""
+
+    def __init__(self, browser, url):
+        self.page = browser.new_page()
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: self.errors.append(f"a dialog opened: {d.message}"))
+        self.url = url
+
+    def open(self, route, ready):
+        self.page.goto(f"{self.url}/#{route}")
+        self.page.wait_for_selector(ready, timeout=20_000)
+        return self.page
+
+
+@pytest.fixture(scope="module")
+def viewer(runs):
+    yield from serve(["view", *map(str, runs.values()), "--no-open"], "viewer")
+
+
+def test_each_kind_of_run_opens_on_every_page_with_no_console_error(runs, viewer, browser):
+    page = Page(browser, viewer)
+    home = page.open("/", ".chart")
+    assert home.locator("table tr").count() == 1 + len(runs)
+    for number, (kind, run) in enumerate(runs.items()):
+        shown = page.open(f"/run/{number}", "#steps a")
+        assert run.name in shown.inner_text("main")
+        step = read_jsonl(sorted((run / "rollouts").iterdir())[-1])
+        last = int(sorted((run / "rollouts").iterdir())[-1].stem.removeprefix("step_"))
+        listed = page.open(f"/run/{number}/step/{last}", "#episodes tr.episode-row")
+        assert listed.locator("tr.episode-row").count() == len(step), kind
+        episode = page.open(f"/run/{number}/step/{last}/episode/0", ".turn")
+        assert episode.locator(".turn").count() == len(step[0].steps), kind
+        if kind == "gui":  # the screenshots the policy saw
+            assert episode.locator("img.shot").count() == len(step[0].images) > 0
+        if kind == "selfplay":
+            assert {t.role for t in step} == {"proposer", "solver"}
+            chosen = page.open(f"/run/{number}/step/{last}?role=proposer", "#episodes")
+            assert chosen.locator("tr.episode-row").count() == sum(
+                t.role == "proposer" for t in step
+            )
+        if kind == "async":
+            assert "staleness" in episode.inner_text(".turn")
+    assert page.errors == []
+
+
+def test_shaded_tokens_carry_the_stored_advantages(runs, viewer, browser):
+    run = runs["quickstart"]
+    path = sorted((run / "rollouts").iterdir())[-1]
+    step = int(path.stem.removeprefix("step_"))
+    stored = read_jsonl(path)
+    index = next(k for k, t in enumerate(stored) if any(s.advantage for s in t.steps))
+    page = Page(browser, viewer).open(f"/run/0/step/{step}/episode/{index}", ".token")
+    turns = page.locator(".turn")
+    for k, s in enumerate(stored[index].steps):
+        tokens = turns.nth(k).locator(".token")
+        assert tokens.count() == s.response_end - s.response_start
+        shaded = tokens.evaluate_all("ts => ts.map(t => Number(t.dataset.advantage))")
+        assert shaded == [pytest.approx(s.advantage)] * len(shaded)
+        text = "".join(tokens.evaluate_all("ts => ts.map(t => t.textContent)"))
+        assert text.removesuffix("<|im_end|>") == s.action  # what the model wrote, and its end
+
+
+def many_episodes(runs, tmp_path):
+    """A copy of the quickstart run whose last kept step holds 120 episodes: 40 of them
+    successes with a searchable word, and one line torn in the middle of the file."""
+    run = shutil.copytree(runs["quickstart"], tmp_path / "big")
+    path = sorted((run / "rollouts").iterdir())[-1]
+    line = json.loads(path.read_text().splitlines()[0])
+    lines = []
+    for k in range(120):
+        episode = json.loads(json.dumps(line))
+        episode["id"] = f"copy:{k}"
+        for step in episode["steps"]:
+            step["reward"] = 0.0
+        episode["steps"][-1]["reward"] = 1.0 if k % 3 == 0 else 0.0
+        if k % 3 == 0:
+            episode["steps"][-1]["action"] += " zebra"
+        lines.append(json.dumps(episode))
+    lines.insert(60, lines[60][: len(lines[60]) // 2])
+    path.write_text("\n".join(lines) + "\n")
+    return run, int(path.stem.removeprefix("step_"))
+
+
+def test_filters_paging_and_a_damaged_line(runs, browser, tmp_path):
+    run, step = many_episodes(runs, tmp_path)
+    for url in serve(["view", str(run), "--no-open"], "viewer"):
+        page = Page(browser, url)
+        listed = page.open(f"/run/0/step/{step}", "#episodes")
+        assert listed.locator("tr.episode-row").count() == 50
+        assert "1-50 of 120 matching (120 kept)" in listed.inner_text("#shown")
+        assert "skipped 1 unreadable line: line 61: JSONDecodeError" in listed.inner_text(
+            "#skipped"
+        )
+        listed.click("#next")
+        listed.wait_for_selector("text=51-100 of 120")
+        listed.click("#next")
+        listed.wait_for_selector("text=101-120 of 120")
+        assert listed.locator("tr.episode-row").count() == 20 and listed.is_disabled("#next")
+        listed.select_option("select[name=success]", "yes")
+        listed.click("button[type=submit]")
+        listed.wait_for_selector("text=1-40 of 40 matching")
+        listed.fill("input[name=q]", "ZEBRA")
+        listed.select_option("select[name=success]", "")
+        listed.fill("input[name=min]", "1")
+        listed.click("button[type=submit]")
+        listed.wait_for_selector("text=1-40 of 40 matching")
+        listed.fill("input[name=min]", "2")
+        listed.click("button[type=submit]")
+        listed.wait_for_selector("text=0-0 of 0 matching")
+        assert page.errors == []
+
+
+def test_a_run_in_progress_updates_its_curves(runs, browser, tmp_path):
+    run = shutil.copytree(runs["async"], tmp_path / "live")
+    for url in serve(["view", str(run), "--no-open"], "viewer"):
+        page = Page(browser, url)
+        shown = page.open("/run/0", ".chart")
+        success = shown.locator(".chart[data-keys^='rollout/success'] text", has_text="steps")
+        assert success.text_content() == "steps 1-2"
+        last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+        with (run / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps(last | {"step": 3, "rollout/success": 0.5}) + "\n")
+        shown.wait_for_selector("text=steps 1-3", timeout=15_000)
+        assert "updated" in shown.inner_text("#live") and page.errors == []
+
+
+def test_hostile_text_in_an_episode_stays_text(runs, browser, tmp_path):
+    run = shutil.copytree(runs["async"], tmp_path / "hostile")
+    path = sorted((run / "rollouts").iterdir())[-1]
+    line = json.loads(path.read_text().splitlines()[0])
+    attack = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+    line["steps"][0]["action"] = attack
+    line["steps"][0]["observation"] = [{"role": "tool", "name": "<b>x</b>", "content": attack}]
+    line["messages"] = [{"role": "user", "content": attack}]
+    path.write_text(json.dumps(line) + "\n")
+    step = int(path.stem.removeprefix("step_"))
+    for url in serve(["view", str(run), "--no-open"], "viewer"):
+        page = Page(browser, url)
+        shown = page.open(f"/run/0/step/{step}/episode/0", ".turn")
+        assert shown.locator("main img, main script").count() == 0
+        assert shown.inner_text("main").count(attack) >= 2  # the message and the tool's answer
+        assert page.errors == []
+
+
+def get(url, host=None):
+    request = urllib.request.Request(url, headers={"Host": host} if host else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def test_the_server_serves_only_the_runs_it_was_given(runs, viewer, tmp_path):
+    assert viewer.startswith("http://127.0.0.1:")
+    for path in ("/static/..%2F..%2F..%2Fetc%2Fpasswd", "/static/%2E%2E/runs.py",
+                 "/static/app.js%00.html", "/api/runs/9/records", "/api/runs/0/steps/999999",
+                 "/api/runs/0/steps/1/episodes/99999", "/../../etc/passwd"):  # fmt: skip
+        status, body = get(viewer + path)
+        assert status == 404, path
+    assert get(viewer + "/api/runs/0/steps/x")[0] == 404
+    status, body = get(viewer + "/api/runs/0/steps/1?offset=abc")
+    assert status == 400 and "offset must be a whole number" in body["error"]
+    status, body = get(viewer + "/api/runs", host="attacker.example")  # a renamed host
+    assert status == 403 and "attacker.example" in body["error"]
+    run = shutil.copytree(runs["async"], tmp_path / "linked")
+    secret = tmp_path / "secret.jsonl"
+    shutil.copy(sorted((run / "rollouts").iterdir())[0], secret)
+    (run / "rollouts" / "step_000007.jsonl").symlink_to(secret)
+    for url in serve(["view", str(run), "--no-open"], "viewer"):
+        status, body = get(url + "/api/runs/0/steps/7")
+        assert status == 404 and "outside the run directory" in body["error"]

@@ -1,0 +1,154 @@
+"""What the viewer reads from the run directories it was given, and nothing else: each run's
+config, records, summary and kept rollouts, by run number and step number, never by a path
+a client sends. A file whose real path lies outside its run directory (a symlink out) is
+refused. Step files are parsed once per change and kept (a few at a time), so a step of a
+thousand episodes opens in about a second and its pages come from memory."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolgym.agents.trajectory import Trajectory, read_jsonl
+from toolgym.errors import ConfigError
+from toolgym.http import BadRequest
+from toolgym.training.metrics_log import METRICS, read_metrics
+from toolgym.training.run_directory import ROLLOUTS
+from toolgym.training.run_log import RUN_LOG
+from toolgym.training.run_summary import SUMMARY, read_summary
+
+STEPS_KEPT_PARSED = 8
+"""Step files held parsed at once (the least recently opened goes first)."""
+PAGE_MAX = 500
+"""The most episodes one page holds."""
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Hosts only this machine reaches: the viewer binds to the first unless told otherwise."""
+
+
+class NotFound(BadRequest):
+    """What the client asked for is not in the runs served (a 404, said in words)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=404)
+
+
+@dataclass
+class StepFile:
+    trajectories: list[Trajectory]
+    skipped: list[str]
+
+
+@dataclass
+class Run:
+    path: Path
+    """Resolved: every file served lies under it."""
+    name: str
+    parsed: OrderedDict[tuple[int, float, int], StepFile] = field(default_factory=OrderedDict)
+    tokenizer: Any = None
+    tokenizer_problem: str | None = None
+
+    def inside(self, path: Path) -> Path:
+        """`path` if its real path lies under the run, else NotFound (a symlink out)."""
+        real = path.resolve()
+        if not real.is_relative_to(self.path):
+            raise NotFound(f"{path.name} lies outside the run directory {self.path}")
+        return real
+
+    def config(self) -> dict[str, Any]:
+        path = self.path / "config.json"
+        if not path.is_file():
+            return {}
+        try:
+            data = json.loads(self.inside(path).read_text(errors="replace"))
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def records(self, since: int = -1) -> list[dict[str, Any]]:
+        """The records of steps after `since` (the viewer polls for new ones)."""
+        if (self.path / METRICS).exists():
+            self.inside(self.path / METRICS)
+        try:
+            records = read_metrics(self.path)
+        except ConfigError:  # a damaged line: what is readable before it
+            records = []
+        return [r for r in records if r["step"] > since]
+
+    def summary(self) -> dict[str, Any] | None:
+        if (self.path / SUMMARY).exists():
+            self.inside(self.path / SUMMARY)
+        return read_summary(self.path)
+
+    def log_tail(self, lines: int = 200) -> list[str]:
+        path = self.path / RUN_LOG
+        if not path.is_file():
+            return []
+        return self.inside(path).read_text(errors="replace").splitlines()[-lines:]
+
+    def steps(self) -> list[int]:
+        """The steps whose rollouts were kept, in order."""
+        out = []
+        for p in (self.path / ROLLOUTS).glob("step_*.jsonl"):
+            number = p.stem.removeprefix("step_")
+            if number.isdigit():
+                out.append(int(number))
+        return sorted(out)
+
+    def step_file(self, step: int) -> StepFile:
+        path = self.path / ROLLOUTS / f"step_{step:06d}.jsonl"
+        if not path.is_file():
+            raise NotFound(f"run {self.name} kept no rollouts of step {step}")
+        real = self.inside(path)
+        stat = real.stat()
+        key = (step, stat.st_mtime, stat.st_size)
+        if key in self.parsed:
+            self.parsed.move_to_end(key)
+            return self.parsed[key]
+        skipped: list[str] = []
+        parsed = StepFile(read_jsonl(real, skipped), skipped)
+        self.parsed[key] = parsed
+        while len(self.parsed) > STEPS_KEPT_PARSED:
+            self.parsed.popitem(last=False)
+        return parsed
+
+    def token_pieces(self, ids: list[int]) -> list[str] | None:
+        """Each token's text (None: no tokenizer for this run could be loaded)."""
+        if self.tokenizer is None and self.tokenizer_problem is None:
+            self.tokenizer = self._load_tokenizer()
+        if self.tokenizer is None:
+            return None
+        pieces, before = [], ""
+        for k in range(len(ids)):
+            text = self.tokenizer.decode(ids[: k + 1])
+            pieces.append(text[len(before) :] if text.startswith(before) else text)
+            before = text
+        return pieces
+
+    def _load_tokenizer(self) -> Any:
+        """The run's own: its trained policy's, else the model it started from."""
+        from transformers import AutoTokenizer
+
+        for candidate in (self.path / "policy", Path(str(self.config().get("model", "")))):
+            if (candidate / "tokenizer_config.json").is_file():
+                try:
+                    return AutoTokenizer.from_pretrained(candidate)
+                except (OSError, ValueError) as exc:
+                    self.tokenizer_problem = f"{candidate}: {exc}"
+                    return None
+        self.tokenizer_problem = "neither the run's policy nor its model holds a tokenizer"
+        return None
+
+
+def open_runs(paths: list[Path]) -> list[Run]:
+    """The runs to serve; a path that is not a run directory is a ConfigError up front."""
+    runs = []
+    for path in paths:
+        if not path.is_dir() or not (
+            (path / "config.json").is_file() or (path / METRICS).is_file()
+        ):
+            raise ConfigError(f"{path} is not a run directory (no config.json or {METRICS})")
+        runs.append(Run(path.resolve(), name=path.name or str(path)))
+    return runs

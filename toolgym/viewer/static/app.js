@@ -1,0 +1,350 @@
+// toolgym view: runs, steps and episodes of the run directories the server was given.
+// Every text that comes from a run (a model's output, an env's answer) is set as text,
+// never parsed as HTML.
+"use strict";
+
+const CURVES = [
+  ["rollout/success", "eval/success"],
+  ["rollout/reward"],
+  ["rollout/valid_actions"],
+  ["train/loss"],
+  ["train/kl_ref", "train/approx_kl"],
+  ["train/entropy"],
+  ["train/clip_fraction"],
+  ["async/staleness_mean", "async/staleness_max"],
+  ["explore/distinct_per_group", "explore/repeated_actions"],
+  ["signal/equal_groups"],
+  ["adv/anchor_coverage_after_first"],
+  ["time/rollout_s", "time/update_s", "time/eval_s"],
+];
+const COLOURS = ["#0969da", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#57606a"];
+const POLL_MS = 3000;
+const PAGE = 50;
+
+let runs = [];
+const records = new Map(); // run number -> its records, in step order
+let poller = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k === "style") node.style.cssText = v; // CSSOM: the page's policy forbids style attributes
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  return node;
+}
+
+async function api(path) {
+  const answer = await fetch(path);
+  const body = await answer.json();
+  if (!answer.ok) throw new Error(body.error || answer.statusText);
+  return body;
+}
+
+function fmt(value, digits = 3) {
+  if (value === null || value === undefined) return "-";
+  if (typeof value !== "number") return String(value);
+  if (value !== 0 && Math.abs(value) < 0.001) return value.toExponential(2);
+  return value.toFixed(digits);
+}
+
+function show(...children) {
+  const page = document.getElementById("page");
+  page.replaceChildren(...children.filter((child) => child !== null && child !== undefined));
+}
+
+function trail(...parts) {
+  const nav = document.getElementById("trail");
+  nav.replaceChildren(...parts.map(([text, href]) => (href ? el("a", { href, text }) : el("span", { text }))));
+}
+
+// ----- records, kept fresh while a run trains -------------------------------------------
+async function refresh(numbers) {
+  let grew = false;
+  for (const n of numbers) {
+    const known = records.get(n) || [];
+    const since = known.length ? known[known.length - 1].step : -1;
+    const fresh = await api(`/api/runs/${n}/records?since=${since}`);
+    if (fresh.length) {
+      records.set(n, known.concat(fresh));
+      grew = true;
+    } else if (!records.has(n)) records.set(n, known);
+  }
+  return grew;
+}
+
+function poll(numbers, redraw) {
+  if (poller) clearInterval(poller);
+  const live = document.getElementById("live");
+  poller = setInterval(async () => {
+    try {
+      if (await refresh(numbers)) {
+        live.textContent = `updated ${new Date().toLocaleTimeString()}`;
+        redraw();
+      }
+    } catch (error) {
+      live.textContent = `not updating: ${error.message}`;
+    }
+  }, POLL_MS);
+}
+
+// ----- curves ------------------------------------------------------------------------------
+function chart(keys, numbers) {
+  const W = 300, H = 150, L = 40, B = 20;
+  const series = [];
+  for (const n of numbers) {
+    for (const key of keys) {
+      const points = (records.get(n) || []).filter((r) => typeof r[key] === "number")
+        .map((r) => ({ x: r.step, y: r[key], low: r[key + "_low"], high: r[key + "_high"] }));
+      if (points.length) series.push({ n, key, points });
+    }
+  }
+  if (!series.length) return null;
+  const all = series.flatMap((s) => s.points);
+  const xs = all.map((p) => p.x), ys = all.flatMap((p) => [p.y, p.low, p.high]).filter((v) => typeof v === "number");
+  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1);
+  let y0 = Math.min(...ys), y1 = Math.max(...ys);
+  if (y0 === y1) { y0 -= 0.5; y1 += 0.5; }
+  const X = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - 5);
+  const Y = (y) => 5 + (1 - (y - y0) / (y1 - y0)) * (H - B - 5);
+  const box = svg("svg", { width: W, height: H, class: "chart-svg" });
+  box.append(svg("line", { x1: L, y1: H - B, x2: W, y2: H - B, stroke: "#d0d7de" }));
+  for (const [v, y] of [[y1, Y(y1)], [y0, Y(y0)]]) {
+    const label = svg("text", { x: 2, y: y + 4 });
+    label.textContent = fmt(v, 2);
+    box.append(label);
+  }
+  const steps = svg("text", { x: W - 60, y: H - 5 });
+  steps.textContent = `steps ${x0}-${x1}`;
+  box.append(steps);
+  series.forEach((s, k) => {
+    const colour = COLOURS[(numbers.indexOf(s.n) * keys.length + keys.indexOf(s.key)) % COLOURS.length];
+    const band = s.points.filter((p) => typeof p.low === "number" && typeof p.high === "number");
+    if (band.length) {
+      const d = band.map((p, i) => `${i ? "L" : "M"}${X(p.x)},${Y(p.high)}`).join("")
+        + band.slice().reverse().map((p) => `L${X(p.x)},${Y(p.low)}`).join("") + "Z";
+      box.append(svg("path", { d, fill: colour, "fill-opacity": 0.12, stroke: "none" }));
+    }
+    const d = s.points.map((p, i) => `${i ? "L" : "M"}${X(p.x)},${Y(p.y)}`).join("");
+    box.append(svg("path", { d, fill: "none", stroke: colour, "stroke-width": 1.5, "stroke-dasharray": k % 2 ? "4 2" : "" }));
+    for (const p of s.points.length < 40 ? s.points : []) box.append(svg("circle", { cx: X(p.x), cy: Y(p.y), r: 2, fill: colour }));
+  });
+  const legend = el("div", { class: "legend" }, ...series.map((s) => {
+    const colour = COLOURS[(numbers.indexOf(s.n) * keys.length + keys.indexOf(s.key)) % COLOURS.length];
+    const name = numbers.length > 1 ? `${runs[s.n].name}: ${s.key}` : s.key;
+    return el("span", {}, el("span", { class: "swatch", style: `background:${colour}` }), name);
+  }));
+  return el("div", { class: "chart", "data-keys": keys.join(",") }, box, legend);
+}
+
+function curves(numbers) {
+  const holder = el("div", { class: "charts", id: "curves" });
+  const draw = () => holder.replaceChildren(...CURVES.map((keys) => chart(keys, numbers)).filter(Boolean));
+  draw();
+  return [holder, draw];
+}
+
+// ----- pages ---------------------------------------------------------------------------------
+function summaryCells(summary) {
+  if (!summary) return ["running or no summary yet", "-", "-"];
+  const rate = (part) => (part ? `${fmt(part.success)} [${fmt(part.low, 2)}, ${fmt(part.high, 2)}]` : "-");
+  return [`${summary.status}, ${summary.steps} of ${summary.steps_planned} steps`, rate(summary.start), rate(summary.end)];
+}
+
+async function home() {
+  trail();
+  const numbers = runs.map((r) => r.number);
+  await refresh(numbers);
+  const rows = runs.map((r) => el("tr", {},
+    el("td", {}, el("a", { href: `#/run/${r.number}`, text: r.name })),
+    el("td", { text: r.config.model || "-" }),
+    ...summaryCells(r.summary).map((text) => el("td", { text })),
+    el("td", { text: String(r.steps.length) })));
+  const table = el("table", {}, el("tr", {}, ...["run", "model", "status", "held out at start", "at end", "steps kept"].map((t) => el("th", { text: t }))), ...rows);
+  const [holder, draw] = curves(numbers);
+  show(el("h2", { text: `${runs.length} run${runs.length > 1 ? "s" : ""}` }), table, el("h2", { text: "curves" }), holder);
+  poll(numbers, draw);
+}
+
+function flatten(value, prefix, out) {
+  if (value && typeof value === "object" && !Array.isArray(value)) {
+    for (const [k, v] of Object.entries(value)) flatten(v, prefix ? `${prefix}.${k}` : k, out);
+  } else out.push([prefix, JSON.stringify(value)]);
+  return out;
+}
+
+async function runPage(n) {
+  const run = runs[n];
+  trail([run.name, null]);
+  await refresh([n]);
+  const [holder, draw] = curves([n]);
+  const steps = el("div", { id: "steps" });
+  const drawSteps = async () => {
+    const fresh = (await api("/api/runs")).find((r) => r.number === n);
+    steps.replaceChildren(...fresh.steps.map((s) => el("a", { href: `#/run/${n}/step/${s}`, text: `step ${s}`, style: "margin-right:.6em" })));
+    const log = await api(`/api/runs/${n}/log`);
+    logBox.textContent = log.join("\n");
+  };
+  const logBox = el("pre", { id: "log" });
+  const settings = el("table", {}, ...flatten(run.config, "", []).map(([k, v]) => el("tr", {}, el("td", { text: k }), el("td", { text: v }))));
+  const [status, start, end] = summaryCells(run.summary);
+  show(
+    el("h2", { text: run.name }), el("p", { class: "dim", text: run.path }),
+    el("p", {}, `${status}; held out at the start ${start}, at the end ${end}`),
+    el("h2", { text: "curves" }), holder,
+    el("h2", { text: "kept steps" }), steps,
+    el("h2", { text: "log" }), logBox,
+    el("details", {}, el("summary", { text: "settings" }), settings),
+  );
+  await drawSteps();
+  poll([n], () => { draw(); drawSteps(); });
+}
+
+function query(params) {
+  return Object.entries(params).filter(([, v]) => v !== "" && v !== undefined && v !== null)
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join("&");
+}
+
+async function stepPage(n, step, params) {
+  const run = runs[n];
+  trail([run.name, `#/run/${n}`], [`step ${step}`, null]);
+  const offset = Number(params.get("offset") || 0);
+  const filters = {};
+  for (const k of ["env", "role", "success", "masked", "min", "max", "q"]) filters[k] = params.get(k) || "";
+  const page = await api(`/api/runs/${n}/steps/${step}?${query({ ...filters, offset, limit: PAGE })}`);
+  const form = el("form", { class: "filters", id: "filters" });
+  const choice = (name, options) => el("label", {}, `${name} `, el("select", { name },
+    ...["", ...options].map((o) => { const opt = el("option", { value: o, text: o || "any" }); if (o === filters[name]) opt.selected = true; return opt; })));
+  const field = (name, label) => el("label", {}, `${label} `, el("input", { name, value: filters[name] }));
+  form.append(choice("env", page.envs), choice("role", page.roles), choice("success", ["yes", "no"]), choice("masked", ["yes", "no"]),
+    field("min", "return >="), field("max", "return <="), field("q", "text"), el("button", { type: "submit", text: "filter" }));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const chosen = Object.fromEntries(new FormData(form).entries());
+    location.hash = `#/run/${n}/step/${step}?${query(chosen)}`;
+  });
+  const header = ["#", "episode", "group", "env", "role", "return", "success", "turns", "trained", "masked", "same task"];
+  const rows = page.rows.map((r) => el("tr", { class: "episode-row" },
+    el("td", { text: String(r.index) }),
+    el("td", {}, el("a", { href: `#/run/${n}/step/${step}/episode/${r.index}`, text: r.id })),
+    el("td", { text: r.group_id }), el("td", { text: r.env }), el("td", { text: r.role }),
+    el("td", { text: fmt(r.return) }), el("td", { text: r.success ? "yes" : "no", class: r.success ? "good" : "" }),
+    el("td", { text: String(r.turns) }), el("td", { text: r.trained ? "yes" : "no" }),
+    el("td", { text: r.masked ? `masked: ${r.infra_error}` : "", class: "bad" }),
+    el("td", {}, el("a", { href: `#/run/${n}/item/${r.item}`, text: "across steps" }))));
+  const move = (to) => { location.hash = `#/run/${n}/step/${step}?${query({ ...filters, offset: to })}`; };
+  const pager = el("div", { class: "pager" },
+    el("button", { id: "previous", text: "previous", onclick: () => move(Math.max(0, offset - PAGE)) }),
+    el("button", { id: "next", text: "next", onclick: () => move(offset + PAGE) }),
+    el("span", { id: "shown", text: `${page.matching ? offset + 1 : 0}-${offset + page.rows.length} of ${page.matching} matching (${page.total} kept)` }));
+  pager.querySelector("#previous").disabled = offset <= 0;
+  pager.querySelector("#next").disabled = offset + PAGE >= page.matching;
+  const skipped = page.skipped.length
+    ? el("p", { class: "warn", id: "skipped", text: `skipped ${page.skipped.length} unreadable line${page.skipped.length > 1 ? "s" : ""}: ${page.skipped.slice(0, 3).join("; ")}` })
+    : null;
+  show(el("h2", { text: `step ${step}` }), skipped, form, pager,
+    el("table", { id: "episodes" }, el("tr", {}, ...header.map((t) => el("th", { text: t }))), ...rows));
+}
+
+function shade(advantage, scale) {
+  if (advantage === null || advantage === undefined) return "";
+  const a = Math.min(1, Math.abs(advantage) / scale) * 0.55;
+  return advantage >= 0 ? `rgba(26,127,55,${a.toFixed(3)})` : `rgba(207,34,46,${a.toFixed(3)})`;
+}
+
+function message(m) {
+  const role = m.role || "?";
+  const content = typeof m.content === "string" ? m.content : JSON.stringify(m.content, null, 1);
+  return el("div", { class: `message ${role}` }, el("span", { class: "role", text: role === "tool" ? `tool · ${m.name || ""}` : role }), content);
+}
+
+async function episodePage(n, step, index) {
+  const run = runs[n];
+  const e = await api(`/api/runs/${n}/steps/${step}/episodes/${index}`);
+  trail([run.name, `#/run/${n}`], [`step ${step}`, `#/run/${n}/step/${step}`], [`episode ${index}`, null]);
+  const scale = Math.max(1e-9, ...e.turns.map((t) => Math.abs(t.advantage || 0)));
+  const facts = (...pairs) => el("div", { class: "facts" }, ...pairs.filter(([, v]) => v !== null && v !== undefined && v !== "")
+    .flatMap(([k, v]) => [el("b", { text: `${k} ` }), `${v}   `]));
+  const turns = e.turns.map((t) => {
+    const tokens = el("div", { class: "tokens" }, ...(e.tokenizer_problem ? [t.action] : t.tokens.map((tok) => el("span", {
+      class: "token", "data-advantage": t.advantage === null ? "" : String(t.advantage),
+      style: `background:${shade(t.advantage, scale)}`,
+      title: `token ${tok.id}${tok.logprob === null ? "" : `, log-probability ${tok.logprob.toFixed(3)}`}${t.advantage === null ? "" : `, advantage ${t.advantage.toFixed(4)}`}`,
+      text: tok.text,
+    }))));
+    const mates = t.anchor_mates.length
+      ? el("div", { class: "facts" }, el("b", { text: "anchor shared with " }),
+        ...t.anchor_mates.map((m) => el("span", {}, el("a", { href: `#/run/${n}/step/${step}/episode/${m.index}`, text: `${m.id} turn ${m.turn}` }), ` (advantage ${fmt(m.advantage)}: ${m.action.slice(0, 60)}) `)))
+      : null;
+    return el("div", { class: "turn", "data-turn": String(t.turn) },
+      facts([`turn ${t.turn}`, ""], ["advantage", t.advantage === null ? "not trained" : fmt(t.advantage, 4)], ["reward", fmt(t.reward)],
+        ["components", Object.keys(t.rewards).length ? Object.entries(t.rewards).map(([k, v]) => `${k} ${fmt(v)}`).join(", ") : ""],
+        ["valid", t.valid ? "yes" : "no"], ["error", t.error], ["finish", t.finish_reason],
+        ["policy version", t.policy_version], ["staleness", t.staleness]),
+      el("span", { class: "role", text: "assistant" }), tokens,
+      ...t.observation.map(message),
+      facts(["state", t.state], ["reached", t.next_state], ["anchor", t.anchor !== t.state ? t.anchor : ""]),
+      mates,
+      t.result === null ? null : el("pre", { text: `result: ${JSON.stringify(t.result, null, 1)}` }));
+  });
+  show(
+    el("h2", { text: e.id }),
+    facts(["env", e.env], ["role", e.role], ["seed", e.seed], ["end", e.end], ["return", fmt(e.return)],
+      ["success", e.success ? "yes" : "no"], ["tokens", `${e.tokens} (${e.generated} generated)`]),
+    e.masked ? el("p", { class: "bad", id: "mask", text: `masked, not trained: ${e.infra_error}` }) : null,
+    !e.masked && !e.trained ? el("p", { class: "warn", text: "not trained on (its group was kept out of the update, or it has no turns)" }) : null,
+    e.tokenizer_problem ? el("p", { class: "warn", text: `no per-token view: ${e.tokenizer_problem}` }) : null,
+    el("p", {}, el("a", { href: `#/run/${n}/item/${e.item}`, text: "this task across steps" })),
+    e.task ? el("pre", { text: `task: ${JSON.stringify(e.task, null, 1)}` }) : null,
+    ...e.messages.map(message),
+    ...e.images.map((src) => el("img", { class: "shot", src, alt: "screenshot" })),
+    ...turns,
+  );
+}
+
+async function itemPage(n, item) {
+  const run = runs[n];
+  trail([run.name, `#/run/${n}`], ["one task across steps", null]);
+  const rows = await api(`/api/runs/${n}/items/${item}`);
+  show(el("h2", { text: "one task across the kept steps" }),
+    el("table", { id: "across" }, el("tr", {}, ...["step", "episode", "return", "success", "turns"].map((t) => el("th", { text: t }))),
+      ...rows.map((r) => el("tr", {}, el("td", { text: String(r.step) }),
+        el("td", {}, el("a", { href: `#/run/${n}/step/${r.step}/episode/${r.index}`, text: r.id })),
+        el("td", { text: fmt(r.return) }), el("td", { text: r.success ? "yes" : "no" }), el("td", { text: String(r.turns) })))));
+}
+
+async function route() {
+  if (poller) { clearInterval(poller); poller = null; }
+  const [path, search] = (location.hash.slice(1) || "/").split("?");
+  const params = new URLSearchParams(search || "");
+  const parts = path.split("/").filter(Boolean);
+  try {
+    if (!runs.length) runs = await api("/api/runs");
+    const n = Number(parts[1]);
+    if (parts[0] === "run" && runs[n]) {
+      if (parts[2] === "step" && parts[4] === "episode") return await episodePage(n, Number(parts[3]), Number(parts[5]));
+      if (parts[2] === "step") return await stepPage(n, Number(parts[3]), params);
+      if (parts[2] === "item") return await itemPage(n, parts[3]);
+      return await runPage(n);
+    }
+    return await home();
+  } catch (error) {
+    show(el("p", { class: "bad", id: "error", text: error.message }));
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();
