@@ -290,7 +290,7 @@ async function episodePage(n, step, index) {
         ...t.anchor_mates.map((m) => el("span", {}, el("a", { href: `#/run/${n}/step/${step}/episode/${m.index}`, text: `${m.id} turn ${m.turn}` }), ` (advantage ${fmt(m.advantage)}: ${m.action.slice(0, 60)}) `)))
       : null;
     return el("div", { class: "turn", "data-turn": String(t.turn) },
-      facts([`turn ${t.turn}`, ""], ["advantage", t.advantage === null ? "not trained" : fmt(t.advantage, 4)], ["reward", fmt(t.reward)],
+      facts(["turn", t.turn], ["advantage", t.advantage === null ? "not trained" : fmt(t.advantage, 4)], ["reward", fmt(t.reward)],
         ["components", Object.keys(t.rewards).length ? Object.entries(t.rewards).map(([k, v]) => `${k} ${fmt(v)}`).join(", ") : ""],
         ["valid", t.valid ? "yes" : "no"], ["error", t.error], ["finish", t.finish_reason],
         ["policy version", t.policy_version], ["staleness", t.staleness]),
