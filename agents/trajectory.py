@@ -102,6 +102,9 @@ class Trajectory:
     images: list[str] = field(default_factory=list)
     """The images whose placeholder tokens are in token_ids, in order, as data URLs (for a
     vision-language model; a text-only model's trajectories have none)."""
+    untrained: str | None = None
+    """Why the update left this episode out though it was not masked: its group's reason
+    (TrajectoryGroup.untrained: a frozen role, a solve rate outside the band)."""
 
     @property
     def total_reward(self) -> float:

@@ -112,6 +112,7 @@ def test_a_step_whose_groups_are_all_kept_out_plays_logs_and_changes_no_weight(
     assert not any(k.startswith("train/") for k in record)
     kept = read_jsonl(tmp_path / "rollouts" / "step_000001.jsonl")
     assert len(kept) >= 4  # whole groups: at least the episodes asked for
+    assert all(t.untrained for t in kept)  # each says why it was played but not learned from
 
 
 def test_a_running_baseline_reaches_the_proposers_advantages(tool_calling_model_dir, tmp_path):

@@ -100,7 +100,9 @@ def test_each_kind_of_run_opens_on_every_page_with_no_console_error(runs, viewer
         assert episode.locator(".turn").count() == len(step[0].steps), kind
         if kind == "gui":  # the screenshots the policy saw
             assert episode.locator("img.shot").count() == len(step[0].images) > 0
-        if kind == "selfplay":
+        if kind == "selfplay":  # its curves: proposals kept, the pool
+            curves = page.open(f"/run/{number}", ".chart[data-keys^='groups/valid']")
+            assert curves.locator(".chart[data-keys^='groups/pool']").count() == 1
             assert {t.role for t in step} == {"proposer", "solver"}
             chosen = page.open(f"/run/{number}/step/{last}?role=proposer", "#episodes")
             assert chosen.locator("tr.episode-row").count() == sum(

@@ -20,6 +20,9 @@ async def assign_credit(
     one's per-turn advantages."""
     trajectories, advantages = [], []
     estimator, alpha, options = setting.estimator, setting.step_alpha, setting.options()
+    for g in groups:  # the kept rollouts say why these were played but not learned from
+        for t in g.trajectories:
+            t.untrained = g.untrained
     groups = [g for g in groups if g.untrained is None]
     for g, scored in zip(groups, await rewards.score(groups), strict=True):
         process = [p for _, p in scored] if rewards.has_process else None

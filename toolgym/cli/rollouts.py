@@ -34,6 +34,8 @@ def show_command(path: Path, index: int, step: int | None = None) -> int:
     )
     if t.infra_error:
         console.print(f"[red]masked: {escape(t.infra_error)}[/]")
+    elif t.untrained:
+        console.print(f"[yellow]not trained on: {escape(t.untrained)}[/]")
     for m in t.messages:
         show_message(m)
     for k, turn in enumerate(t.steps):

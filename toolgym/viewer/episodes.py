@@ -54,7 +54,7 @@ def row(index: int, t: Trajectory) -> dict[str, Any]:
         "index": index, "id": t.id, "group_id": t.group_id, "env": t.env_name, "role": t.role,
         "item": t.item, "return": t.total_reward, "success": succeeded(t), "turns": len(t.steps),
         "masked": t.masked, "infra_error": t.infra_error, "end": t.end.value if t.end else None,
-        "trained": any(s.advantage is not None for s in t.steps),
+        "trained": any(s.advantage is not None for s in t.steps), "untrained": t.untrained,
     }  # fmt: skip
 
 

@@ -16,6 +16,11 @@ const CURVES = [
   ["signal/equal_groups"],
   ["adv/anchor_coverage_after_first"],
   ["time/rollout_s", "time/update_s", "time/eval_s"],
+  // self-play: proposals kept, why the rest were rejected, solve rates, the task pool
+  ["groups/valid", "groups/unique"],
+  ["groups/rejected/"],
+  ["groups/solve_rate", "groups/snapshot_solve_rate"],
+  ["groups/pool", "groups/solver_groups/pool"],
 ];
 const COLOURS = ["#0969da", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#57606a"];
 const POLL_MS = 3000;
@@ -102,8 +107,16 @@ function poll(numbers, redraw) {
 }
 
 // ----- curves ------------------------------------------------------------------------------
-function chart(keys, numbers) {
+function expand(keys, numbers) {
+  // a key ending in "/" stands for every key under it that the runs' records hold
+  const seen = new Set();
+  for (const n of numbers) for (const r of records.get(n) || []) for (const k of Object.keys(r)) seen.add(k);
+  return keys.flatMap((key) => (key.endsWith("/") ? [...seen].filter((k) => k.startsWith(key)).sort() : [key]));
+}
+
+function chart(wanted, numbers) {
   const W = 300, H = 150, L = 40, B = 20;
+  const keys = expand(wanted, numbers);
   const series = [];
   for (const n of numbers) {
     for (const key of keys) {
@@ -147,7 +160,7 @@ function chart(keys, numbers) {
     const name = numbers.length > 1 ? `${runs[s.n].name}: ${s.key}` : s.key;
     return el("span", {}, el("span", { class: "swatch", style: `background:${colour}` }), name);
   }));
-  return el("div", { class: "chart", "data-keys": keys.join(",") }, box, legend);
+  return el("div", { class: "chart", "data-keys": wanted.join(",") }, box, legend);
 }
 
 function curves(numbers) {
@@ -305,7 +318,7 @@ async function episodePage(n, step, index) {
     facts(["env", e.env], ["role", e.role], ["seed", e.seed], ["end", e.end], ["return", fmt(e.return)],
       ["success", e.success ? "yes" : "no"], ["tokens", `${e.tokens} (${e.generated} generated)`]),
     e.masked ? el("p", { class: "bad", id: "mask", text: `masked, not trained: ${e.infra_error}` }) : null,
-    !e.masked && !e.trained ? el("p", { class: "warn", text: "not trained on (its group was kept out of the update, or it has no turns)" }) : null,
+    !e.masked && !e.trained ? el("p", { class: "warn", id: "untrained", text: `not trained on: ${e.untrained || "it has no turns"}` }) : null,
     e.tokenizer_problem ? el("p", { class: "warn", text: `no per-token view: ${e.tokenizer_problem}` }) : null,
     el("p", {}, el("a", { href: `#/run/${n}/item/${e.item}`, text: "this task across steps" })),
     e.task ? el("pre", { text: `task: ${JSON.stringify(e.task, null, 1)}` }) : null,
