@@ -26,7 +26,8 @@ def main() -> None:
     kept = sorted((args.runs[0] / "rollouts").glob("step_*.jsonl"))[-1]
     step = int(kept.stem.removeprefix("step_"))
     episodes = read_jsonl(kept)
-    index = next(k for k, t in enumerate(episodes) if any(s.advantage for s in t.steps))
+    credited = [k for k, t in enumerate(episodes) if any(s.advantage for s in t.steps)]
+    index = credited[0] if credited else 0  # a kept group may carry no signal at all
     pages = {
         "viewer-runs": ("/", ".chart"),
         "viewer-run": ("/run/0", "#steps a"),

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import run_ok, serve
+from conftest import run_cli, run_ok, serve
 from toolgym.agents.trajectory import read_jsonl
 from toolgym.config import load_config
 from toolgym.envs.gui.browser import find_chromium
@@ -114,11 +114,14 @@ def test_each_kind_of_run_opens_on_every_page_with_no_console_error(runs, viewer
 
 
 def test_shaded_tokens_carry_the_stored_advantages(runs, viewer, browser):
-    run = runs["quickstart"]
-    path = sorted((run / "rollouts").iterdir())[-1]
+    """On the first kept episode given a non-zero advantage (a kept group can carry no
+    signal at all: its advantages all 0)."""
+    kept = [(p, read_jsonl(p)) for p in sorted((runs["quickstart"] / "rollouts").iterdir())]
+    path, stored, index = next(
+        (p, episodes, k) for p, episodes in kept for k, t in enumerate(episodes)
+        if any(s.advantage for s in t.steps)
+    )  # fmt: skip
     step = int(path.stem.removeprefix("step_"))
-    stored = read_jsonl(path)
-    index = next(k for k, t in enumerate(stored) if any(s.advantage for s in t.steps))
     page = Page(browser, viewer).open(f"/run/0/step/{step}/episode/{index}", ".token")
     turns = page.locator(".turn")
     for k, s in enumerate(stored[index].steps):
@@ -223,6 +226,10 @@ def get(url, host=None):
 
 def test_the_server_serves_only_the_runs_it_was_given(runs, viewer, tmp_path):
     assert viewer.startswith("http://127.0.0.1:")
+    port = viewer.rsplit(":", 1)[1]  # a second viewer on a port that is taken: one line
+    taken = run_cli("view", str(runs["async"]), "--port", port, "--no-open")
+    assert taken.returncode == 2 and "Traceback" not in taken.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr
     for path in ("/static/..%2F..%2F..%2Fetc%2Fpasswd", "/static/%2E%2E/runs.py",
                  "/static/app.js%00.html", "/api/runs/9/records", "/api/runs/0/steps/999999",
                  "/api/runs/0/steps/1/episodes/99999", "/../../etc/passwd"):  # fmt: skip

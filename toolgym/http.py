@@ -76,10 +76,15 @@ def error_middleware(failure: str) -> Any:
 def serve(app: web.Application, host: str, port: int, announce: Callable[..., None] | None) -> None:
     """Run `app` until interrupted, logging one line per request (client, request line,
     status, bytes, seconds) to the `toolgym.serve` logger, which `--log-level` governs; a
-    client that disconnects cancels its handler (its queued work is dropped)."""
+    client that disconnects cancels its handler (its queued work is dropped). An address it
+    cannot listen on is a one-line ConfigError."""
+    from toolgym.errors import ConfigError
     from toolgym.log import get_logger
 
-    web.run_app(
-        app, host=host, port=port, print=announce, handler_cancellation=True,
-        access_log=get_logger("toolgym.serve"), access_log_format='%a "%r" %s %b bytes %Tf s',
-    )  # fmt: skip
+    try:
+        web.run_app(
+            app, host=host, port=port, print=announce, handler_cancellation=True,
+            access_log=get_logger("toolgym.serve"), access_log_format='%a "%r" %s %b bytes %Tf s',
+        )  # fmt: skip
+    except OSError as exc:  # the port is taken, the address is not this machine's, ...
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
