@@ -21,6 +21,7 @@ from pathlib import Path
 from aiohttp.test_utils import TestClient, TestServer
 
 from toolgym.agents.trajectory import read_jsonl
+from toolgym.training.run_directory import kept_steps, rollouts_path
 from toolgym.viewer.runs import open_runs
 from toolgym.viewer.server import build_app
 
@@ -29,13 +30,13 @@ def big_copy(run: Path, episodes: int) -> tuple[Path, int]:
     """A copy of `run` whose last kept step holds `episodes` episodes."""
     out = Path(tempfile.mkdtemp(prefix="toolgym-viewer-bench-")) / run.name
     shutil.copytree(run, out)
-    path = sorted((out / "rollouts").glob("step_*.jsonl"))[-1]
+    step, path = list(kept_steps(out).items())[-1]
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     with path.open("w") as f:
         for k in range(episodes):
             episode = dict(lines[k % len(lines)], id=f"copy:{k}")
             f.write(json.dumps(episode) + "\n")
-    return out, int(path.stem.removeprefix("step_"))
+    return out, step
 
 
 async def timed(client: TestClient, url: str) -> float:
@@ -46,8 +47,8 @@ async def timed(client: TestClient, url: str) -> float:
     return time.perf_counter() - start
 
 
-async def measure(run: Path, step: int, repeats: int) -> dict[str, list[float]]:
-    path = run / "rollouts" / f"step_{step:06d}.jsonl"
+async def measure(run: Path, step: int, episodes: int, repeats: int) -> dict[str, list[float]]:
+    path = rollouts_path(run, step)
     times: dict[str, list[float]] = {
         k: [] for k in ("read_jsonl", "open", "page", "text", "episode")
     }
@@ -61,7 +62,7 @@ async def measure(run: Path, step: int, repeats: int) -> dict[str, list[float]]:
             times["open"].append(await timed(client, base))
             times["page"].append(await timed(client, base + "?offset=500"))
             times["text"].append(await timed(client, base + "?q=north"))
-            times["episode"].append(await timed(client, base + "/episodes/700"))
+            times["episode"].append(await timed(client, f"{base}/episodes/{episodes * 2 // 3}"))
     return times
 
 
@@ -72,8 +73,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     run, step = big_copy(args.run, args.episodes)
-    size = (run / "rollouts" / f"step_{step:06d}.jsonl").stat().st_size / 1e6
-    times = asyncio.run(measure(run, step, args.repeats))
+    size = rollouts_path(run, step).stat().st_size / 1e6
+    times = asyncio.run(measure(run, step, args.episodes, args.repeats))
     floor = statistics.median(times["read_jsonl"])
     print(f"a step of {args.episodes} episodes ({size:.1f} MB), median of {args.repeats}:")
     for name, values in times.items():

@@ -16,6 +16,7 @@ from playwright.sync_api import sync_playwright
 
 from toolgym.agents.trajectory import read_jsonl
 from toolgym.envs.gui.browser import find_chromium
+from toolgym.training.run_directory import kept_steps
 
 
 def main() -> None:
@@ -23,8 +24,7 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, default=Path("docs/images"))
     args = parser.parse_args()
-    kept = sorted((args.runs[0] / "rollouts").glob("step_*.jsonl"))[-1]
-    step = int(kept.stem.removeprefix("step_"))
+    step, kept = list(kept_steps(args.runs[0]).items())[-1]
     episodes = read_jsonl(kept)
     credited = [k for k, t in enumerate(episodes) if any(s.advantage for s in t.steps)]
     index = credited[0] if credited else 0  # a kept group may carry no signal at all

@@ -68,6 +68,7 @@ class Page:
 
     def __init__(self, browser, url):
         self.page = browser.new_page()
+        self.page.set_default_timeout(60_000)  # a loaded 2-core machine renders slowly
         self.errors: list[str] = []
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))

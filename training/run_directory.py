@@ -104,7 +104,7 @@ class RunDirectory:
             if sum(map(len, chosen)) >= kept:
                 break
         sample = [t for group in chosen for t in group]
-        write_jsonl(sample, self.path / ROLLOUTS / f"step_{step:06d}.jsonl")
+        write_jsonl(sample, rollouts_path(self.path, step))
         return sample
 
     def save_policy(self, policy: SavedPolicy, name: str = "policy") -> Path:
@@ -128,6 +128,23 @@ class RunDirectory:
         success = record["eval/success"]
         if self.config.eval.keep_best and beats_best(self.path, success):
             mark_best(self.save_policy(policy(), BEST_POLICY), record["step"], success)
+
+
+def rollouts_path(run_dir: str | Path, step: int) -> Path:
+    """Where step `step`'s kept rollouts are (RUN_DIR/rollouts/step_00000N.jsonl)."""
+    return Path(run_dir) / ROLLOUTS / f"step_{step:06d}.jsonl"
+
+
+def kept_steps(run_dir: str | Path) -> dict[int, Path]:
+    """The steps whose rollouts a run kept, in step order, and their files."""
+    found = {step_of(p): p for p in (Path(run_dir) / ROLLOUTS).glob("step_*.jsonl")}
+    return {n: found[n] for n in sorted(n for n in found if n is not None)}
+
+
+def step_of(path: Path) -> int | None:
+    """The step a kept rollouts file holds, by its name (None: a file of another kind)."""
+    number = path.stem.removeprefix("step_")
+    return int(number) if path.stem.startswith("step_") and number.isdigit() else None
 
 
 def held_run_files(run_dir: Path) -> list[str]:

@@ -83,7 +83,6 @@ def trajectories_file(path: Path, step: int | None) -> Path:
     """A trajectories file as given, or a run directory's kept rollouts of `step` (by
     default its last step's)."""
     from toolgym.errors import ConfigError
-    from toolgym.training.run_directory import ROLLOUTS
 
     if path.is_file():
         if step is not None:
@@ -91,22 +90,20 @@ def trajectories_file(path: Path, step: int | None) -> Path:
         return path
     kept = kept_files(path)
     if step is None:
-        return kept[-1]
-    chosen = path / ROLLOUTS / f"step_{step:06d}.jsonl"
-    if not chosen.is_file():
-        steps = [int(p.stem.removeprefix("step_")) for p in kept]
-        raise ConfigError(f"{path} kept rollouts of steps {steps[0]}..{steps[-1]}, not {step}")
-    return chosen
+        return kept[max(kept)]
+    if step not in kept:
+        raise ConfigError(f"{path} kept rollouts of steps {min(kept)}..{max(kept)}, not {step}")
+    return kept[step]
 
 
-def kept_files(path: Path) -> list[Path]:
-    """A run directory's kept rollouts, a file per step, in step order."""
+def kept_files(path: Path) -> dict[int, Path]:
+    """A run directory's kept rollouts, a file per step, by step in order."""
     from toolgym.errors import ConfigError
-    from toolgym.training.run_directory import ROLLOUTS
+    from toolgym.training.run_directory import ROLLOUTS, kept_steps
 
     if not path.is_dir():
         raise ConfigError(f"{path} does not exist")
-    kept = sorted((path / ROLLOUTS).glob("step_*.jsonl"))
+    kept = kept_steps(path)
     if not kept:
         raise ConfigError(
             f"{path} holds no kept rollouts ({path}/{ROLLOUTS}/step_N.jsonl, which a training "
@@ -115,17 +112,16 @@ def kept_files(path: Path) -> list[Path]:
     return kept
 
 
-def chosen_files(path: Path, step: int | None) -> list[Path]:
-    """A file as given; a run directory's kept rollouts of `step`, or of every step."""
-    if path.is_file() or step is not None:
-        return [trajectories_file(path, step)]
-    return kept_files(path)
+def chosen_files(path: Path, step: int | None) -> dict[int | None, Path]:
+    """A file as given (its step unknown); a run directory's kept rollouts of `step`, or of
+    every step, by step."""
+    from toolgym.training.run_directory import step_of
 
-
-def step_of(path: Path) -> int | None:
-    """The training step a kept rollouts file holds (None: a file of another kind)."""
-    stem = path.stem.removeprefix("step_")
-    return int(stem) if path.stem.startswith("step_") and stem.isdigit() else None
+    if path.is_file():
+        return {step_of(path): trajectories_file(path, step)}
+    if step is not None:
+        return {step: trajectories_file(path, step)}
+    return {number: file for number, file in kept_files(path).items()}
 
 
 def rescore_command(
@@ -142,7 +138,7 @@ def rescore_command(
     from toolgym.cli.train import env_kwargs
     from toolgym.training import rescore
 
-    trajectories = [t for f in chosen_files(path, step) for t in readable(f)]
+    trajectories = [t for f in chosen_files(path, step).values() for t in readable(f)]
     masked = sum(t.masked for t in trajectories)
     if reward == rescore.REPLAY:
         given = env_kwargs(env_args)
@@ -202,7 +198,7 @@ def export_command(path: Path, out: Path, step: int | None = None) -> int:
     from toolgym.agents.rollout_table import write_parquet
 
     files = chosen_files(path, step)
-    rows = write_parquet([(step_of(f), readable(f)) for f in files], out)
+    rows = write_parquet([(number, readable(f)) for number, f in files.items()], out)
     console.print(f"{rows} episodes from {len(files)} file{'s' if len(files) > 1 else ''} -> {out}",
                   markup=False)  # fmt: skip
     return 0

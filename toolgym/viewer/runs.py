@@ -16,7 +16,7 @@ from toolgym.agents.trajectory import Trajectory, read_jsonl
 from toolgym.errors import ConfigError
 from toolgym.http import BadRequest
 from toolgym.training.metrics_log import METRICS, read_metrics
-from toolgym.training.run_directory import ROLLOUTS
+from toolgym.training.run_directory import kept_steps, rollouts_path
 from toolgym.training.run_log import RUN_LOG
 from toolgym.training.run_summary import SUMMARY, read_summary
 
@@ -47,6 +47,9 @@ class Run:
     """Resolved: every file served lies under it."""
     name: str
     parsed: OrderedDict[tuple[int, float, int], StepFile] = field(default_factory=OrderedDict)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    metrics_seen: tuple[float, int] | None = None
+    """The records as last read, and the file's (mtime, size) then."""
     tokenizer: Any = None
     tokenizer_problem: str | None = None
 
@@ -68,14 +71,19 @@ class Run:
         return data if isinstance(data, dict) else {}
 
     def records(self, since: int = -1) -> list[dict[str, Any]]:
-        """The records of steps after `since` (the viewer polls for new ones)."""
-        if (self.path / METRICS).exists():
-            self.inside(self.path / METRICS)
-        try:
-            records = read_metrics(self.path)
-        except ConfigError:  # a damaged line: what is readable before it
-            records = []
-        return [r for r in records if r["step"] > since]
+        """The records of steps after `since` (the viewer polls for new ones every few
+        seconds: the file is read again only when it changed)."""
+        path = self.path / METRICS
+        if not path.exists():
+            return []
+        stat = self.inside(path).stat()
+        if (stat.st_mtime, stat.st_size) != self.metrics_seen:
+            try:
+                self.metrics = read_metrics(self.path)
+            except ConfigError:  # a damaged line: what is readable before it
+                self.metrics = []
+            self.metrics_seen = (stat.st_mtime, stat.st_size)
+        return [r for r in self.metrics if r["step"] > since]
 
     def summary(self) -> dict[str, Any] | None:
         if (self.path / SUMMARY).exists():
@@ -90,15 +98,10 @@ class Run:
 
     def steps(self) -> list[int]:
         """The steps whose rollouts were kept, in order."""
-        out = []
-        for p in (self.path / ROLLOUTS).glob("step_*.jsonl"):
-            number = p.stem.removeprefix("step_")
-            if number.isdigit():
-                out.append(int(number))
-        return sorted(out)
+        return list(kept_steps(self.path))
 
     def step_file(self, step: int) -> StepFile:
-        path = self.path / ROLLOUTS / f"step_{step:06d}.jsonl"
+        path = rollouts_path(self.path, step)
         if not path.is_file():
             raise NotFound(f"run {self.name} kept no rollouts of step {step}")
         real = self.inside(path)
