@@ -80,7 +80,7 @@ class Run:
         if (stat.st_mtime, stat.st_size) != self.metrics_seen:
             try:
                 self.metrics = read_metrics(self.path)
-            except ConfigError:  # a damaged line: what is readable before it
+            except ConfigError:  # a line damaged before the last: no curves, and no crash
                 self.metrics = []
             self.metrics_seen = (stat.st_mtime, stat.st_size)
         return [r for r in self.metrics if r["step"] > since]
