@@ -6,36 +6,25 @@ prompt and completion in each choice), `/v1/chat/completions` with tools in and 
 out (Hermes `<tool_call>` blocks), `tool_choice` none, auto, required or a named function,
 `stream=true` for both (server_stream.py), `/v1/models`, `/health`, and vLLM's runtime LoRA
 routes `/v1/load_lora_adapter` and `/v1/unload_lora_adapter`. Concurrent requests are batched
-by the engine. Errors come back as vLLM's error JSON with a 4xx status.
-
-A required or named tool call is forced by starting the reply with the chat template's own
-opening of a tool call (`<tool_call>`; for a named function also `{"name": "f",
-"arguments":`; whitespace at the end is left to the model), and the model writes the rest.
-The arguments are the model's, not decoded under a grammar: a model that cannot write JSON
-can still produce a call that does not parse (then the reply is text, as with "auto").
+by the engine. Errors come back as vLLM's error JSON with a 4xx status. A chat's reply (its
+tool calls, a forced call's opening, its log-probabilities) is written by chat_reply.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
 
-from toolgym.agents.chat_request import (
-    ToolChoice,
-    template_messages,
-    template_tools,
-    tool_choice,
-)
+from toolgym.agents.chat_reply import ChatReplies
+from toolgym.agents.chat_request import template_messages, template_tools, tool_choice
 from toolgym.agents.engines.base import Completion
 from toolgym.agents.engines.hf import BadRequestError, HFEngine
 from toolgym.agents.render_vision import make_renderer
@@ -45,15 +34,13 @@ from toolgym.agents.server_protocol import (
     CompletionRequest,
     LoadAdapterRequest,
     UnloadAdapterRequest,
+    api_errors,
+    cut_at_stop,
+    parse_body,
 )
 from toolgym.agents.server_stream import ChoiceText, Job, stream
 from toolgym.agents.vision import ImageError, text_only
 from toolgym.http import serve
-from toolgym.log import get_logger
-from toolgym.tools.parsers import HermesParser
-from toolgym.tools.parsers.base import parse_safely
-
-log = get_logger(__name__)
 
 DEFAULT_MAX_TOKENS = 16
 
@@ -67,9 +54,6 @@ class ServerLimits:
     """Completions one request fans out to: prompts x n."""
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
 class ModelServer:
     def __init__(
         self, engine: HFEngine, model_name: str, limits: ServerLimits = ServerLimits()
@@ -79,11 +63,11 @@ class ModelServer:
         self.max_token_chars = max(len(str(t)) for t in vocabulary)
         """A text longer than max_length x this cannot fit the context, whatever it says."""
         self.renderer = make_renderer(engine.tokenizer, engine.images)
-        self.parser = HermesParser()
+        self.replies = ChatReplies(self.renderer, engine.tokenizer)
         self.created = int(time.time())
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[_errors], client_max_size=self.limits.max_body_bytes)
+        app = web.Application(middlewares=[api_errors], client_max_size=self.limits.max_body_bytes)
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/completions", self.completions)
@@ -118,7 +102,7 @@ class ModelServer:
         return web.json_response({"object": "list", "data": entries})
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        body = await _parse(request, CompletionRequest)
+        body = await parse_body(request, CompletionRequest)
         adapter = self._adapter_for(body.model)
         self._check_fan_out(len(body.prompts()) * body.n)
         for p in body.prompts():
@@ -139,11 +123,11 @@ class ModelServer:
         for index, ((ids, sampling), c) in enumerate(zip(jobs, results, strict=True)):
             choice: dict[str, Any] = {
                 "index": index,
-                "text": _cut_at_stop(c.text, sampling.stop),
+                "text": cut_at_stop(c.text, sampling.stop),
                 "finish_reason": c.finish_reason,
             }
             choice["logprobs"] = (
-                self._completion_logprobs(c, body.return_tokens_as_token_ids)
+                self.replies.completion_logprobs(c, body.return_tokens_as_token_ids)
                 if body.logprobs is not None
                 else None
             )
@@ -155,7 +139,7 @@ class ModelServer:
         )
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        body = await _parse(request, ChatRequest)
+        body = await parse_body(request, ChatRequest)
         adapter = self._adapter_for(body.model)
         self._check_fan_out(body.n)
         messages = template_messages(body.messages, images=self.engine.images is not None)
@@ -165,7 +149,7 @@ class ModelServer:
         self._check_text_size(len(json.dumps(readable, default=str)), "messages")
         images = self.renderer.image_urls(messages)
         prompt = await self._engine_call(asyncio.to_thread(self._prompt, messages, tools, images))
-        forced = self._forced_opening(choice_of_tool, tools)
+        forced = self.replies.forced_opening(choice_of_tool, tools)
         prompt = prompt + self.renderer.encode(forced) if forced else prompt
         max_tokens = (
             body.max_completion_tokens or body.max_tokens or self.engine.max_length - len(prompt)
@@ -180,11 +164,11 @@ class ModelServer:
         results = await self._generate(jobs, adapter, images)
         choices = []
         for index, ((_, sampling), c) in enumerate(zip(jobs, results, strict=True)):
-            message, finish = self._assistant_message(
-                forced + _cut_at_stop(c.text, sampling.stop), c.finish_reason, use_tools
+            message, finish = self.replies.assistant_message(
+                forced + cut_at_stop(c.text, sampling.stop), c.finish_reason, use_tools
             )
             choice: dict[str, Any] = {"index": index, "message": message, "finish_reason": finish}
-            choice["logprobs"] = self._chat_logprobs(c) if body.logprobs else None
+            choice["logprobs"] = self.replies.chat_logprobs(c) if body.logprobs else None
             if body.return_token_ids:
                 choice["token_ids"] = c.token_ids
             choices.append(choice)
@@ -209,7 +193,7 @@ class ModelServer:
             return [chunk(index, delta, None)] if delta else []
 
         def on_finish(index: int, c: Completion) -> list[dict[str, Any]]:
-            rest = texts[index].finish(_cut_at_stop(c.text, jobs[index][1].stop))
+            rest = texts[index].finish(cut_at_stop(c.text, jobs[index][1].stop))
             return [chunk(index, rest, c.finish_reason)]
 
         return await self._stream(request, body, jobs, adapter, head, on_token, on_finish, [])
@@ -218,7 +202,7 @@ class ModelServer:
         self, request: web.Request, body: ChatRequest, jobs: list[Job], adapter: str | None,
         forced: str, use_tools: bool, images: list[str],
     ) -> web.StreamResponse:  # fmt: skip
-        marker = self.parser.open_tag if use_tools else None
+        marker = self.replies.parser.open_tag if use_tools else None
         texts = [ChoiceText(self.engine.tokenizer, s.stop, forced, marker) for _, s in jobs]
         head = self._stream_head("chatcmpl", "chat.completion.chunk", body.model)
 
@@ -231,8 +215,8 @@ class ModelServer:
             return [chunk(index, {"content": delta}, None)] if delta else []
 
         def on_finish(index: int, c: Completion) -> list[dict[str, Any]]:
-            text = forced + _cut_at_stop(c.text, jobs[index][1].stop)
-            message, finish = self._assistant_message(text, c.finish_reason, use_tools)
+            text = forced + cut_at_stop(c.text, jobs[index][1].stop)
+            message, finish = self.replies.assistant_message(text, c.finish_reason, use_tools)
             out = []
             if rest := texts[index].finish(message["content"] or ""):
                 out.append(chunk(index, {"content": rest}, None))
@@ -274,46 +258,15 @@ class ModelServer:
             "model": model,
         }  # fmt: skip
 
-    def _forced_opening(self, choice: ToolChoice, tools: list[dict[str, Any]]) -> str:
-        """The start of the reply for a required or named call, cut from the chat template's
-        own rendering of a call (so it is written the way this model was taught)."""
-        if choice.mode not in ("required", "function"):
-            return ""
-        placeholder = "\u2063toolgym-tool\u2063"
-        call = {"name": placeholder, "arguments": {}}
-        turn = {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"type": "function", "id": "x", "function": call}],
-        }
-        lead = [{"role": "user", "content": "."}]
-        opening = self.renderer.render_text(lead, tools, add_generation_prompt=True)
-        written = self.renderer.render_text([*lead, turn], tools)
-        at = written.find(placeholder)
-        if not written.startswith(opening) or at < 0:
-            raise ApiError(
-                400, "this model's chat template does not write tool calls, so tool_choice "
-                f"{choice.mode!r} cannot be honoured", param="tool_choice",
-            )  # fmt: skip
-        reply = written[len(opening) :]
-        at -= len(opening)
-        if choice.mode == "required":
-            opening = reply[: reply.rfind("{", 0, at)]
-        else:
-            after = reply[at + len(placeholder) :]
-            opening = reply[:at] + str(choice.name) + after[: after.find("{}")]
-        # BPE tokenizers join whitespace to the word after it (" {"): leave it to the model
-        return opening.rstrip()
-
     async def load_adapter(self, request: web.Request) -> web.Response:
-        body = await _parse(request, LoadAdapterRequest)
+        body = await parse_body(request, LoadAdapterRequest)
         if body.lora_name == self.model_name:
             raise ApiError(400, f"'{body.lora_name}' is the base model's name", param="lora_name")
         await self._engine_call(self.engine.load_adapter(body.lora_name, body.lora_path))
         return web.Response(text=f"Success: LoRA adapter '{body.lora_name}' added successfully.")
 
     async def unload_adapter(self, request: web.Request) -> web.Response:
-        body = await _parse(request, UnloadAdapterRequest)
+        body = await parse_body(request, UnloadAdapterRequest)
         if body.lora_name not in self.engine.adapters:
             raise ApiError(
                 404,
@@ -376,62 +329,6 @@ class ModelServer:
         except BadRequestError as exc:
             raise ApiError(400, str(exc)) from None
 
-    def _assistant_message(
-        self, text: str, finish: str, use_tools: bool
-    ) -> tuple[dict[str, Any], str]:
-        parsed = parse_safely(self.parser, text) if use_tools else None
-        if not parsed or not parsed.calls:
-            return {"role": "assistant", "content": text, "tool_calls": []}, finish
-        calls = [
-            {
-                "id": f"call_{uuid.uuid4().hex[:24]}",
-                "type": "function",
-                "function": {
-                    "name": c.name,
-                    "arguments": json.dumps(c.arguments, ensure_ascii=False),
-                },
-            }
-            for c in parsed.calls
-        ]
-        return {
-            "role": "assistant",
-            "content": parsed.text or None,
-            "tool_calls": calls,
-        }, "tool_calls"
-
-    def _token_text(self, token_id: int, as_ids: bool = False) -> str:
-        return (
-            f"token_id:{token_id}"
-            if as_ids
-            else self.engine.tokenizer.decode([token_id], skip_special_tokens=False)
-        )
-
-    def _completion_logprobs(self, c: Completion, as_ids: bool) -> dict[str, Any]:
-        tokens = [self._token_text(t, as_ids) for t in c.token_ids]
-        offsets = [0, *itertools.accumulate(len(t) for t in tokens)][: len(tokens)]
-        tops = (
-            [{self._token_text(t, as_ids): lp for t, lp in top.items()} for top in c.top_logprobs]
-            if c.top_logprobs
-            else None
-        )
-        return {
-            "tokens": tokens,
-            "token_logprobs": c.logprobs,
-            "top_logprobs": tops,
-            "text_offset": offsets,
-        }
-
-    def _chat_logprobs(self, c: Completion) -> dict[str, Any]:
-        def entry(token_id: int, logprob: float) -> dict[str, Any]:
-            text = self._token_text(token_id)
-            return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
-
-        content = []
-        for i, (t, lp) in enumerate(zip(c.token_ids, c.logprobs, strict=True)):
-            top = [entry(k, v) for k, v in c.top_logprobs[i].items()] if c.top_logprobs else []
-            content.append({**entry(t, lp), "top_logprobs": top})
-        return {"content": content}
-
     def _envelope(
         self,
         prefix: str,
@@ -451,59 +348,6 @@ class ModelServer:
         }
 
 
-async def _parse(request: web.Request, model: type[BaseModel]) -> Any:
-    try:
-        data = json.loads(await request.text())
-    except ValueError as exc:  # invalid JSON, bad UTF-8, or an integer too long to read
-        raise ApiError(
-            400, f"the request body is not valid JSON: {str(exc).split(';')[0][:200]}"
-        ) from None
-    except RecursionError:
-        raise ApiError(400, "the request body is nested too deeply") from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    if _has_lone_surrogate(data):
-        raise ApiError(
-            400, "the request holds a lone surrogate (\\ud800-\\udfff), which is not valid "
-            "Unicode text",
-        )  # fmt: skip
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or None
-        raise ApiError(400, f"{where or 'request'}: {first['msg']}", param=where) from None
-
-
-def _has_lone_surrogate(data: Any) -> bool:
-    try:
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-        return False
-    except UnicodeEncodeError:
-        return True
-
-
-@web.middleware
-async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ApiError as exc:
-        return web.json_response(exc.body(), status=exc.status)
-    except asyncio.CancelledError:
-        raise  # the client went away: its work stops
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return web.json_response(
-            ApiError(exc.status, f"{request.method} {request.path}: {exc.reason}").body(),
-            status=exc.status,
-        )
-    except Exception as exc:  # a bug: the client still gets JSON, the log gets the traceback
-        log.exception("%s %s failed", request.method, request.path)
-        error = ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "InternalServerError")
-        return web.json_response(error.body(), status=500)
-
-
 def _usage(jobs: list[Job], results: list[Completion]) -> dict[str, int]:
     prompt_tokens = sum(len(ids) for ids, _ in jobs)
     completion_tokens = sum(len(c.token_ids) for c in results)
@@ -512,11 +356,6 @@ def _usage(jobs: list[Job], results: list[Completion]) -> dict[str, int]:
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
-
-
-def _cut_at_stop(text: str, stops: list[str]) -> str:
-    cut = min((i for s in stops if (i := text.find(s)) >= 0), default=len(text))
-    return text[:cut]
 
 
 def serve_model(

@@ -10,11 +10,20 @@ with the HTTP status as the integer code.
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from toolgym.agents.engines.base import SamplingParams
+from toolgym.log import get_logger
+
+log = get_logger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class ApiError(Exception):
@@ -130,3 +139,61 @@ class UnloadAdapterRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     lora_name: str = Field(min_length=1)
+
+
+async def parse_body(request: web.Request, model: type[BaseModel]) -> Any:
+    try:
+        data = json.loads(await request.text())
+    except ValueError as exc:  # invalid JSON, bad UTF-8, or an integer too long to read
+        raise ApiError(
+            400, f"the request body is not valid JSON: {str(exc).split(';')[0][:200]}"
+        ) from None
+    except RecursionError:
+        raise ApiError(400, "the request body is nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    if has_lone_surrogate(data):
+        raise ApiError(
+            400, "the request holds a lone surrogate (\\ud800-\\udfff), which is not valid "
+            "Unicode text",
+        )  # fmt: skip
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or None
+        raise ApiError(400, f"{where or 'request'}: {first['msg']}", param=where) from None
+
+
+def has_lone_surrogate(data: Any) -> bool:
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
+@web.middleware
+async def api_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return web.json_response(exc.body(), status=exc.status)
+    except asyncio.CancelledError:
+        raise  # the client went away: its work stops
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return web.json_response(
+            ApiError(exc.status, f"{request.method} {request.path}: {exc.reason}").body(),
+            status=exc.status,
+        )
+    except Exception as exc:  # a bug: the client still gets JSON, the log gets the traceback
+        log.exception("%s %s failed", request.method, request.path)
+        error = ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "InternalServerError")
+        return web.json_response(error.body(), status=500)
+
+
+def cut_at_stop(text: str, stops: list[str]) -> str:
+    cut = min((i for s in stops if (i := text.find(s)) >= 0), default=len(text))
+    return text[:cut]
