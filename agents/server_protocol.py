@@ -128,6 +128,8 @@ class ChatRequest(_Sampling):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     logprobs: bool = False
     top_logprobs: int = Field(default=0, ge=0, le=20)
+    user: str | None = Field(default=None, max_length=256)
+    """Ignored by the model server; the gateway reads a session id from it."""
 
 
 class LoadAdapterRequest(BaseModel):

@@ -9,6 +9,7 @@ state each action was taken in (GiGPO's anchor). Trajectories round-trip through
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 from collections.abc import Hashable, Iterable
 from dataclasses import asdict, dataclass, field, fields
@@ -105,6 +106,10 @@ class Trajectory:
     untrained: str | None = None
     """Why the update left this episode out though it was not masked: its group's reason
     (TrajectoryGroup.untrained: a frozen role, a solve rate outside the band)."""
+    segment_starts: list[int] = field(default_factory=list)
+    """Offsets in token_ids where another context starts: an episode played through the
+    gateway whose harness rewrote its history holds several token sequences one after
+    another, each trained on as a sequence of its own (empty: one sequence)."""
 
     @property
     def total_reward(self) -> float:
@@ -154,6 +159,11 @@ class Trajectory:
                     f"{problem}"
                 ) from None
         return out
+
+    def segments(self) -> list[tuple[int, int]]:
+        """The (start, end) offsets of each token sequence in token_ids."""
+        bounds = [0, *self.segment_starts, len(self.token_ids)]
+        return list(itertools.pairwise(bounds))
 
     @property
     def generated_tokens(self) -> int:

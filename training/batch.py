@@ -2,7 +2,8 @@
 
 Logits at position p predict token p+1, so every per-token array here has length T-1 and
 entry p belongs to target token p+1. A step's advantage lands on that step's response tokens
-only; prompt and environment tokens have loss mask 0. Masked trajectories are left out.
+only; prompt and environment tokens have loss mask 0. Masked trajectories are left out. An
+episode of several segments (Trajectory.segment_starts) is one row per segment.
 A vision-language model's rows also carry their images' pixels (prepared by the same image
 encoder the engine used), so the scored sequence is the sampled one, pixels included.
 """
@@ -82,18 +83,21 @@ def build_batch(
     ]
     if not kept:
         raise ValueError("no trajectory to train on (all masked or empty)")
-    width = max(len(t.token_ids) for t, _ in kept)
-    size = len(kept)
+    rows = [(t, a, begin, end) for t, a in kept for begin, end in t.segments()]
+    width = max(end - begin for _, _, begin, end in rows)
+    size = len(rows)
     input_ids = torch.full((size, width), pad_id, dtype=torch.long)
     attention = torch.zeros((size, width), dtype=torch.long)
     loss_mask = torch.zeros((size, width - 1))
     old = torch.zeros((size, width - 1))
     adv = torch.zeros((size, width - 1))
-    for row, (t, step_advantages) in enumerate(kept):
-        input_ids[row, : len(t.token_ids)] = torch.tensor(t.token_ids)
-        attention[row, : len(t.token_ids)] = 1
+    for row, (t, step_advantages, begin, end) in enumerate(rows):
+        input_ids[row, : end - begin] = torch.tensor(t.token_ids[begin:end])
+        attention[row, : end - begin] = 1
         for step, value in zip(t.steps, step_advantages, strict=True):
-            span = slice(step.response_start - 1, step.response_end - 1)
+            if not begin <= step.response_start < end:
+                continue  # another segment's turn
+            span = slice(step.response_start - begin - 1, step.response_end - begin - 1)
             loss_mask[row, span] = float(min_version is None or step.policy_version >= min_version)
             old[row, span] = torch.tensor(step.logprobs)
             adv[row, span] = float(value)
@@ -101,7 +105,7 @@ def build_batch(
     if any(t.images for t, _ in kept):
         if images is None:
             raise ValueError("trajectories with images need the model's image encoder (images=)")
-        pixels = [images.encode(t.images) for t, _ in kept]
+        pixels = [images.encode(t.images) for t, _, _, _ in rows]
     return TokenBatch(input_ids, attention, loss_mask, old, adv, pixels)
 
 

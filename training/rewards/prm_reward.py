@@ -111,6 +111,11 @@ class ImplicitPRMReward(PreparedScores):
             self.updates += 1
             self.last_metrics = {}
             return
+        if any(t.segment_starts for t in flat):
+            raise RewardError(
+                "implicit_prm scores each episode as one sequence, and an episode played "
+                "through the gateway whose harness rewrote its history has several"
+            )
         batch = build_batch(flat, [np.zeros(len(t.steps)) for t in flat], 0, self.images)
         prm_totals, old_totals = self.score(batch, flat)
         pairs, owner = [], 0

@@ -1,0 +1,253 @@
+"""The gateway: an OpenAI-compatible chat endpoint in front of the policy being trained, which
+records the exact tokens of every call into its session (session.py).
+
+A call names its session in the URL (`/s/SESSION/v1/chat/completions`: the base_url a
+harness is handed), in an `X-Session-Id` header or in the request's `user` field, and
+carries that session's key as its bearer token. A call naming no session, an unknown or
+ended one, or another session's key is refused in words (400, 404, 401). The chat is the
+model server's (chat_reply.py: tools, tool_choice, log-probabilities, stream), with these
+differences: the reply is sampled as the session says (the run's temperature, whatever the
+harness asks), one choice per call, a stream sends the reply whole once it is sampled (the
+chunk shapes the openai client reads), and `model` is echoed, not checked. A call the
+session's budget refuses is a 400 that ends the episode by the policy's doing; an engine
+that fails marks the episode masked, whatever the harness makes of the error.
+
+It listens on 127.0.0.1 unless told otherwise; every call needs its session's key anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import secrets
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from toolgym.agents.chat_reply import ChatReplies
+from toolgym.agents.chat_request import template_messages, template_tools, tool_choice
+from toolgym.agents.engines.base import Completion, Engine, SamplingParams
+from toolgym.agents.gateway.conversation import reply_key
+from toolgym.agents.gateway.session import BudgetSpent, Prompt, Session, SessionSettings
+from toolgym.agents.policy_gate import PolicyGate
+from toolgym.agents.render import ChatRenderer
+from toolgym.agents.server_protocol import (
+    ApiError,
+    ChatRequest,
+    api_errors,
+    cut_at_stop,
+    parse_body,
+)
+from toolgym.agents.trajectory import Trajectory
+from toolgym.errors import ConfigError, one_line
+
+MODEL_NAME = "policy"
+NO_LIMIT = 1 << 30
+
+
+class Gateway:
+    def __init__(
+        self, engine: Engine, renderer: ChatRenderer, tokenizer: Any,
+        gate: PolicyGate | None = None, concurrency: int = 64, max_body_bytes: int = 16 << 20,
+    ) -> None:  # fmt: skip
+        """`gate`: the run's policy clock, which stamps each call with the version that
+        sampled it; `concurrency`: generations at once, over all sessions."""
+        self.engine, self.renderer, self.gate = engine, renderer, gate
+        self.replies = ChatReplies(renderer, tokenizer)
+        self.limit = asyncio.Semaphore(concurrency)
+        self.max_body_bytes = max_body_bytes
+        self.sessions: dict[str, Session] = {}
+        self.base_url = ""
+        self._runner: web.AppRunner | None = None
+        self.created = int(time.time())
+
+    # ----- sessions -----------------------------------------------------------------------------
+    def open(self, settings: SessionSettings, trajectory: Trajectory) -> Session:
+        """A new session whose calls fill `trajectory`."""
+        session = Session(uuid.uuid4().hex, secrets.token_urlsafe(24), settings, self.renderer,
+                          trajectory)  # fmt: skip
+        self.sessions[session.id] = session
+        return session
+
+    def url_of(self, session: Session) -> str:
+        """The base_url an OpenAI client of this session is given."""
+        return f"{self.base_url}/s/{session.id}/v1"
+
+    def close(self, session: Session) -> None:
+        """End the session: later calls are refused, and its trajectory is the caller's."""
+        session.closed = True
+        self.sessions.pop(session.id, None)
+
+    # ----- serving ------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[api_errors], client_max_size=self.max_body_bytes)
+        app.router.add_get("/health", self.health)
+        for prefix in ("", "/s/{session}"):
+            app.router.add_get(f"{prefix}/v1/models", self.models)
+            app.router.add_post(f"{prefix}/v1/chat/completions", self.chat)
+        return app
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Listen on `host`:`port` (0: a free port) on this loop; returns the base URL."""
+        runner = web.AppRunner(self.app(), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise ConfigError(
+                f"the gateway cannot listen on {host}:{port}: {exc.strerror}"
+            ) from None
+        bound = runner.addresses[0]
+        self._runner, self.base_url = runner, f"http://{_host(host)}:{bound[1]}"
+        return self.base_url
+
+    async def aclose(self) -> None:
+        for session in list(self.sessions.values()):
+            self.close(session)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def models(self, request: web.Request) -> web.Response:
+        entry = {"id": MODEL_NAME, "object": "model", "created": self.created,
+                 "owned_by": "toolgym"}  # fmt: skip
+        return web.json_response({"object": "list", "data": [entry]})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body: ChatRequest = await parse_body(request, ChatRequest)
+        session = self._session(request, body)
+        if body.n != 1:
+            raise ApiError(400, "the gateway samples one choice per call (n=1)", param="n")
+        messages = template_messages(body.messages)
+        tools = template_tools(body.tools)
+        choice = tool_choice(body.tool_choice, tools)
+        forced_text = self.replies.forced_opening(choice, tools)
+        forced = self.renderer.encode(forced_text) if forced_text else []
+        asked = body.sampling(0, body.max_completion_tokens or body.max_tokens or NO_LIMIT,
+                              body.top_logprobs if body.logprobs else 0)  # fmt: skip
+        async with session.lock:
+            if session.closed:
+                raise ApiError(404, f"session {session.id} has ended", param="session")
+            try:
+                session.check_budget()
+                prompt = await asyncio.to_thread(session.prompt, messages, tools)
+                sampling = session.sampling(prompt, forced, asked)
+            except BudgetSpent as exc:
+                raise ApiError(400, f"{exc}: the episode is over", "BudgetSpent") from None
+            completion, version, seconds = await self._generate(session, prompt, forced, sampling)
+            text = forced_text + cut_at_stop(completion.text, sampling.stop)
+            use_tools = choice.mode != "none"
+            message, finish = self.replies.assistant_message(text, completion.finish_reason,
+                                                             use_tools)  # fmt: skip
+            calls = [_call(c) for c in message["tool_calls"]]
+            valid = not (use_tools and self.replies.parser.open_tag in text and not calls)
+            reply = reply_key(message["content"], [(c["name"], c["arguments"]) for c in calls])
+            session.record(prompt, forced, completion, text, reply, calls, valid, version, seconds)
+        if not message["tool_calls"]:
+            del message["tool_calls"]
+        reply_body = self._envelope(body, message, finish, completion, prompt, forced)
+        if body.stream:
+            return await _stream(request, reply_body, body.include_usage)
+        return web.json_response(reply_body)
+
+    async def _generate(
+        self, session: Session, prompt: Prompt, forced: list[int], sampling: SamplingParams
+    ) -> tuple[Completion, int, float]:
+        gate = self.gate if session.settings.hold_calls else None
+        async with self.limit:
+            t0 = time.perf_counter()
+            try:
+                async with gate.hold() if gate else contextlib.nullcontext():
+                    completion = await self.engine.generate(
+                        prompt.ids + forced, sampling, session.settings.adapter
+                    )
+                    version = self.gate.version if self.gate else 0
+            except Exception as exc:
+                session.failed = f"the engine failed a call: {one_line(exc, 300)}"
+                raise ApiError(502, session.failed, "EngineError") from None
+        return completion, version, time.perf_counter() - t0
+
+    def _session(self, request: web.Request, body: ChatRequest) -> Session:
+        named = (
+            request.match_info.get("session") or request.headers.get("X-Session-Id") or body.user
+        )
+        if not named:
+            raise ApiError(
+                400, "the call names no session: the gateway records each call into its "
+                "episode, so use the base_url you were given (/s/SESSION/v1), an X-Session-Id "
+                "header or the `user` field", param="session",
+            )  # fmt: skip
+        session = self.sessions.get(named)
+        if session is None:
+            raise ApiError(404, f"no open session {named[:64]!r}", param="session")
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(given.encode(), session.key.encode()):
+            raise ApiError(401, "the call's API key is not its session's", "AuthenticationError")
+        return session
+
+    def _envelope(
+        self, body: ChatRequest, message: dict[str, Any], finish: str, completion: Completion,
+        prompt: Prompt, forced: list[int],
+    ) -> dict[str, Any]:  # fmt: skip
+        prompt_tokens = len(prompt.ids) + len(forced)
+        choice = {
+            "index": 0, "message": message, "finish_reason": finish,
+            "logprobs": self.replies.chat_logprobs(completion) if body.logprobs else None,
+        }  # fmt: skip
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
+            "created": int(time.time()), "model": body.model, "choices": [choice],
+            "usage": {"prompt_tokens": prompt_tokens,
+                      "completion_tokens": len(completion.token_ids),
+                      "total_tokens": prompt_tokens + len(completion.token_ids)},
+        }  # fmt: skip
+
+
+def _call(call: dict[str, Any]) -> dict[str, Any]:
+    """A reply's tool call as a turn records it: its name and arguments (as objects)."""
+    function = call["function"]
+    return {"name": function["name"], "arguments": json.loads(function["arguments"])}
+
+
+async def _stream(request: web.Request, reply: dict[str, Any], usage: bool) -> web.StreamResponse:
+    """The whole reply as server-sent chunks: the role, the text, the tool calls, the finish."""
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    head = {k: reply[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    choice, message = reply["choices"][0], reply["choices"][0]["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                     "finish_reason": finish}]}  # fmt: skip
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        chunks.append(chunk({"content": message["content"]}))
+    if message.get("tool_calls"):
+        calls = [{"index": k, **c} for k, c in enumerate(message["tool_calls"])]
+        chunks.append(chunk({"tool_calls": calls}))
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if usage:
+        chunks.append({**head, "choices": [], "usage": reply["usage"]})
+    for c in chunks:
+        await response.write(f"data: {json.dumps(c, ensure_ascii=False)}\n\n".encode())
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
+
+
+def _host(host: str) -> str:
+    if host in ("0.0.0.0", "", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
