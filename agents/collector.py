@@ -16,7 +16,7 @@ import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from toolgym.agents.engines.base import Engine
 from toolgym.agents.render import ChatRenderer
@@ -177,6 +177,18 @@ def require_unmasked(trajectories: Sequence[Trajectory], where: str) -> None:
     raise RunFailedError(
         f"{where}: all {len(trajectories)} rollouts failed ({counted}); the first: {first}"
     )
+
+
+class PlaysGroups(Protocol):
+    """What plays a run's group requests: envs' own loops (RolloutCollector), or an agent
+    harness through the gateway (gateway/collector.py)."""
+
+    async def collect(
+        self,
+        requests: Sequence[GroupRequest],
+        adapter: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> list[TrajectoryGroup]: ...
 
 
 class RolloutCollector:

@@ -378,6 +378,44 @@ class SelfPlaySection(ConfigModel):
         return self
 
 
+class HarnessSection(ConfigModel):
+    """An agent the user already has, played through the gateway (agents/gateway): each
+    episode runs the agent once against a URL that records its model calls."""
+
+    agent: str | None = None
+    """The agent as "package.module:function", called as agent(task, base_url, api_key)
+    (async, or plain: then in a thread) and returning its result."""
+    command: list[str] | None = None
+    """Or a command line run once per episode: it reads OPENAI_BASE_URL, OPENAI_API_KEY and
+    TOOLGYM_TASK (the task as JSON) and prints its result."""
+    reward: str = "env"
+    """How a result is scored: env (the env's `answer_tool`, called with the result, on an
+    instance reset with the episode's task), exact, contains, number, or
+    "package.module:function" called as function(result, task data)."""
+    answer_tool: str = "answer"
+    """The env's tool that checks a result (reward: env); it takes one parameter."""
+    max_calls: int = Field(16, ge=1)
+    """Model calls in an episode; the next is refused and ends it."""
+    max_completion_tokens: int = Field(4096, ge=1)
+    """Tokens the model may write over an episode."""
+    idle_timeout_s: float = Field(120.0, gt=0)
+    """An agent that makes no call for this long is abandoned (its episode masked)."""
+    concurrency: int = Field(64, ge=1)
+    """Agents running at once (and the gateway's generations at once)."""
+    host: str = "127.0.0.1"
+    """Where the gateway listens; every call needs its session's key, wherever it is."""
+    port: int = Field(0, ge=0, le=65535)
+    """Its port (0: a free one)."""
+
+    @model_validator(mode="after")
+    def _one_agent(self) -> HarnessSection:
+        if (self.agent is None) == (self.command is None):
+            raise ConfigError("harness: give `agent` (package.module:function) or `command`, one")
+        if self.command is not None and not self.command:
+            raise ConfigError("harness.command: give at least the program to run")
+        return self
+
+
 class TrainConfig(ConfigModel):
     model: str
     """Model directory to start from (e.g. made by `toolgym model init`, then `toolgym sft`)."""
@@ -440,6 +478,9 @@ class TrainConfig(ConfigModel):
     """mode: async: how stale a trained group may be and whether episodes span syncs."""
     selfplay: SelfPlaySection | None = None
     """Self-play: the policy proposes its tasks and solves them (training/selfplay)."""
+    harness: HarnessSection | None = None
+    """Play each episode with an agent harness through the gateway instead of the env's own
+    loop; the env gives the tasks, their held-out split and (reward: env) the checker."""
 
     @model_validator(mode="after")
     def _geometry(self) -> TrainConfig:
@@ -481,6 +522,7 @@ class TrainConfig(ConfigModel):
         if self.selfplay is not None and self.selfplay.snapshot_every and self.mode != "sync":
             raise ConfigError("selfplay.snapshot_every needs mode: sync (an asynchronous run's "
                               "weights change while a step plays)")  # fmt: skip
+        self._harness_fits()
         asynchronous = self.async_training
         if self.mode == "sync" and asynchronous != AsyncSection():  # a saved config's defaults pass
             changed = [
@@ -505,6 +547,18 @@ class TrainConfig(ConfigModel):
                 f"{self.advantage.estimator} compares rollouts of a task: rollout.rollouts_per_task must be at least 2"
             )
         return self
+
+    def _harness_fits(self) -> None:
+        if self.harness is None:
+            return
+        if self.selfplay is not None:
+            raise ConfigError("harness and selfplay: self-play plays the env's own loop")
+        if self.ray.address is not None:
+            raise ConfigError("harness: the gateway checks results on env instances in this "
+                              "process; unset ray.address")  # fmt: skip
+        if any(r.source == "mc_values" for r in self.rewards):
+            raise ConfigError("harness: mc_values branches episodes by replaying the env, "
+                              "and a harness's episode cannot be replayed")  # fmt: skip
 
     @property
     def mixture(self) -> list[EnvSection]:

@@ -15,6 +15,7 @@ from toolgym.agents.actor_load import ReportsActors
 from toolgym.agents.collector import (
     BranchRequest,
     GroupRequest,
+    PlaysGroups,
     RolloutCollector,
     masked_reasons,
     require_unmasked,
@@ -31,6 +32,7 @@ from toolgym.errors import EnvBuildError, ToolgymError, one_line
 from toolgym.log import get_logger
 from toolgym.training.config import EnvSection, TrainConfig
 from toolgym.training.groups import Collect
+from toolgym.training.harness_play import HarnessPlay
 from toolgym.training.rewards.base import Continuation
 
 log = get_logger(__name__)
@@ -117,6 +119,10 @@ class Player:
         """The adapter name the engine generates with (LoRA sync); None otherwise."""
         self.on_episode: Callable[[Trajectory], None] | None = None
         """Sees each episode as it ends."""
+        self.harness = (
+            HarnessPlay(config.harness, config.rollout.max_turns) if config.harness else None
+        )
+        """The user's agent, when it plays the episodes through the gateway."""
 
     def collect_for(self, step: int, hold_turns: bool = False) -> Collect:
         """How step `step`'s groups are played: its sampling seed and options, and whether
@@ -152,10 +158,17 @@ class Player:
         """The requests' groups, played by the current policy on the run's loop (`hold_turns`:
         the gate held around each turn, for episodes that go on across weight syncs)."""
         rollout = replace(self.rollout_config(temperature, sampling_seed), hold_turns=hold_turns)
-        collector = RolloutCollector(
-            self.engine, self.renderer, rollout, self.runtime.pool_for,
-            concurrency=self.config.rollout.concurrency, on_episode=self.on_episode,
-        )  # fmt: skip
+        collector: PlaysGroups
+        if self.harness is not None:
+            collector = await self.harness.collector(
+                self.runtime, self.engine, self.renderer, self.gate, rollout,
+                self.runtime.pool_for, self.on_episode,
+            )  # fmt: skip
+        else:
+            collector = RolloutCollector(
+                self.engine, self.renderer, rollout, self.runtime.pool_for,
+                concurrency=self.config.rollout.concurrency, on_episode=self.on_episode,
+            )  # fmt: skip
         return await collector.collect(requests, adapter=self.adapter, options=options)
 
     def rollout_config(self, temperature: float, sampling_seed: int | None) -> RolloutConfig:

@@ -79,7 +79,9 @@ class Prompt:
     history: list[MessageKey]
     tools: str
     observation: list[Message]
-    """What the harness added since the last reply (a continuing call); [] for a new segment."""
+    """What the harness added since the last reply (a continuing call), or all the call's
+    messages (a new segment: the model reads them anew)."""
+    tool_schemas: list[dict[str, Any]]
 
     @property
     def state(self) -> str:
@@ -112,6 +114,8 @@ class Session:
 
     def check_budget(self) -> None:
         s = self.settings
+        if self.ended is not None:
+            raise self.ended
         if self.calls >= s.max_calls:
             self._end(EpisodeEnd.MAX_TURNS, f"this episode's {s.max_calls} model calls are spent")
         if self.completion_tokens >= s.max_completion_tokens:
@@ -129,9 +133,9 @@ class Session:
             new = messages[len(segment.history) :]
             delta = self.renderer.delta_ids(new, segment.completion, tools)
             ids = self.trajectory.token_ids[segment.start :] + delta
-            return Prompt(ids, delta, False, keys, tools_text, new)
+            return Prompt(ids, delta, False, keys, tools_text, new, tools)
         ids = self.renderer.prompt_ids(messages, tools or None)
-        return Prompt(ids, ids, True, keys, tools_text, [])
+        return Prompt(ids, ids, True, keys, tools_text, messages, tools)
 
     def sampling(self, prompt: Prompt, forced: list[int], asked: SamplingParams) -> SamplingParams:
         """The call's sampling: the session's, bounded by the context left and by what the
@@ -163,10 +167,11 @@ class Session:
         if prompt.new_segment:
             if traj.token_ids:
                 traj.segment_starts.append(len(traj.token_ids))
-            else:
-                traj.prompt_length = len(prompt.ids)
+            else:  # the episode's opening: what the model first read
+                traj.prompt_length, traj.tools = len(prompt.ids), prompt.tool_schemas
+                traj.messages = prompt.observation
             self.segments.append(_Segment(len(traj.token_ids), [], prompt.tools, []))
-        if traj.steps:
+        if traj.steps:  # what the harness answered the last reply with
             traj.steps[-1].observation = prompt.observation
             traj.steps[-1].next_state_key = prompt.state
         traj.token_ids += prompt.added + forced

@@ -1,0 +1,191 @@
+"""Groups played by an agent harness through the gateway: each request's task, `size` copies
+of the agent at once, each copy one gateway session (one episode), scored by its result.
+
+An episode: an env instance from the request's pool is reset with the task (its opening is
+the agent's `task.prompt`, and it keeps the task's answer for the checker); a session is
+opened; the agent runs against the session's URL, within the episode timeout and an idle
+timeout (no call for that long: abandoned); the result is scored; the reward goes on the
+episode's last call. An agent that raises, exits with an error, hangs or is abandoned, an
+engine that fails a call, and an env or checker that fails mask the episode (infra errors,
+never a 0). An agent that fails after the gateway refused a call for its budget ended by the
+policy's doing: it counts, with reward 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from toolgym.agents.collector import GroupRequest, PoolSource
+from toolgym.agents.gateway.harness import Harness, HarnessFailed, HarnessTask
+from toolgym.agents.gateway.result_reward import ResultReward
+from toolgym.agents.gateway.server import Gateway
+from toolgym.agents.gateway.session import Session, SessionSettings
+from toolgym.agents.trajectory import EpisodeEnd, Trajectory, TrajectoryGroup
+from toolgym.envs.episode_env import EpisodeEnv
+from toolgym.errors import one_line
+
+
+@dataclass(frozen=True)
+class HarnessLimits:
+    episode_timeout_s: float = 600.0
+    idle_timeout_s: float = 120.0
+    """An episode whose agent makes no call for this long is abandoned (masked)."""
+    concurrency: int = 64
+    """Agents running at once."""
+
+
+class HarnessCollector:
+    """Plays GroupRequests with a harness, as RolloutCollector plays them with envs."""
+
+    def __init__(
+        self, gateway: Gateway, harness: Harness, reward: ResultReward,
+        settings: SessionSettings, pools: PoolSource, limits: HarnessLimits = HarnessLimits(),
+        on_episode: Callable[[Trajectory], None] | None = None,
+    ) -> None:  # fmt: skip
+        self.gateway, self.harness, self.reward = gateway, harness, reward
+        self.settings, self.pools, self.limits = settings, pools, limits
+        self.on_episode = on_episode
+        self.masked_total = 0
+
+    async def collect(
+        self,
+        requests: Sequence[GroupRequest],
+        adapter: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> list[TrajectoryGroup]:
+        """One group per request, in order; `options` go to every reset besides the task."""
+        limit = asyncio.Semaphore(self.limits.concurrency)
+        settings = replace(self.settings, adapter=adapter)
+
+        async def one(request: GroupRequest, member: int) -> Trajectory:
+            async with limit:
+                traj = await self._episode(request, member, settings, options)
+            if self.on_episode is not None:
+                self.on_episode(traj)
+            return traj
+
+        played = await asyncio.gather(*(one(r, m) for r in requests for m in range(r.size)))
+        self.masked_total += sum(t.masked for t in played)
+        groups, at = [], 0
+        for r in requests:
+            members = list(played[at : at + r.size])
+            at += r.size
+            groups.append(TrajectoryGroup(r.group_id, r.draw.seed, members, r.env.name))
+        return groups
+
+    async def _episode(
+        self, request: GroupRequest, member: int, settings: SessionSettings,
+        options: dict[str, Any] | None,
+    ) -> Trajectory:  # fmt: skip
+        pool = self.pools(request.env)
+        draw = request.draw
+        traj = Trajectory(f"{request.group_id}:{member}", request.group_id, pool.env_id,
+                          draw.seed, env_name=pool.name, role=request.role, task=draw.task)  # fmt: skip
+        start = time.perf_counter()
+        try:
+            env = await pool.acquire()
+        except Exception as exc:
+            return _masked(traj, EpisodeEnd.INFRA_ERROR, f"no env instance: {one_line(exc)}")
+        healthy = True
+        try:
+            healthy = await self._play(env, traj, settings, {**(options or {}), "task": draw.task})
+        finally:
+            traj.elapsed_s = time.perf_counter() - start
+            if healthy:
+                pool.release(env)
+            else:
+                await pool.retire(env)
+        return traj
+
+    async def _play(
+        self, env: EpisodeEnv, traj: Trajectory, settings: SessionSettings,
+        options: dict[str, Any],
+    ) -> bool:  # fmt: skip
+        """Play one episode into `traj`; whether the env instance may be used again."""
+        try:
+            async with asyncio.timeout(self.limits.episode_timeout_s):
+                opening, _ = await env.areset(seed=traj.seed, options=options)
+        except Exception as exc:
+            _masked(traj, EpisodeEnd.ENV_FAILED, f"the env's reset failed: {_why(exc)}")
+            return False
+        traj.messages = list(opening)  # until the agent's first call says what the model read
+        task = HarnessTask(traj.id, _prompt(opening), list(opening), traj.task, traj.seed)
+        session = self.gateway.open(settings, traj)
+        try:
+            result = await self._run(session, task)
+        except TimeoutError as exc:
+            _masked(traj, EpisodeEnd.TIMEOUT, str(exc))
+            return True
+        except HarnessFailed as exc:
+            if session.ended is None:
+                _masked(traj, EpisodeEnd.INFRA_ERROR, str(exc))
+                return True
+            result = None  # the budget ended it: the policy's doing, scored 0 below
+        finally:
+            self.gateway.close(session)
+        if session.failed:
+            _masked(traj, EpisodeEnd.INFRA_ERROR, session.failed)
+            return True
+        traj.end = session.ended.end if session.ended else EpisodeEnd.TERMINATED
+        if not traj.steps:
+            return True  # the agent never asked the model: nothing to score or learn
+        try:
+            reward = (
+                0.0
+                if session.ended and result is None
+                else (await self.reward.score(env, task, result))
+            )
+        except Exception as exc:
+            _masked(traj, EpisodeEnd.ENV_FAILED, f"scoring the result failed: {_why(exc)}")
+            return False
+        traj.steps[-1].reward = reward
+        return True
+
+    async def _run(self, session: Session, task: HarnessTask) -> Any:
+        """The agent's result, within the episode and idle timeouts (TimeoutError)."""
+        agent = asyncio.ensure_future(
+            self.harness.run(task, self.gateway.url_of(session), session.key)
+        )
+        deadline = time.monotonic() + self.limits.episode_timeout_s
+        try:
+            while not agent.done():
+                idle = self.limits.idle_timeout_s - (time.monotonic() - session.last_call)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"the agent ran past the episode timeout of "
+                        f"{self.limits.episode_timeout_s:g} s"
+                    )
+                if idle <= 0:
+                    raise TimeoutError(
+                        f"the agent made no call for {self.limits.idle_timeout_s:g} s (abandoned)"
+                    )
+                await asyncio.wait([agent], timeout=min(idle, left))
+        finally:
+            if not agent.done():
+                agent.cancel()
+                with contextlib.suppress(BaseException):
+                    await agent
+        return agent.result()
+
+
+def _prompt(opening: list[dict[str, Any]]) -> str:
+    users = [m for m in opening if m.get("role") == "user"]
+    content = (users or opening or [{}])[-1].get("content", "")
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def _masked(traj: Trajectory, end: EpisodeEnd, why: str) -> Trajectory:
+    traj.end, traj.infra_error = end, why
+    return traj
+
+
+def _why(exc: BaseException) -> str:
+    return one_line(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__

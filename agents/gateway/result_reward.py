@@ -1,0 +1,65 @@
+"""How a harness's result is scored: by the env's own checker (its answer tool, called with
+the result, on the instance reset with the episode's task), or by an answer reward by name
+("exact", "contains", "number", or "package.module:function" called as
+function(result, task data))."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from toolgym.agents.gateway.harness import HarnessTask
+from toolgym.envs.answer_rewards import REWARDS, answer_reward, checked_reward
+from toolgym.envs.episode_env import EpisodeEnv
+from toolgym.envs.tool_env import ToolEnv
+from toolgym.errors import ConfigError
+from toolgym.tools.records import ToolCall
+
+ENV_CHECKER = "env"
+
+
+class ResultReward(Protocol):
+    async def score(self, env: EpisodeEnv, task: HarnessTask, result: Any) -> float:
+        """The episode's reward for `result`; `env` was reset with the task."""
+        ...
+
+
+class EnvTool:
+    """The env's tool `tool` (its one parameter given the result): the env's own verdict."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+
+    async def score(self, env: EpisodeEnv, task: HarnessTask, result: Any) -> float:
+        tool_env = env.unwrapped
+        if not isinstance(tool_env, ToolEnv):
+            raise ConfigError(f"{type(tool_env).__name__} has no tools to check a result with")
+        schemas = {s["function"]["name"]: s["function"] for s in tool_env.tool_schemas()}
+        if self.tool not in schemas:
+            raise ConfigError(
+                f"the env has no tool {self.tool!r} to check a result with (its tools: "
+                f"{', '.join(schemas)}); set harness.answer_tool"
+            )
+        parameters = list(schemas[self.tool].get("parameters", {}).get("properties", {}))
+        if len(parameters) != 1:
+            raise ConfigError(
+                f"the env's tool {self.tool!r} takes {len(parameters)} parameters; a result "
+                "fills exactly one: score with a reward function instead (harness.reward)"
+            )
+        call = ToolCall(self.tool, {parameters[0]: result})
+        _, reward, _, _ = await tool_env.acall(call)
+        return checked_reward(reward, f"the env's {self.tool} tool")
+
+
+class AnswerFunction:
+    """An answer reward by name; the shipped ones read the result as text."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.function = name, answer_reward(name)
+
+    async def score(self, env: EpisodeEnv, task: HarnessTask, result: Any) -> float:
+        given = str(result) if self.name in REWARDS else result
+        return checked_reward(self.function(given, task.data or {}), self.name)
+
+
+def result_reward(name: str, answer_tool: str = "answer") -> ResultReward:
+    return EnvTool(answer_tool) if name == ENV_CHECKER else AnswerFunction(name)

@@ -1,0 +1,149 @@
+"""Agent harnesses played through the gateway on loopback: the example agent on the plain
+`openai` client trains a run end to end; a crashed, hung or abandoned agent masks only its
+own episode; a command line is a harness too; a spent budget is the policy's doing (a 0, not
+a mask)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import openai
+import pytest
+
+from conftest import run_cli
+from toolgym.agents.collector import GroupRequest
+from toolgym.agents.engines.base import SamplingParams
+from toolgym.agents.engines.hf import HFEngine
+from toolgym.agents.gateway.collector import HarnessCollector, HarnessLimits
+from toolgym.agents.gateway.harness import CallableHarness, CommandHarness
+from toolgym.agents.gateway.result_reward import result_reward
+from toolgym.agents.gateway.server import Gateway
+from toolgym.agents.gateway.session import SessionSettings
+from toolgym.agents.render import ChatRenderer
+from toolgym.agents.runtime import Runtime
+from toolgym.agents.trajectory import EpisodeEnd, read_jsonl
+from toolgym.envs.ref import EnvRef
+from toolgym.imports import load_callable
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "agents" / "arithmetic_openai.py"
+ARITHMETIC = EnvRef("Arithmetic-v0", "toolgym/Arithmetic-v0", {"n_operands": 2})
+
+
+@pytest.fixture(scope="module")
+def played(tiny_model_dir):
+    """A runtime with the Arithmetic env's pool and a gateway over the tiny model; `play`
+    runs a harness on the first train tasks."""
+    runtime = Runtime()
+
+    async def start():
+        engine = HFEngine(tiny_model_dir, max_batch_size=64)
+        gateway = Gateway(engine, ChatRenderer(engine.tokenizer), engine.tokenizer)
+        await gateway.start()
+        return gateway
+
+    gateway = runtime.run(start())
+    pool = runtime.pool_for(ARITHMETIC)
+    tasks = runtime.run(pool.acquire())
+    draws = tasks.unwrapped.task_source().head("train", 4)
+    pool.release(tasks)
+
+    def play(harness, tasks=1, size=2, limits=None, **settings):
+        settings = SessionSettings(SamplingParams(max_tokens=24, seed=3), **settings)
+        collector = HarnessCollector(gateway, harness, result_reward("env"), settings,
+                                     runtime.pool_for, limits or HarnessLimits())  # fmt: skip
+        requests = [GroupRequest(ARITHMETIC, d, size) for d in draws[:tasks]]
+        return [t for g in runtime.run(collector.collect(requests)) for t in g.trajectories]
+
+    yield play
+    runtime.run(gateway.aclose())
+    runtime.run(gateway.engine.aclose())
+    runtime.close()
+
+
+def example_agent():
+    return CallableHarness(load_callable(f"{EXAMPLE}:solve", "agent"))
+
+
+def test_a_crashed_agent_masks_only_its_episode(played):
+    solve = load_callable(f"{EXAMPLE}:solve", "agent")
+
+    async def crashes_once(task, base_url, api_key):
+        if task.id.endswith(":1"):
+            await openai.AsyncOpenAI(base_url=base_url, api_key=api_key).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": task.prompt}], max_tokens=4
+            )
+            raise RuntimeError("the agent's own bug")
+        return await solve(task, base_url, api_key)
+
+    episodes = played(CallableHarness(crashes_once), tasks=2, size=2)
+    masked = [t for t in episodes if t.masked]
+    assert [t.id.rsplit(":", 1)[1] for t in masked] == ["1", "1"]
+    assert all(
+        "the agent raised RuntimeError: the agent's own bug" in t.infra_error for t in masked
+    )
+    kept = [t for t in episodes if not t.masked]
+    assert kept and all(t.steps and t.end is EpisodeEnd.TERMINATED for t in kept)
+    assert all(t.messages[0]["content"].startswith("Work out the answer") for t in kept)
+
+
+def test_a_hung_or_silent_agent_is_stopped_and_masked(played):
+    async def hangs(task, base_url, api_key):
+        await asyncio.sleep(3600)
+
+    silent = played(CallableHarness(hangs), limits=HarnessLimits(60, idle_timeout_s=0.5))
+    assert all(t.end is EpisodeEnd.TIMEOUT and "abandoned" in t.infra_error for t in silent)
+    slow = played(CallableHarness(hangs), limits=HarnessLimits(0.5, idle_timeout_s=60))
+    assert all(t.end is EpisodeEnd.TIMEOUT and "episode timeout" in t.infra_error for t in slow)
+
+
+def test_a_spent_budget_is_a_zero_not_a_mask(played):
+    async def talks_on(task, base_url, api_key):
+        client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+        while True:
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": task.prompt}], max_tokens=4
+            )
+
+    episodes = played(CallableHarness(talks_on), max_calls=3)
+    assert all(not t.masked and t.end is EpisodeEnd.MAX_TURNS for t in episodes)
+    assert all(len(t.steps) == 3 and t.total_reward == 0 for t in episodes)
+    # each call re-sent the same messages without the reply: each is a segment of its own
+    assert all(len(t.segments()) == 3 for t in episodes)
+
+
+def test_a_command_line_is_a_harness(played, tmp_path):
+    script = tmp_path / "agent.py"
+    script.write_text(
+        "import json, os, openai\n"
+        "task = json.loads(os.environ['TOOLGYM_TASK'])\n"
+        "client = openai.OpenAI()\n"  # OPENAI_BASE_URL and OPENAI_API_KEY, as any program
+        "reply = client.chat.completions.create(model='m', max_tokens=8,\n"
+        "    messages=[{'role': 'user', 'content': task['prompt']}])\n"
+        "print(task['data'] and task['data'].get('seed'))\n"
+    )  # fmt: skip
+    episodes = played(CommandHarness([sys.executable, str(script)]))
+    assert all(not t.masked and len(t.steps) == 1 for t in episodes)
+    failing = played(CommandHarness([sys.executable, "-c", "import sys; sys.exit('no key')"]))
+    assert all(t.masked and "exited with 1: no key" in t.infra_error for t in failing)
+
+
+def test_a_harness_run_trains_and_evaluates_through_the_gateway(tiny_model_dir, tmp_path):
+    run = tmp_path / "run"
+    done = run_cli(
+        "train", "--config", str(ROOT / "configs" / "harness_arithmetic.yaml"),
+        f"model={tiny_model_dir}", f"run_dir={run}", "steps=2", "rollout.tasks_per_step=2",
+        "eval.episodes=4", "eval.every_steps=2", f"harness.agent={EXAMPLE}:solve",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [0, 1, 2] and "eval/success" in metrics[-1]
+    kept = read_jsonl(run / "rollouts" / "step_000002.jsonl")
+    assert kept and all(t.steps and not t.masked for t in kept)
+    assert all(t.tools[0]["function"]["name"] == "calculator" for t in kept)
+    for t in kept:  # each turn's tokens are the policy's and carry their credit
+        assert all(s.advantage is not None and s.response_end > s.response_start for s in t.steps)
+        assert t.steps[0].response_start == t.prompt_length  # the opening, then the reply

@@ -1,0 +1,59 @@
+"""A run's episodes played by the user's agent through the gateway (`harness:` in the config):
+the agent and its result reward, made as the run starts (a bad path stops it before any
+model loads), and the gateway, started on the run's loop the first time a step plays and
+closed with the runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from toolgym.agents.collector import PoolSource
+from toolgym.agents.engines import Engine
+from toolgym.agents.gateway.collector import HarnessCollector, HarnessLimits
+from toolgym.agents.gateway.harness import CallableHarness, CommandHarness, Harness
+from toolgym.agents.gateway.result_reward import ResultReward, result_reward
+from toolgym.agents.gateway.server import Gateway
+from toolgym.agents.gateway.session import SessionSettings
+from toolgym.agents.policy_gate import PolicyGate
+from toolgym.agents.render import ChatRenderer
+from toolgym.agents.rollout import RolloutConfig
+from toolgym.agents.runtime import Runtime
+from toolgym.agents.trajectory import Trajectory
+from toolgym.training.config import HarnessSection
+
+
+class HarnessPlay:
+    def __init__(self, section: HarnessSection, max_turns: int | None) -> None:
+        self.section = section
+        self.harness: Harness = (
+            CallableHarness.named(section.agent) if section.agent is not None
+            else CommandHarness(section.command or [])
+        )  # fmt: skip
+        self.reward: ResultReward = result_reward(section.reward, section.answer_tool)
+        self.max_calls = min(section.max_calls, max_turns or section.max_calls)
+
+    async def collector(
+        self, runtime: Runtime, engine: Engine, renderer: ChatRenderer, gate: PolicyGate,
+        rollout: RolloutConfig, pools: PoolSource,
+        on_episode: Callable[[Trajectory], None] | None,
+    ) -> HarnessCollector:  # fmt: skip
+        """A collector for one call's groups, sampled as `rollout` says."""
+        s = self.section
+
+        async def start() -> Gateway:
+            gateway = Gateway(engine, renderer, renderer.tokenizer, gate, s.concurrency)
+            await gateway.start(s.host, s.port)
+            return gateway
+
+        gateway = await runtime.resources.get("gateway", start)
+        settings = SessionSettings(
+            sampling=rollout.sampling, max_calls=self.max_calls,
+            max_completion_tokens=s.max_completion_tokens,
+            max_context_tokens=rollout.max_context_tokens, hold_calls=rollout.hold_turns,
+        )  # fmt: skip
+        limits = HarnessLimits(
+            rollout.episode_timeout_s or HarnessLimits.episode_timeout_s, s.idle_timeout_s,
+            s.concurrency,
+        )  # fmt: skip
+        return HarnessCollector(gateway, self.harness, self.reward, settings, pools, limits,
+                                on_episode)  # fmt: skip
