@@ -1,5 +1,6 @@
 """Callables named in configs as "package.module:function", or "path/to/file.py:function" for
-a file of the user's that is not an installed module."""
+a file of the user's that is not an installed module (loaded as `python FILE` would run it:
+with its folder on the import path, so it imports its neighbours)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ def _from_file(file: str) -> Any:
     key = "toolgym_user_" + hashlib.sha1(str(where).encode()).hexdigest()[:12]
     if key in sys.modules:
         return sys.modules[key]
+    if str(where.parent) not in sys.path:
+        sys.path.insert(0, str(where.parent))
     spec = importlib.util.spec_from_file_location(key, where)
     if spec is None or spec.loader is None:
         raise ImportError(f"{where} is not a Python file")

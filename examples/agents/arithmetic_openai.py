@@ -8,20 +8,18 @@ as it would be given OpenAI's.
 
 from __future__ import annotations
 
-import ast
 import json
-import operator
 from typing import Any
 
+from arithmetic_tools import SYSTEM, calculator
 from openai import AsyncOpenAI
 
-SYSTEM = "Work out the answer with the calculator, then reply with the number alone."
 TOOLS = [
     {
         "type": "function",
         "function": {
             "name": "calculator",
-            "description": "Evaluate an arithmetic expression with + - * and parentheses.",
+            "description": calculator.__doc__,
             "parameters": {
                 "type": "object",
                 "properties": {"expression": {"type": "string"}},
@@ -30,25 +28,6 @@ TOOLS = [
         },
     }
 ]
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
-
-
-def calculator(expression: str) -> str:
-    """The value of `expression`, or what is wrong with it (the model reads either)."""
-
-    def value(node: ast.AST) -> int:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-            return _OPERATORS[type(node.op)](value(node.left), value(node.right))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -value(node.operand)
-        raise ValueError("only integers, + - * and parentheses")
-
-    try:
-        return str(value(ast.parse(expression, mode="eval").body))
-    except (SyntaxError, ValueError, RecursionError) as exc:
-        return f"error: {exc}"
 
 
 async def solve(task: Any, base_url: str, api_key: str, turns: int = 4) -> str | None:
