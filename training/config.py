@@ -383,8 +383,9 @@ class HarnessSection(ConfigModel):
     episode runs the agent once against a URL that records its model calls."""
 
     agent: str | None = None
-    """The agent as "package.module:function", called as agent(task, base_url, api_key)
-    (async, or plain: then in a thread) and returning its result."""
+    """The agent as "path/to/file.py:function" or "package.module:function", called as
+    agent(task, base_url, api_key) (async, or plain: then in a thread) and returning its
+    result."""
     command: list[str] | None = None
     """Or a command line run once per episode: it reads OPENAI_BASE_URL, OPENAI_API_KEY and
     TOOLGYM_TASK (the task as JSON) and prints its result."""
