@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import copy
 
+import numpy as np
 import openai
 import pytest
 
@@ -16,9 +17,11 @@ from toolgym.agents.engines.base import Completion, SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
+from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.trajectory import EpisodeEnd, Trajectory
 from toolgym.envs.maze import MazeEnv
+from toolgym.training.batch import build_batch
 
 TOOLS = MazeEnv().tool_schemas()
 
@@ -100,6 +103,16 @@ def test_a_harness_that_edits_its_history_gets_a_new_segment(gateway, loop_threa
     assert len(traj.segment_starts) == 1 and len(traj.segments()) == 2
     start = traj.segment_starts[0]
     assert traj.steps[0].response_end <= start < traj.steps[1].response_start
+    # each segment is trained as a row of its own, on its own reply's tokens alone
+    batch = build_batch([traj], [np.array([1.0, -1.0])], pad_id=0)
+    assert len(batch) == 2
+    for row, ((begin, end), step, value) in enumerate(
+        zip(traj.segments(), traj.steps, [1.0, -1.0], strict=True)
+    ):
+        assert batch.input_ids[row, : end - begin].tolist() == traj.token_ids[begin:end]
+        trained = batch.loss_mask[row].nonzero().squeeze(-1) + 1 + begin  # target positions
+        assert trained.tolist() == list(range(step.response_start, step.response_end))
+        assert set(batch.advantages[row][batch.loss_mask[row] > 0].tolist()) == {value}
 
 
 def test_calls_without_their_session_or_key_are_refused_in_words(gateway, loop_thread):
@@ -152,3 +165,29 @@ def test_64_concurrent_sessions_complete(gateway, loop_thread):
     asyncio.run(all_())
     assert all(len(s.trajectory.steps) == 2 for s in sessions)
     assert sum(bool(s.trajectory.segment_starts) for s in sessions) == 0
+
+
+def test_a_call_after_a_weight_sync_is_stamped_with_the_new_version(gateway, loop_thread):
+    """Each call holds the run's policy gate: a sync lands between two calls of a session,
+    and each call carries the version that sampled it."""
+    gate = PolicyGate()
+
+    async def start():
+        stamped = Gateway(gateway.engine, gateway.renderer, gateway.replies.tokenizer, gate)
+        await stamped.start()
+        return stamped, stamped.open(SessionSettings(), Trajectory("v:0", "v"))
+
+    stamped, session = loop_thread.call(start())
+    client = openai.OpenAI(base_url=stamped.url_of(session), api_key=session.key, max_retries=0)
+    first = client.chat.completions.create(model="m", messages=CHAT_MESSAGES, max_tokens=4)
+
+    async def sync():
+        return await gate.swap(lambda: asyncio.sleep(0))
+
+    loop_thread.call(sync())
+    history = [*CHAT_MESSAGES, first.choices[0].message.model_dump(exclude_none=True),
+               {"role": "user", "content": "Go on."}]  # fmt: skip
+    client.chat.completions.create(model="m", messages=history, max_tokens=4)
+    assert [s.policy_version for s in session.trajectory.steps] == [0, 1]
+    assert session.trajectory.segment_starts == []
+    loop_thread.call(stamped.aclose())
