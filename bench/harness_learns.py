@@ -133,7 +133,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--demos", type=int, default=1000)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--slips", type=float, default=0.5)

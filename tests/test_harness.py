@@ -48,7 +48,7 @@ def played(tiny_model_dir):
     gateway = runtime.run(start())
     pool = runtime.pool_for(ARITHMETIC)
     tasks = runtime.run(pool.acquire())
-    draws = tasks.unwrapped.task_source().head("train", 4)
+    draws = tasks.unwrapped.task_source().head("train", 16)
     pool.release(tasks)
 
     def play(harness, tasks=1, size=2, limits=None, **settings):
@@ -115,6 +115,12 @@ def test_a_spent_budget_is_a_zero_not_a_mask(played):
     assert all(len(t.segments()) == 3 for t in episodes)
 
 
+def test_64_agents_at_once_complete(played):
+    episodes = played(example_agent(), tasks=16, size=4)
+    assert len(episodes) == 64 and not any(t.masked for t in episodes)
+    assert all(t.steps and t.end is EpisodeEnd.TERMINATED for t in episodes)
+
+
 def test_a_command_line_is_a_harness(played, tmp_path):
     script = tmp_path / "agent.py"
     script.write_text(
@@ -136,11 +142,14 @@ def test_a_harness_run_trains_and_evaluates_through_the_gateway(tiny_model_dir, 
     done = run_cli(
         "train", "--config", str(ROOT / "configs" / "harness_arithmetic.yaml"),
         f"model={tiny_model_dir}", f"run_dir={run}", "steps=2", "rollout.tasks_per_step=2",
-        "eval.episodes=4", "eval.every_steps=2", f"harness.agent={EXAMPLE}:solve",
+        "eval.episodes=4", "eval.every_steps=2", "optim.minibatches=1",
+        "optim.micro_batch_size=8",
+        'rewards=[{"source": "env"}, {"source": "format", "kwargs": {"invalid": -0.2}}]', f"harness.agent={EXAMPLE}:solve",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [0, 1, 2] and "eval/success" in metrics[-1]
+    assert "reward/format" in metrics[-1]  # the run's other reward sources score it too
     kept = read_jsonl(run / "rollouts" / "step_000002.jsonl")
     assert kept and all(t.steps and not t.masked for t in kept)
     assert all(t.tools[0]["function"]["name"] == "calculator" for t in kept)

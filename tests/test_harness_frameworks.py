@@ -23,6 +23,7 @@ from toolgym.agents.render import ChatRenderer
 from toolgym.agents.runtime import Runtime
 from toolgym.envs.ref import EnvRef
 from toolgym.imports import load_callable
+from toolgym.training.player import rollout_metrics
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "agents"
 ARITHMETIC = EnvRef("Arithmetic-v0", "toolgym/Arithmetic-v0", {"n_operands": 2})
@@ -127,3 +128,5 @@ def test_a_framework_that_rewrites_its_history_gets_segments_where_it_does(play)
         for begin, end in t.segments():  # each segment ends with a reply sampled on it
             assert any(s.response_end == end and s.response_start > begin for s in t.steps)
     assert went_on and new_segments
+    segments = sum(len(t.segments()) for t in episodes) / len(episodes)
+    assert rollout_metrics("rollout", episodes, 1.0, [])["rollout/segments"] == segments > 1

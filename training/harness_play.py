@@ -19,7 +19,12 @@ from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory
+from toolgym.log import get_logger
 from toolgym.training.config import HarnessSection
+
+log = get_logger(__name__)
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class HarnessPlay:
@@ -43,9 +48,14 @@ class HarnessPlay:
         async def start() -> Gateway:
             gateway = Gateway(engine, renderer, renderer.tokenizer, gate, s.concurrency)
             await gateway.start(s.host, s.port)
+            if s.host not in LOOPBACK:
+                log.warning(
+                    "the gateway listens on %s, beyond this machine (harness.host): each call "
+                    "still needs its session's key", gateway.base_url,
+                )  # fmt: skip
             return gateway
 
-        gateway = await runtime.resources.get("gateway", start)
+        gateway: Gateway = await runtime.resources.get("gateway", start)
         settings = SessionSettings(
             sampling=rollout.sampling, max_calls=self.max_calls,
             max_completion_tokens=s.max_completion_tokens,
