@@ -29,6 +29,18 @@ class ChatReplies:
     def __init__(self, renderer: ChatRenderer, tokenizer: Any) -> None:
         self.renderer, self.tokenizer = renderer, tokenizer
         self.parser = HermesParser()
+        vocabulary = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        self.max_token_chars = max(len(str(t)) for t in vocabulary)
+        """A text longer than a context of n tokens x this cannot fit it, whatever it says."""
+
+    def check_text_size(self, chars: int, context: int, what: str) -> None:
+        """Refuse, before tokenizing, a text too long for `context` tokens whatever its
+        tokens (a 400 naming `what`)."""
+        if chars > context * self.max_token_chars:
+            raise ApiError(
+                400, f"the {what} has {chars:,} characters, more than fit the model's context "
+                f"of {context} tokens", param=what,
+            )  # fmt: skip
 
     def forced_opening(self, choice: ToolChoice, tools: list[dict[str, Any]]) -> str:
         """The start of the reply for a required or named call, cut from the chat template's

@@ -59,9 +59,6 @@ class ModelServer:
         self, engine: HFEngine, model_name: str, limits: ServerLimits = ServerLimits()
     ) -> None:
         self.engine, self.model_name, self.limits = engine, model_name, limits
-        vocabulary = engine.tokenizer.convert_ids_to_tokens(list(range(len(engine.tokenizer))))
-        self.max_token_chars = max(len(str(t)) for t in vocabulary)
-        """A text longer than max_length x this cannot fit the context, whatever it says."""
         self.renderer = make_renderer(engine.tokenizer, engine.images)
         self.replies = ChatReplies(self.renderer, engine.tokenizer)
         self.created = int(time.time())
@@ -285,12 +282,7 @@ class ModelServer:
             )  # fmt: skip
 
     def _check_text_size(self, chars: int, what: str) -> None:
-        """Refuse, before tokenizing, a text too long for the context whatever its tokens."""
-        if chars > self.engine.max_length * self.max_token_chars:
-            raise ApiError(
-                400, f"the {what} has {chars:,} characters, more than fit the model's context "
-                f"of {self.engine.max_length} tokens", param=what,
-            )  # fmt: skip
+        self.replies.check_text_size(chars, self.engine.max_length, what)
 
     def _adapter_for(self, model: str) -> str | None:
         if model == self.model_name:

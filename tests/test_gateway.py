@@ -191,3 +191,26 @@ def test_a_call_after_a_weight_sync_is_stamped_with_the_new_version(gateway, loo
     assert [s.policy_version for s in session.trajectory.steps] == [0, 1]
     assert session.trajectory.segment_starts == []
     loop_thread.call(stamped.aclose())
+
+
+def test_hostile_calls_get_a_clear_error_and_the_episode_keeps_what_it_had(gateway, loop_thread):
+    import httpx
+
+    session, client = open_session(gateway, loop_thread)
+    client.chat.completions.create(model="m", messages=CHAT_MESSAGES, max_tokens=4)
+    huge = [{"role": "user", "content": "x" * 2_000_000}]
+    with pytest.raises(openai.BadRequestError, match="more than fit the model's context"):
+        client.chat.completions.create(model="m", messages=huge)
+    with pytest.raises(openai.BadRequestError, match="one choice per call"):
+        client.chat.completions.create(model="m", messages=CHAT_MESSAGES, n=2)
+    with pytest.raises(openai.BadRequestError, match="role"):
+        client.chat.completions.create(model="m", messages=[{"role": "wizard", "content": "hi"}])
+    url = f"{gateway.url_of(session)}/chat/completions"
+    headers = {"Authorization": f"Bearer {session.key}"}
+    for body in (b"{", b"[1, 2]", b'{"model": "m", "messages": []}', b"\xff\xfe"):
+        reply = httpx.post(url, content=body, headers=headers)
+        assert reply.status_code == 400 and reply.json()["error"]["message"]
+    gone = openai.OpenAI(base_url=f"{gateway.base_url}/s/nope/v1", api_key="k", max_retries=0)
+    with pytest.raises(openai.NotFoundError, match="no open session"):
+        gone.chat.completions.create(model="m", messages=CHAT_MESSAGES)
+    assert len(session.trajectory.steps) == 1  # what it had is kept

@@ -129,6 +129,8 @@ class Gateway:
             raise ApiError(400, "the gateway samples one choice per call (n=1)", param="n")
         messages = template_messages(body.messages)
         tools = template_tools(body.tools)
+        readable = json.dumps([messages, tools], default=str)
+        self.replies.check_text_size(len(readable), session.settings.max_context_tokens, "messages")
         choice = tool_choice(body.tool_choice, tools)
         forced_text = self.replies.forced_opening(choice, tools)
         forced = self.renderer.encode(forced_text) if forced_text else []
