@@ -26,6 +26,7 @@ from toolgym.agents.render import ChatRenderer
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import EpisodeEnd, read_jsonl
 from toolgym.envs.ref import EnvRef
+from toolgym.errors import RunFailedError
 from toolgym.imports import load_callable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,6 +116,14 @@ def test_a_spent_budget_is_a_zero_not_a_mask(played):
     assert all(len(t.segments()) == 3 for t in episodes)
 
 
+def test_an_agent_that_never_calls_the_model_stops_the_run_in_words(played):
+    async def answers_alone(task, base_url, api_key):
+        return "42"
+
+    with pytest.raises(RunFailedError, match="made a model call through the gateway"):
+        played(CallableHarness(answers_alone))
+
+
 def test_64_agents_at_once_complete(played):
     episodes = played(example_agent(), tasks=16, size=4)
     assert len(episodes) == 64 and not any(t.masked for t in episodes)
@@ -137,14 +146,35 @@ def test_a_command_line_is_a_harness(played, tmp_path):
     assert all(t.masked and "exited with 1: no key" in t.infra_error for t in failing)
 
 
-def test_a_harness_run_trains_and_evaluates_through_the_gateway(tiny_model_dir, tmp_path):
+RUNS = {
+    "openai": ("arithmetic_openai.py", []),
+    "langgraph": ("arithmetic_langgraph.py", []),
+    # smolagents' own system prompt is about 2,200 tokens: fewer, longer episodes
+    "smolagents": ("arithmetic_smolagents.py", [
+        "rollout.max_context_tokens=4096", "rollout.tasks_per_step=1",
+        "rollout.rollouts_per_task=2", "eval.episodes=2", "optim.micro_batch_size=2",
+    ]),
+    "openai-async-partial": ("arithmetic_openai.py", [
+        "mode=async", "async_training.partial_rollouts=true", "loss.mode=decoupled",
+    ]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("run_name", list(RUNS))
+def test_a_harness_run_trains_and_evaluates_through_the_gateway(
+    tiny_model_dir, tiny_tokenizer, tmp_path, run_name
+):
+    """Each example agent (and the plain one in async mode with partial rollouts) trains a few
+    steps with the tiny model, on CPU, through `toolgym train`."""
+    agent, overrides = RUNS[run_name]
     run = tmp_path / "run"
     done = run_cli(
         "train", "--config", str(ROOT / "configs" / "harness_arithmetic.yaml"),
         f"model={tiny_model_dir}", f"run_dir={run}", "steps=2", "rollout.tasks_per_step=2",
         "eval.episodes=4", "eval.every_steps=2", "optim.minibatches=1",
-        "optim.micro_batch_size=8",
-        'rewards=[{"source": "env"}, {"source": "format", "kwargs": {"invalid": -0.2}}]', f"harness.agent={EXAMPLE}:solve",
+        "optim.micro_batch_size=8", f"harness.agent={EXAMPLE.parent / agent}:solve",
+        'rewards=[{"source": "env"}, {"source": "format", "kwargs": {"invalid": -0.2}}]',
+        *overrides, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -152,7 +182,9 @@ def test_a_harness_run_trains_and_evaluates_through_the_gateway(tiny_model_dir, 
     assert "reward/format" in metrics[-1]  # the run's other reward sources score it too
     kept = read_jsonl(run / "rollouts" / "step_000002.jsonl")
     assert kept and all(t.steps and not t.masked for t in kept)
-    assert all(t.tools[0]["function"]["name"] == "calculator" for t in kept)
+    assert all("calculator" in [s["function"]["name"] for s in t.tools] for t in kept)
     for t in kept:  # each turn's tokens are the policy's and carry their credit
         assert all(s.advantage is not None and s.response_end > s.response_start for s in t.steps)
-        assert t.steps[0].response_start == t.prompt_length  # the opening, then the reply
+        # the opening, then the reply (after the call's forced opening: tool_choice required)
+        forced = tiny_tokenizer.decode(t.token_ids[t.prompt_length : t.steps[0].response_start])
+        assert forced in ("", "<tool_call>")

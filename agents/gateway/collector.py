@@ -27,7 +27,7 @@ from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import Session, SessionSettings
 from toolgym.agents.trajectory import EpisodeEnd, Trajectory, TrajectoryGroup
 from toolgym.envs.episode_env import EpisodeEnv
-from toolgym.errors import one_line
+from toolgym.errors import RunFailedError, one_line
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,13 @@ class HarnessCollector:
 
         played = await asyncio.gather(*(one(r, m) for r in requests for m in range(r.size)))
         self.masked_total += sum(t.masked for t in played)
+        unmasked = [t for t in played if not t.masked]
+        if unmasked and not any(t.steps for t in unmasked):
+            raise RunFailedError(
+                f"none of the {len(unmasked)} episodes the agent finished made a model call "
+                f"through the gateway ({self.harness.name}): the agent must send its calls to "
+                "the base_url and api_key it is given"
+            )
         groups, at = [], 0
         for r in requests:
             members = list(played[at : at + r.size])
@@ -121,9 +128,14 @@ class HarnessCollector:
         except TimeoutError as exc:
             _masked(traj, EpisodeEnd.TIMEOUT, str(exc))
             return True
-        except HarnessFailed as exc:
+        except Exception as exc:  # the agent's failure (HarnessFailed), or its command's
             if session.ended is None:
-                _masked(traj, EpisodeEnd.INFRA_ERROR, str(exc))
+                why = (
+                    str(exc)
+                    if isinstance(exc, HarnessFailed)
+                    else f"the harness failed: {_why(exc)}"
+                )
+                _masked(traj, EpisodeEnd.INFRA_ERROR, why)
                 return True
             result = None  # the budget ended it: the policy's doing, scored 0 below
         finally:
@@ -154,7 +166,7 @@ class HarnessCollector:
         deadline = time.monotonic() + self.limits.episode_timeout_s
         try:
             while not agent.done():
-                idle = self.limits.idle_timeout_s - (time.monotonic() - session.last_call)
+                idle = self.limits.idle_timeout_s - session.idle_s()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(

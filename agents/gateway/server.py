@@ -24,7 +24,8 @@ import json
 import secrets
 import time
 import uuid
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from aiohttp import web
 
@@ -125,6 +126,20 @@ class Gateway:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body: ChatRequest = await parse_body(request, ChatRequest)
         session = self._session(request, body)
+        call = self._read(body, session)
+        session.in_flight += 1  # a session being answered is not idle
+        try:
+            async with session.lock:
+                answer = await self._answer(session, call)
+        finally:
+            session.in_flight -= 1
+        reply = self._envelope(body, answer)
+        if body.stream:
+            return await _stream(request, reply, body.include_usage)
+        return web.json_response(reply)
+
+    def _read(self, body: ChatRequest, session: Session) -> _Call:
+        """The call's request, checked (a 400 in words for anything it cannot honour)."""
         if body.n != 1:
             raise ApiError(400, "the gateway samples one choice per call (n=1)", param="n")
         messages = template_messages(body.messages)
@@ -133,33 +148,35 @@ class Gateway:
         self.replies.check_text_size(len(readable), session.settings.max_context_tokens, "messages")
         choice = tool_choice(body.tool_choice, tools)
         forced_text = self.replies.forced_opening(choice, tools)
-        forced = self.renderer.encode(forced_text) if forced_text else []
         asked = body.sampling(0, body.max_completion_tokens or body.max_tokens or NO_LIMIT,
                               body.top_logprobs if body.logprobs else 0)  # fmt: skip
-        async with session.lock:
-            if session.closed:
-                raise ApiError(404, f"session {session.id} has ended", param="session")
-            try:
-                session.check_budget()
-                prompt = await asyncio.to_thread(session.prompt, messages, tools)
-                sampling = session.sampling(prompt, forced, asked)
-            except BudgetSpent as exc:
-                raise ApiError(400, f"{exc}: the episode is over", "BudgetSpent") from None
-            completion, version, seconds = await self._generate(session, prompt, forced, sampling)
-            text = forced_text + cut_at_stop(completion.text, sampling.stop)
-            use_tools = choice.mode != "none"
-            message, finish = self.replies.assistant_message(text, completion.finish_reason,
-                                                             use_tools)  # fmt: skip
-            calls = [_call(c) for c in message["tool_calls"]]
-            valid = not (use_tools and self.replies.parser.open_tag in text and not calls)
-            reply = reply_key(message["content"], [(c["name"], c["arguments"]) for c in calls])
-            session.record(prompt, forced, completion, text, reply, calls, valid, version, seconds)
+        forced = self.renderer.encode(forced_text) if forced_text else []
+        return _Call(messages, tools, choice.mode != "none", forced_text, forced, asked,
+                     body.logprobs)  # fmt: skip
+
+    async def _answer(self, session: Session, call: _Call) -> _Answer:
+        """Sample the reply on the session's tokens and record it (the session's lock held)."""
+        if session.closed:
+            raise ApiError(404, f"session {session.id} has ended", param="session")
+        try:
+            session.check_budget()
+            prompt = await asyncio.to_thread(session.prompt, call.messages, call.tools)
+            sampling = session.sampling(prompt, call.forced, call.asked)
+        except BudgetSpent as exc:
+            raise ApiError(400, f"{exc}: the episode is over", "BudgetSpent") from None
+        completion, version, seconds = await self._generate(session, prompt, call.forced, sampling)
+        text = call.forced_text + cut_at_stop(completion.text, sampling.stop)
+        message, finish = self.replies.assistant_message(text, completion.finish_reason,
+                                                         call.use_tools)  # fmt: skip
+        calls = [_tool_call(c) for c in message["tool_calls"]]
+        valid = not (call.use_tools and self.replies.parser.open_tag in text and not calls)
+        reply = reply_key(message["content"], [(c["name"], c["arguments"]) for c in calls])
+        session.record(prompt, call.forced, completion, text, reply, calls, valid, version, seconds)
         if not message["tool_calls"]:
             del message["tool_calls"]
-        reply_body = self._envelope(body, message, finish, completion, prompt, forced)
-        if body.stream:
-            return await _stream(request, reply_body, body.include_usage)
-        return web.json_response(reply_body)
+        logprobs = self.replies.chat_logprobs(completion) if call.logprobs else None
+        return _Answer(message, finish, logprobs, len(prompt.ids) + len(call.forced),
+                       len(completion.token_ids))  # fmt: skip
 
     async def _generate(
         self, session: Session, prompt: Prompt, forced: list[int], sampling: SamplingParams
@@ -196,25 +213,42 @@ class Gateway:
             raise ApiError(401, "the call's API key is not its session's", "AuthenticationError")
         return session
 
-    def _envelope(
-        self, body: ChatRequest, message: dict[str, Any], finish: str, completion: Completion,
-        prompt: Prompt, forced: list[int],
-    ) -> dict[str, Any]:  # fmt: skip
-        prompt_tokens = len(prompt.ids) + len(forced)
-        choice = {
-            "index": 0, "message": message, "finish_reason": finish,
-            "logprobs": self.replies.chat_logprobs(completion) if body.logprobs else None,
-        }  # fmt: skip
+    def _envelope(self, body: ChatRequest, answer: _Answer) -> dict[str, Any]:
+        choice = {"index": 0, "message": answer.message, "finish_reason": answer.finish,
+                  "logprobs": answer.logprobs}  # fmt: skip
+        prompt, written = answer.prompt_tokens, answer.completion_tokens
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
             "created": int(time.time()), "model": body.model, "choices": [choice],
-            "usage": {"prompt_tokens": prompt_tokens,
-                      "completion_tokens": len(completion.token_ids),
-                      "total_tokens": prompt_tokens + len(completion.token_ids)},
+            "usage": {"prompt_tokens": prompt, "completion_tokens": written,
+                      "total_tokens": prompt + written},
         }  # fmt: skip
 
 
-def _call(call: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Call:
+    """One call's request, checked."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    use_tools: bool
+    forced_text: str
+    """The opening of a required or named tool call, which the prompt ends with."""
+    forced: list[int]
+    asked: SamplingParams
+    """What the harness asked for: its max_tokens, stop strings and top log-probabilities."""
+    logprobs: bool
+
+
+class _Answer(NamedTuple):
+    message: dict[str, Any]
+    finish: str
+    logprobs: dict[str, Any] | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
     """A reply's tool call as a turn records it: its name and arguments (as objects)."""
     function = call["function"]
     return {"name": function["name"], "arguments": json.loads(function["arguments"])}

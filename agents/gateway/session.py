@@ -99,6 +99,9 @@ class Session:
         self.lock = asyncio.Lock()
         """One call at a time: a call's prompt depends on the reply before it."""
         self.last_call = time.monotonic()
+        """When the last reply was sent (or the session opened)."""
+        self.in_flight = 0
+        """Calls being answered now."""
         self.completion_tokens = 0
         self.harness_s = 0.0
         """The harness's time between the last reply and this call (its tools' time)."""
@@ -107,6 +110,10 @@ class Session:
         self.closed = False
         self.failed: str | None = None
         """Why a call failed outside the policy (the engine): the episode is masked."""
+
+    def idle_s(self) -> float:
+        """How long the session has had no call: 0 while one is being answered."""
+        return 0.0 if self.in_flight else time.monotonic() - self.last_call
 
     @property
     def calls(self) -> int:
