@@ -188,3 +188,6 @@ def test_a_harness_run_trains_and_evaluates_through_the_gateway(
         # the opening, then the reply (after the call's forced opening: tool_choice required)
         forced = tiny_tokenizer.decode(t.token_ids[t.prompt_length : t.steps[0].response_start])
         assert forced in ("", "<tool_call>")
+    if run_name == "openai":  # the agent's tools ran in the agent: no env can replay them
+        replay = run_cli("rollouts", "rescore", str(run), "--reward", "replay")
+        assert replay.returncode != 0 and "cannot be replayed" in replay.stderr

@@ -1,17 +1,20 @@
 """An agent the user already has learns through the gateway: the example agent on the plain
 `openai` client (examples/agents/arithmetic_openai.py, its calculator its own, its answer
-checked by the Arithmetic env's answer tool), warm-started on demonstrations recorded through
-the gateway (bench/harness_learns.py: a demonstrator behind the gateway that copies one
-operand wrongly in half its episodes), then trained with GRPO by configs/harness_arithmetic.yaml.
-Held-out success is measured on the env's eval split: 200 questions that training never
-draws (the env splits its questions by content), each played once at temperature 1.
+checked by the Arithmetic env's answer tool), warm-started from the suite's pretrained base
+on 1,000 demonstrations recorded through the gateway (bench/harness_learns.py: a demonstrator
+behind the gateway that copies one operand wrongly in half its episodes), then trained with
+GRPO by configs/harness_arithmetic.yaml. Held-out success is measured on the env's eval
+split: 200 questions that training never draws (the env splits its questions by content),
+each played once at temperature 1.
 
-Measured (bench/harness_learns.py; one warm start, 1,500 demonstrations x 6 epochs, whose
-held-out success is 8.5%, 5.4 to 13.2; training seeds 0, 1, 2):
-- 60 steps: 24.5% (19.1 to 30.9), 24.5%, 29.0%: a mean of 26.0% (19.5 to 32.5 over seeds);
-- 30 steps: 24.5%, 25.0%, 28.0%: a mean of 25.8% (21.1 to 30.5).
-Each run's interval lies above the start's. Asserted, at 30 steps of seed 0: a lift of
-LIFT points (the least lift measured was 16.0).
+Measured (bench/harness_learns.py, one warm start, training seeds 0, 1, 2): the warm start
+52.5% (45.6 to 59.3); after 30 steps 93.5% (89.2 to 96.2), 92.5% (88.0 to 95.4), 92.5%
+(88.0 to 95.4): a lift of 40.3 points over seeds (38.9 to 41.8). From a fresh tiny model
+instead (no pretraining, 1,500 demonstrations x 6 epochs) the warm start was fragile: one
+SFT run learned to copy the question (8.5%, then 24.5% to 28.0% after 30 steps), another
+with the same settings did not (0%, and nothing to learn from).
+Asserted, at 30 steps of seed 0: a lift of LIFT points, and the trained interval above the
+start's rate.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from harness_learns import AGENT, CONFIG, ENV_ARGS, warm_start
 pytestmark = pytest.mark.timeout(1500)
 
 STEPS = 30
-LIFT = 0.08
+LIFT = 0.15
 HELD_OUT = 200
 
 

@@ -190,6 +190,14 @@ def replay_settings(path: Path, given: dict[str, Any]) -> dict[str, tuple[str, d
     if not path.is_dir():
         return {}
     config = saved_run_config(path)
+    if config.harness is not None:
+        from toolgym.errors import ConfigError
+
+        raise ConfigError(
+            f"{path}'s episodes were played by an agent through the gateway, whose tools ran "
+            "in the agent, not the env: they cannot be replayed; rescore them with a reward "
+            "source (--reward NAME)"
+        )
     return {e.label: (e.id, {**e.kwargs, **given}) for e in [*config.mixture, *config.eval.sets]}
 
 
