@@ -1,7 +1,7 @@
 """A run's episodes played by the user's agent through the gateway (`harness:` in the config):
-the agent and its result reward, made as the run starts (a bad path stops it before any
-model loads), and the gateway, started on the run's loop the first time a step plays and
-closed with the runtime."""
+the agent and its result reward, made with the run's player (a path that names no function
+stops the run there, in one line), and the gateway, started on the run's loop the first time
+episodes play and closed with the runtime."""
 
 from __future__ import annotations
 
