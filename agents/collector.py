@@ -179,6 +179,18 @@ def require_unmasked(trajectories: Sequence[Trajectory], where: str) -> None:
     )
 
 
+def grouped(
+    requests: Sequence[GroupRequest], played: Sequence[Trajectory]
+) -> list[TrajectoryGroup]:
+    """The requests' groups, from their episodes played in request order (`size` each)."""
+    groups, at = [], 0
+    for r in requests:
+        members = list(played[at : at + r.size])
+        at += r.size
+        groups.append(TrajectoryGroup(r.group_id, r.draw.seed, members, r.env.name))
+    return groups
+
+
 class PlaysGroups(Protocol):
     """What plays a run's group requests: envs' own loops (RolloutCollector), or an agent
     harness through the gateway (gateway/collector.py)."""
@@ -229,13 +241,7 @@ class RolloutCollector:
             for r in requests
             for member in range(r.size)
         ]  # fmt: skip
-        results = await self._run(episodes)
-        groups, at = [], 0
-        for r in requests:
-            members = list(results[at : at + r.size])
-            at += r.size
-            groups.append(TrajectoryGroup(r.group_id, r.draw.seed, members, r.env.name))
-        return groups
+        return grouped(requests, await self._run(episodes))
 
     async def branch(
         self,

@@ -144,6 +144,8 @@ def test_a_command_line_is_a_harness(played, tmp_path):
     assert all(not t.masked and len(t.steps) == 1 for t in episodes)
     failing = played(CommandHarness([sys.executable, "-c", "import sys; sys.exit('no key')"]))
     assert all(t.masked and "exited with 1: no key" in t.infra_error for t in failing)
+    killed = played(CommandHarness([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"]))
+    assert all(t.masked and "exited with -9" in t.infra_error for t in killed)
 
 
 RUNS = {

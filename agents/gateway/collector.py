@@ -20,12 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from toolgym.agents.collector import GroupRequest, PoolSource
+from toolgym.agents.collector import GroupRequest, PoolSource, grouped
 from toolgym.agents.gateway.harness import Harness, HarnessFailed, HarnessTask
 from toolgym.agents.gateway.result_reward import ResultReward
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import Session, SessionSettings
 from toolgym.agents.trajectory import EpisodeEnd, Trajectory, TrajectoryGroup
+from toolgym.agents.vision import text_only
 from toolgym.envs.episode_env import EpisodeEnv
 from toolgym.errors import RunFailedError, one_line
 
@@ -78,12 +79,7 @@ class HarnessCollector:
                 f"through the gateway ({self.harness.name}): the agent must send its calls to "
                 "the base_url and api_key it is given"
             )
-        groups, at = [], 0
-        for r in requests:
-            members = list(played[at : at + r.size])
-            at += r.size
-            groups.append(TrajectoryGroup(r.group_id, r.draw.seed, members, r.env.name))
-        return groups
+        return grouped(requests, played)
 
     async def _episode(
         self, request: GroupRequest, member: int, settings: SessionSettings,
@@ -187,11 +183,10 @@ class HarnessCollector:
 
 
 def _prompt(opening: list[dict[str, Any]]) -> str:
-    users = [m for m in opening if m.get("role") == "user"]
-    content = (users or opening or [{}])[-1].get("content", "")
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content)
+    """The opening's last user message (else its last message), as text."""
+    readable = text_only(opening)
+    users = [m for m in readable if m.get("role") == "user"]
+    return str((users or readable or [{}])[-1].get("content") or "")
 
 
 def _masked(traj: Trajectory, end: EpisodeEnd, why: str) -> Trajectory:

@@ -18,14 +18,15 @@ _ROLES = {"developer": "system", "ipython": "tool"}
 
 
 def message_key(message: dict[str, Any]) -> MessageKey:
-    """`message` (in the form chat_request.template_messages gives) as the model reads it."""
+    """`message` (in the form chat_request.template_messages gives: its text parts already
+    joined) as the model reads it."""
     role = str(message.get("role"))
     calls = [
         [call["function"]["name"], call["function"]["arguments"]]
         for call in message.get("tool_calls") or []
     ]
     return json.dumps(
-        [_ROLES.get(role, role), _text(message.get("content")).strip(), calls],
+        [_ROLES.get(role, role), str(message.get("content") or "").strip(), calls],
         sort_keys=True, ensure_ascii=False, default=str,
     )  # fmt: skip
 
@@ -51,11 +52,3 @@ def state_key(history: Sequence[MessageKey], tools: str) -> str:
     for key in history:
         digest.update(b"\x00" + key.encode())
     return digest.hexdigest()[:16]
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))

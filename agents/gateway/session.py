@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolgym.agents.engines.base import Completion, SamplingParams
@@ -156,10 +156,9 @@ class Session:
             )
         base = self.settings.sampling
         left = self.settings.max_completion_tokens - self.completion_tokens
-        return SamplingParams(
-            max_tokens=min(base.max_tokens, asked.max_tokens, room, left),
-            temperature=base.temperature, top_p=base.top_p, stop=asked.stop,
-            stop_token_ids=asked.stop_token_ids,
+        return replace(
+            base, max_tokens=min(base.max_tokens, asked.max_tokens, room, left),
+            stop=asked.stop, stop_token_ids=asked.stop_token_ids,
             seed=turn_seed(base.seed, self.trajectory.id, self.calls),
             top_logprobs=asked.top_logprobs,
         )  # fmt: skip
