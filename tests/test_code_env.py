@@ -117,7 +117,7 @@ def test_multi_turn_run_read_fix_submit(tmp_path):
     first, second, failed, passed = steps
     assert first[0][0]["content"] == "-1\n[4 turns left]"
     assert second[0][0]["content"].startswith("0\n")
-    assert "Tests failed: a test failed (AssertionError)" in failed[0][0]["content"]
+    assert "Tests failed: a hidden test failed\n" in failed[0][0]["content"]
     assert "[1 submission(s) left]" in failed[0][0]["content"] and not failed[2]
     assert passed[0][0]["content"] == "All tests passed." and passed[1:3] == (1.0, True)
 

@@ -5,8 +5,11 @@ Observation: the task's prompt (for HumanEval, the function's signature and docs
 Tools: run_python(code) runs code in the episode's own Python session (variables persist
     between calls, as in a notebook); submit(code) runs the task's hidden tests on the code
     in a fresh sandbox.
-Reward: 1.0 when a submission passes every test, else 0 (`max_submissions` > 1 lets a failed
-    submission be followed by another: the model reads the error's last line).
+Reward: 1.0 when a submission passes every test, else 0; success is that 1.0. The tests run
+    in a referee process the submission cannot reach (grading.py), so no output, exit or
+    object of the submission's can forge the verdict. `max_submissions` > 1 lets a failed
+    submission be followed by another: the model reads what kind of thing failed, never a
+    hidden test.
 Episode end: terminated by a passing submission or the last allowed one; truncated after
     `max_turns` turns.
 state_key: a hash of the latest observation (the default).

@@ -1,46 +1,72 @@
-"""Grading a program against a task's tests in the sandbox.
+"""Grading a program against a task's hidden tests in the sandbox.
 
-The test program is the task's setup (its imports and helpers), then the submitted code,
-then the tests, then a line that prints a fresh random token. A submission passes only if
-the run exits 0 *and* printed that token last: code that exits early (`sys.exit(0)`,
-`os._exit(0)`) before the tests ran does not pass.
+The verdict comes from a process the submission cannot reach: one sandbox run starts the
+referee (envs/code/referee.py), which runs the task's setup and tests in its own process and
+the submission in a fresh interpreter beside it, calling the submission's function over a
+pipe. Return values cross as plain data, so tests compare by type and value, never through
+the submission's own `__eq__`; the submission has no token to print, no test text to read
+and no way to write the referee's verdict line. Feedback names what kind of thing failed,
+never a hidden test's text or values.
 """
 
 from __future__ import annotations
 
-import secrets
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from toolgym.envs.code.sandbox_access import run_in_pool
 from toolgym.envs.code.tasks import CodeTask
 from toolgym.sandbox import RunResult, SandboxPool, Status
+
+REFEREE_SOURCE = (Path(__file__).parent / "referee.py").read_text()
+"""The referee program, sent as the code of the grading run."""
 
 
 @dataclass(frozen=True)
 class Verdict:
     passed: bool
     feedback: str
-    """What went wrong, as the model may read it (the error's last line), or "passed"."""
+    """What went wrong, as the model may read it, or "passed"."""
     result: RunResult
 
 
-def test_program(task: CodeTask, code: str, token: str) -> str:
-    parts = [task.setup, code, "", task.tests]
-    if task.calls_check:
-        parts.append(f"check({task.entry_point})")
-    parts.append(f"print({token!r})")
-    return "\n".join(parts) + "\n"
+def referee_input(task: CodeTask, code: str) -> str:
+    """The referee's stdin: the task and the submission (never written to a file, where the
+    submission could read it)."""
+    return json.dumps(
+        {
+            "referee": REFEREE_SOURCE,
+            "setup": task.setup,
+            "code": f"{task.setup}\n{code}\n",
+            "tests": task.tests,
+            "entry_point": task.entry_point,
+            "calls_check": task.calls_check,
+        }
+    )
 
 
 async def grade(
     pool: SandboxPool, task: CodeTask, code: str, timeout_s: float | None = None
 ) -> Verdict:
-    token = secrets.token_hex(16)
-    result = await run_in_pool(pool, test_program(task, code, token), timeout_s=timeout_s)
-    lines = result.stdout.rstrip("\n").splitlines()
-    if result.status is Status.OK and lines and lines[-1] == token:
-        return Verdict(True, "passed", result)
-    return Verdict(False, _why(result), result)
+    result = await run_in_pool(
+        pool, REFEREE_SOURCE, stdin=referee_input(task, code), timeout_s=timeout_s
+    )
+    verdict = _read_verdict(result)
+    if verdict is None:
+        return Verdict(False, _why(result), result)
+    passed = verdict.get("passed") is True
+    return Verdict(passed, "passed" if passed else str(verdict.get("why", ""))[:300], result)
+
+
+def _read_verdict(result: RunResult) -> dict[str, object] | None:
+    if result.status is not Status.OK:
+        return None
+    try:
+        verdict = json.loads(result.stdout)
+    except ValueError:
+        return None
+    return verdict if isinstance(verdict, dict) else None
 
 
 def _why(result: RunResult) -> str:
@@ -48,12 +74,4 @@ def _why(result: RunResult) -> str:
         return "the tests ran past the time limit"
     if result.status is Status.MEMORY:
         return "the tests ran out of memory"
-    if result.status is Status.OUTPUT_LIMIT:
-        return "the program printed too much"
-    errors = [line for line in result.stderr.strip().splitlines() if line.strip()]
-    if errors:
-        last = errors[-1].strip()
-        return "a test failed (AssertionError)" if last == "AssertionError" else last[:300]
-    if result.status is Status.OK:
-        return "the program stopped before the tests finished"
-    return f"the program exited with code {result.exit_code}"
+    return "the tests stopped before they finished"
