@@ -90,7 +90,7 @@ class RolloutStats:
     masked: int
     success_rate: float
     successes: int
-    """Unmasked episodes with a positive return (`success_rate` of them)."""
+    """Unmasked episodes the env judged solved (`Trajectory.success`; `success_rate` of them)."""
     items: int
     """Distinct items played (`Trajectory.item`): fewer than the episodes when draws repeat."""
     mean_reward: float
@@ -113,7 +113,7 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float = 0.0) -> Rollo
     steps = [s for t in kept for s in t.steps]
     tokens = sum(t.generated_tokens for t in trajectories)
     n = max(len(kept), 1)
-    successes = sum(t.total_reward > 0 for t in kept)
+    successes = sum(t.success for t in kept)
     outcomes = item_outcomes(kept)
     return RolloutStats(
         episodes=len(trajectories),
@@ -150,7 +150,7 @@ def item_outcomes(trajectories: Iterable[Trajectory]) -> dict[str, list[float]]:
     outcomes: dict[str, list[float]] = defaultdict(list)
     for t in trajectories:
         if not t.masked:
-            outcomes[t.item].append(float(t.total_reward > 0))
+            outcomes[t.item].append(float(t.success))
     return outcomes
 
 

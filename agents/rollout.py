@@ -267,6 +267,8 @@ async def _play(
             )
         )  # fmt: skip
         state = info["state_key"]
+        if isinstance(info.get("solved"), bool):
+            traj.solved = info["solved"]
         if info.get("infra_error"):
             traj.end, traj.infra_error = EpisodeEnd.INFRA_ERROR, str(info["infra_error"])
             return

@@ -106,6 +106,9 @@ class Trajectory:
     untrained: str | None = None
     """Why the update left this episode out though it was not masked: its group's reason
     (TrajectoryGroup.untrained: a frozen role, a solve rate outside the band)."""
+    solved: bool | None = None
+    """The env's verdict of success (its info's "solved" at the end); None where the env
+    gives none, and `success` falls back to a positive return."""
     segment_starts: list[int] = field(default_factory=list)
     """Offsets in token_ids where another context starts: an episode played through the
     gateway whose harness rewrote its history holds several token sequences one after
@@ -114,6 +117,14 @@ class Trajectory:
     @property
     def total_reward(self) -> float:
         return float(sum(s.reward for s in self.steps))
+
+    @property
+    def success(self) -> bool:
+        """Solved, as the env judged it (never a masked episode): what every success rate
+        counts. Partial credit (a substring match, token F1) is a reward, not a success."""
+        if self.masked:
+            return False
+        return self.solved if self.solved is not None else self.total_reward > 0
 
     @property
     def item(self) -> str:

@@ -112,7 +112,7 @@ def demonstrations(model_dir: Path, episodes: int, slips: float) -> list[Demonst
     masked = [t for t in played if t.masked]
     if masked:
         raise SystemExit(f"{len(masked)} demonstrations failed: {masked[0].infra_error}")
-    solved = sum(t.total_reward > 0 for t in played) / len(played)
+    solved = sum(t.success for t in played) / len(played)
     print(f"{len(played)} demonstrations, {solved:.0%} solved (the demonstrator slips)")
     return [Demonstration(t, [True] * len(t.steps)) for t in played]
 

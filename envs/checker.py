@@ -26,6 +26,7 @@ import gymnasium
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from toolgym.envs.core import INFO_KEYS, RESULT_LIMIT, Env
+from toolgym.envs.reward_probes import probe
 from toolgym.envs.held_out import shared_share, split_items
 from toolgym.envs.resources import Resources
 from toolgym.envs.spaces import message_problem
@@ -167,6 +168,7 @@ class _Checks:
             "tool schemas",
             "odd tool inputs",
             "episodes",
+            "reward integrity",
             "gymnasium check_env",
             "close",
         )
@@ -185,6 +187,7 @@ class _Checks:
         self.record("tool schemas", lambda: _tool_schemas(env))
         self.record("odd tool inputs", lambda: runner.run(_odd_inputs(shared, self.seed)))
         self.record("episodes", lambda: runner.run(_episodes(shared, self.seed, self.episodes)))
+        self.record("reward integrity", lambda: runner.run(_reward_integrity(shared, self.seed)))
         self.record("gymnasium check_env", lambda: _gymnasium(shared))
         self.record("close", lambda: _close_twice(shared))
 
@@ -299,6 +302,7 @@ INFO_TYPES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("error", lambda v: v is None or isinstance(v, str), "text or None"),
     ("infra_error", lambda v: v is None or isinstance(v, str), "text or None"),
     ("tools", lambda v: v is None or _is_list_of_dicts(v), "a list of tool schemas"),
+    ("solved", lambda v: isinstance(v, bool), "a bool (the env's verdict of success)"),
 )
 """What each key of the info contract (envs/core.py) must hold, where the env gives it."""
 
@@ -545,6 +549,30 @@ def _no_tool_raised(info: dict[str, Any], episode: int, seed: int) -> None:
             "A tool returns expected failures as text for the model and raises InfraError for "
             "a service that is down; any other exception is a bug"
         )
+
+
+async def _reward_integrity(factory: Callable[[], Any], seed: int) -> str | None:
+    """Blind answers and self-masking inputs through the env's tools (reward_probes.py)."""
+    found = await probe(factory, seed)
+    if found.blind_paid:
+        raise CheckFailed(
+            "the reward pays answers that know nothing of the task: "
+            + "; ".join(found.blind_paid[:4])
+            + ". Success must mean solved: give Outcome(solved=...) (info['solved']) by the "
+            "verifier's own notion of correct, and keep partial credit out of it"
+        )
+    if found.masked:
+        raise CheckFailed(
+            "a policy's own input was filed as an infrastructure failure (masked, so it leaves "
+            "every rate): " + "; ".join(found.masked[:3]) + ". Classify a failure by where it "
+            "happened: what the policy's input caused is its own (a 0), never a mask"
+        )
+    if found.partial_credit:
+        return (
+            "blind answers earn partial credit (not counted as solved): "
+            + "; ".join(found.partial_credit[:3])
+        )
+    return Passed(f"{found.probes} blind or hostile answers: none paid, none masked")
 
 
 def _gymnasium(factory: Callable[[], Any]) -> str | None:

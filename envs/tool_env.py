@@ -46,6 +46,21 @@ class Outcome:
 
     reward: float = 0.0
     terminated: bool = False
+    solved: bool | None = None
+    """Whether the ending verdict solved the task, in the verifier's own sense; None: the
+    default rule, solved when the ending reward is the full SOLVED_REWARD. An env whose
+    reward gives partial credit (a substring, token F1, points of a game) says it here."""
+
+
+SOLVED_REWARD = 1.0
+"""The ending reward that counts as solved when an env's Outcome does not say."""
+
+
+def solved(outcome: Outcome) -> bool:
+    """The episode's success, once it ended: blind or partial credit is never a success."""
+    if not outcome.terminated:
+        return False
+    return outcome.solved if outcome.solved is not None else outcome.reward >= SOLVED_REWARD
 
 
 class ToolEnv(Env):
@@ -238,7 +253,9 @@ class ToolEnv(Env):
             reward += self.invalid_action_reward
         terminated, truncated = await self._close_turn(outcome, obs)
         result, self._result = self._result, None
-        extra = {} if result is None else {"result": result}
+        extra: dict[str, Any] = {} if result is None else {"result": result}
+        if terminated or truncated:
+            extra["solved"] = solved(outcome)
         info = make_info(
             self.state_key(),
             valid_action=valid,

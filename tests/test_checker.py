@@ -35,6 +35,22 @@ def test_a_good_third_party_env_passes():
     assert check_env("fixture/Coin-v0").ok
 
 
+def test_an_env_whose_reward_pays_a_blind_answer_fails_in_words():
+    report = check_env("fixture/SubstringCredit-v0")
+    [failure] = report.failures()
+    assert failure.check == "reward integrity"
+    assert "pays answers that know nothing of the task" in failure.message
+    assert "answer(text=every number up to 999): solved 6 of 6" in failure.message
+
+
+def test_an_env_that_masks_a_policy_input_fails_in_words():
+    report = check_env("fixture/SelfMasking-v0")
+    [failure] = report.failures()
+    assert failure.check == "reward integrity"
+    assert "filed as an infrastructure failure" in failure.message
+    assert "look(an internal PostgreSQL error (3D000)): Error: tool 'look' is unavailable: the database failed" in failure.message
+
+
 def test_the_checks_share_one_set_of_resources_as_a_runs_instances_do():
     """Each check plays a fresh instance; a run's instances share the runtime's resources, so
     the checks' do too (one browser or server, not one per instance), the sync API's checks

@@ -65,7 +65,7 @@ def signal_metrics(
         count += 1
         if all(np.all(np.abs(by_episode[id(t)]) <= NO_SIGNAL) for t in members):
             equal += 1
-            succeeded += all(t.total_reward > 0 for t in members)
+            succeeded += all(t.success for t in members)
     return {
         "signal/groups": float(count),
         "signal/equal_groups": float(equal),

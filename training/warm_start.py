@@ -110,7 +110,7 @@ def warm_start(
     imitated = sum(sum(d.imitate) for d in demos)
     demonstrated = Demonstrated(
         episodes=len(demos),
-        solved=sum(d.trajectory.total_reward > 0 for d in demos),
+        solved=sum(d.trajectory.success for d in demos),
         imitated_turns=imitated,
         mistakes=sum(len(d.imitate) for d in demos) - imitated,
     )

@@ -23,6 +23,7 @@ from typing import Any
 from toolgym.agents.collector import GroupRequest, PoolSource, grouped
 from toolgym.agents.gateway.harness import Harness, HarnessFailed, HarnessTask
 from toolgym.agents.gateway.result_reward import ResultReward
+from toolgym.envs.tool_env import SOLVED_REWARD
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import Session, SessionSettings
 from toolgym.agents.trajectory import EpisodeEnd, Trajectory, TrajectoryGroup
@@ -152,6 +153,7 @@ class HarnessCollector:
             _masked(traj, EpisodeEnd.ENV_FAILED, f"scoring the result failed: {_why(exc)}")
             return False
         traj.steps[-1].reward = reward
+        traj.solved = reward >= SOLVED_REWARD  # the default rule: a full reward, never partial
         return True
 
     async def _run(self, session: Session, task: HarnessTask) -> Any:

@@ -181,7 +181,14 @@ class BrowserEnv(ToolEnv):
         return obs, reward, terminated, truncated, info
 
     def outcome(self) -> Outcome:
-        return Outcome() if self.result is None else Outcome(self.result, True)
+        if self.result is None:
+            return Outcome()
+        return Outcome(self.result, True, solved=self.solved_by(self.result))
+
+    def solved_by(self, result: float) -> bool | None:
+        """Whether the task's verdict `result` is a success; None: the default rule (the
+        full reward). A task whose reward gives partial credit says so here."""
+        return None
 
     def state_key(self) -> Hashable:
         return "page:" + (self.tree.digest() if self.tree is not None else "none")

@@ -57,6 +57,8 @@ class MiniWoBEnv(BrowserEnv):
             raise ConfigError(f"time_limit_s {time_limit_s}: it must be above 0 (seconds)")
         self.task = task
         self.reward_kind = reward
+        self.raw_reward = 0.0
+        """MiniWoB's raw reward of the ended task: success is above 0, whatever `reward`."""
         self.time_limit_s = time_limit_s
         self.url = (pages_dir() / f"{task}.html").as_uri()
 
@@ -77,7 +79,11 @@ class MiniWoBEnv(BrowserEnv):
         )
         if not done:
             return None
+        self.raw_reward = float(raw)
         return float(raw if self.reward_kind == "raw" else timed)
+
+    def solved_by(self, result: float) -> bool | None:
+        return self.raw_reward > 0
 
     def scripted_action(self) -> str | None:
         """A solver written for this task that reads only the instruction and the outline

@@ -228,7 +228,8 @@ class TextWorldEnv(ToolEnv):
 
     def outcome(self) -> Outcome:
         reward, self.step_reward = self.step_reward, 0.0
-        return Outcome(reward, bool(self.frame.get("won") or self.frame.get("lost")))
+        ended = bool(self.frame.get("won") or self.frame.get("lost"))
+        return Outcome(reward, ended, solved=bool(self.frame.get("won")))
 
     def state_key(self) -> Hashable:
         return "tw:" + str(self.frame.get("state", "none"))

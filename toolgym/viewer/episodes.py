@@ -38,7 +38,7 @@ class Filters:
 
 
 def succeeded(t: Trajectory) -> bool:
-    return not t.masked and t.total_reward > 0
+    return t.success
 
 
 def searchable(t: Trajectory) -> str:

@@ -41,7 +41,7 @@ def sample_rows(step: int, trajectories: list[Trajectory]) -> list[dict[str, Any
             "env": t.env_name,
             "role": t.role,
             "return": t.total_reward,
-            "success": not t.masked and t.total_reward > 0,
+            "success": t.success,
             "turns": len(t.steps),
             "masked": t.infra_error or "",
             "actions": " | ".join(s.action for s in t.steps)[:ACTIONS_CHARS],

@@ -67,9 +67,9 @@ REPEAT = "repeat"
 
 
 def solve_rate(solvers: TrajectoryGroup) -> float | None:
-    """The share of a group's episodes that ran and earned a reward; None when none ran."""
+    """The share of a group's episodes that ran and solved the task; None when none ran."""
     ran = [t for t in solvers.trajectories if not t.masked]
-    return sum(t.total_reward > 0 for t in ran) / len(ran) if ran else None
+    return sum(t.success for t in ran) / len(ran) if ran else None
 
 
 class SelfPlayDomain(Protocol):

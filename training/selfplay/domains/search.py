@@ -107,6 +107,6 @@ class SearchDomain:
         ran = [t for t in readers.trajectories if not t.masked]
         if not ran:
             return "its readers failed to run"
-        if not any(t.total_reward > 0 for t in ran):
+        if not any(t.success for t in ran):
             return "a reader given its evidence and distractors could not answer it"
         return None
