@@ -1,6 +1,8 @@
 """How a final answer is scored against a task, by name, for envs declared in config (an MCP
 server's tools plus a task list): "exact", "contains", "number", or "package.module:function"
-(your own, called as function(answer, task) -> float).
+(your own, called as function(answer, task) -> float). Each pays 1 for a right answer and 0
+otherwise, so an episode is solved when it pays 1 (a function of your own that gives partial
+credit counts as solved only at 1).
 
 A task's "answer" may be one value or a list of accepted values."""
 
@@ -32,9 +34,28 @@ def exact(answer: str, task: Mapping[str, Any]) -> float:
     return float(any(_normal(answer) == _normal(a) for a in _accepted(task)))
 
 
+CONTAINS_EXTRA_WORDS = 10
+"""How many words an answer may add around the accepted one it contains."""
+
+
 def contains(answer: str, task: Mapping[str, Any]) -> float:
-    """1 when an accepted answer appears in the answer (case and spacing ignored)."""
-    return float(any(_normal(a) and _normal(a) in _normal(answer) for a in _accepted(task)))
+    """1 when an accepted answer appears in the answer as whole words (case and spacing
+    ignored) and the answer adds at most CONTAINS_EXTRA_WORDS words to it: a sentence around
+    the answer is one, a list of every candidate is not."""
+    given = _normal(answer).split()
+    for accepted in _accepted(task):
+        words = _normal(accepted).split()
+        if words and len(given) <= len(words) + CONTAINS_EXTRA_WORDS and _has_run(given, words):
+            return 1.0
+    return 0.0
+
+
+def _has_run(words: list[str], run: list[str]) -> bool:
+    """Whether `run` appears in `words` as consecutive whole words (punctuation at a word's
+    ends ignored)."""
+    stripped = [w.strip(".,;:!?\"'()[]") for w in words]
+    target = [w.strip(".,;:!?\"'()[]") for w in run]
+    return any(stripped[i : i + len(target)] == target for i in range(len(stripped) - len(target) + 1))
 
 
 def number(answer: str, task: Mapping[str, Any]) -> float:

@@ -59,7 +59,11 @@ def test_rewards_by_name_and_a_users_function_that_misbehaves():
     tasks = [{"question": "Capital of France?", "answer": ["Paris", "paris, france"]}] * 2
     tasks.append({"question": "Say hi", "answer": "hi"})
     for reward, text, expected in [("exact", " PARIS. ", 1.0), ("exact", "Paris!", 0.0),
-                                   ("contains", "It is Paris.", 1.0)]:  # fmt: skip
+                                   ("contains", "It is Paris.", 1.0),
+                                   ("contains", "Parisian", 0.0),  # whole words only
+                                   # every candidate listed is not an answer
+                                   ("contains", ", ".join(["London", "Rome", "Paris", "Berlin", "Oslo",
+                                    "Bern", "Madrid", "Vienna", "Prague", "Athens", "Dublin"]), 0.0)]:  # fmt: skip
         env = toolgym.make("toolgym/MCP-v0", server=ADD, tasks=tasks, reward=reward)
         env.reset(options={"task": tasks[0]})
         assert play(env, "answer", text=text)[1] == expected, (reward, text)

@@ -105,8 +105,8 @@ HOSTILE = [
     ("SELECT lo_import('/etc/passwd')", "permission denied"),
     ("SELECT lo_export(1, '/tmp/x')", "permission denied"),
     ("SELECT * FROM pg_authid", "permission denied"),
-    ("SELECT pg_terminate_backend(pid) FROM pg_stat_activity", "permission denied"),
-    ("SELECT pg_cancel_backend(pid) FROM pg_stat_activity", "permission denied"),
+    ("SELECT pg_terminate_backend(pid) FROM pg_stat_get_backend_idset() pid", "permission denied"),
+    ("SELECT pg_cancel_backend(pid) FROM pg_stat_get_backend_idset() pid", "permission denied"),
     ("SELECT dblink_exec('dbname=shop_0', 'DELETE FROM orders')", "does not exist"),
     ("SET ROLE toolgym_admin", "read-only"),
     ("SELECT pg_sleep(30)", "budget"),
@@ -123,6 +123,16 @@ HOSTILE = [
     # and so are failure words in its own error text
     ("SELECT * FROM \"connection failure\"", "does not exist"),
     ("SELECT * FROM \"could not connect to server\"", "does not exist"),
+    # errors a query raises by itself, whatever their SQLSTATE class, are its own: a policy
+    # cannot mask its episode with them
+    ("SELECT pg_database_size('nope')", "does not exist"),
+    ("SELECT pg_describe_object(1, 1, 1)", "SQL error"),
+    ("SELECT 'x'::regclass", "does not exist"),
+    # other sessions' query text (the grader's gold queries) is not readable
+    ("SELECT query FROM pg_stat_activity", "permission denied"),
+    ("SELECT pg_stat_get_backend_activity(s) FROM pg_stat_get_backend_idset() s",
+     "permission denied"),
+    ("SELECT * FROM pg_stat_get_activity(NULL)", "permission denied"),
 ]  # fmt: skip
 
 
@@ -226,3 +236,14 @@ def test_a_server_that_is_not_there_is_the_infrastructures_fault(postgres):
         with_backend(dsn, work)
     with pytest.raises(DatabaseUnavailable):
         with_backend(postgres.reader_dsn, lambda b: b.query("nowhere_0", "SELECT 1", LIMITS))
+
+
+def test_sql_on_postgres_passes_the_reward_integrity_check(postgres):
+    """Through SQL-v0's own tools: the self-masking queries and blind answers of
+    `toolgym check` neither mask an episode nor count as solved."""
+    from toolgym.envs.checker import check_env
+
+    report = check_env("toolgym/SQL-v0", kwargs={"backend": "postgres", "dsn": postgres.reader_dsn})
+    integrity = next(f for f in report.findings if f.check == "reward integrity")
+    assert integrity.status == "pass", integrity.message
+    assert report.ok, [f"{f.check}: {f.message}" for f in report.failures()]

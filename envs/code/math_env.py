@@ -5,7 +5,7 @@ Observation: the question; the output of each `<python>` block as `<output>...</
 Actions (tags): <python>code</python> runs in the episode's Python session (variables
     persist); <answer>number</answer> ends the episode. Other text (<think>) is prose.
 Reward: 1.0 when the answer equals the truth (as a number), else `format_reward` for a
-    well-formed wrong answer (0 by default).
+    well-formed wrong answer (0 by default). Solved only by the right answer.
 Episode end: terminated by an answer; truncated after `max_turns` turns.
 state_key: a hash of the latest observation (the default): trajectories whose code printed
     the same output share a state.

@@ -7,7 +7,8 @@ Observation: the server's observation as text: its `messages` when it sends chat
 Tools: act(...), whose arguments are the server's action (its schema from GET /schema,
     less OpenEnv's `metadata`). With `text_field`, the model writes no call: its whole turn
     is the action's `text_field` (a text game's command, a served toolgym env's turn).
-Reward: the server's reward for each step (none counts 0).
+Reward: the server's reward for each step (none counts 0). Solved when the step that ends the
+    episode pays at least 1 (OpenEnv says no more than that).
 Reset: each episode opens a new session and sends the server `seed` (a seedless reset sends one
     drawn from the env's generator, so Gymnasium's seeding holds) with `reset_kwargs`.
 Episode end: terminated when the server says done; truncated after `max_turns` turns.

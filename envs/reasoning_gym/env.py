@@ -3,7 +3,9 @@
 Observation: the dataset's question.
 Action: the model's text with the final answer inside <answer> and </answer> (reasoning
     before it is free).
-Reward: the dataset's own score of the answer (0 to 1; most datasets give 1 or 0).
+Reward: the dataset's own score of the answer (0 to 1; most datasets give 1 or 0). Solved
+    only at 1: a partial score (reasoning-gym's default scorer credits an answer that merely
+    contains the right one) is a reward, not a success.
 Episode end: terminated by the answer, or (one turn allowed, the default) by a turn without
     one: a one-turn task cannot go on, so it has failed, not been cut short. With
     max_turns > 1 a turn without an answer gets the format hint and the episode goes on.

@@ -8,7 +8,9 @@ Tags (SearchR1-v0, Search-R1's format): <search>query</search> is answered with
     <information>...</information>; <answer>text</answer> finishes. <think> is prose.
 Reward: on answering, exact match (`reward="em"`, SQuAD normalisation, best over the gold
     aliases) or token F1 (`reward="f1"`); `format_reward` when a well-formed answer scores 0;
-    `invalid_action_reward` per malformed turn (ToolEnv's).
+    `invalid_action_reward` per malformed turn (ToolEnv's). Solved when the answer scores 1:
+    an exact match, or under F1 every token matching (a partial F1 is a reward, not a
+    success).
 Episode end: terminated by an answer; truncated after `max_turns` turns.
 state_key: the set of document ids retrieved so far, so trajectories that found the same
     documents share a state whatever words their queries used (GiGPO's anchors).

@@ -29,7 +29,16 @@ from toolgym.errors import ConfigError
 
 READER = "toolgym_reader"
 ADMIN = "toolgym_admin"
-REVOKED_FUNCTIONS = ("pg_terminate_backend(integer, bigint)", "pg_cancel_backend(integer)")
+REVOKED_FUNCTIONS = (
+    "pg_terminate_backend(integer, bigint)",
+    "pg_cancel_backend(integer)",
+    "pg_stat_get_activity(integer)",
+    "pg_stat_get_backend_activity(integer)",
+)
+"""Taken from every role but the admin in each database: signalling other sessions, and
+reading other sessions' query text (pg_stat_activity is built on these), where a concurrent
+episode would read the gold queries the grader runs."""
+REVOKED_VIEWS = ("pg_catalog.pg_stat_activity",)
 
 
 def pg_program(name: str) -> str:
@@ -92,6 +101,8 @@ class PostgresServer:
                 conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {READER}")
                 for function in REVOKED_FUNCTIONS:
                     conn.execute(f"REVOKE EXECUTE ON FUNCTION {function} FROM PUBLIC")
+                for view in REVOKED_VIEWS:
+                    conn.execute(f"REVOKE SELECT ON {view} FROM PUBLIC")
                 conn.execute("ANALYZE")
 
 

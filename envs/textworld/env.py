@@ -9,6 +9,7 @@ Actions: one command per turn, `<command>go east</command>` by default (pass par
     save, undo, ...), chained commands and anything that is not plain text are refused with
     the reason and never reach the game.
 Reward: the game's score gained by the step over its max score, so a won game returns 1.
+    Solved when the game is won (points scored in a lost game are not a success).
 Episode end: terminated when the game is won or lost; truncated after `max_turns` turns.
 state_key: a digest of the game's own state (TextWorld's facts: where you are, what you
     carry, what is open, cooked, ...), never the text, so GiGPO's anchor groups are the

@@ -8,7 +8,7 @@ Tools: the tools of the task's and the taskset's verifiers Toolsets (MCP servers
     (`<server>_<tool>`).
 Reward: the task's own `@vf.reward` functions (weighted, summed as verifiers sums them) on a
     verifiers Trace of the episode, given when it ends; the rewards and `@vf.metric`s by
-    name are the last step's `result`.
+    name are the last step's `result`. Solved when the summed reward reaches 1.
 Episode end: terminated by a reply without a tool call (the final reply, as in verifiers'
     tool loop) or by one of the task's `@vf.stop`s; at `max_turns` the episode is truncated
     and scored as it stands.

@@ -32,9 +32,10 @@ from toolgym.envs.sql.results import (
 )
 from toolgym.errors import ConfigError
 
-INFRA_CLASSES = ("08", "53", "57P", "58", "XX", "3D")
-"""SQLSTATE prefixes that are the server's fault: connection, resources, shutdown, system,
-internal, a missing database."""
+SERVER_DOWN_CLASSES = ("08", "57P")
+"""SQLSTATE prefixes that say the connection or the server went away (connection
+exceptions; shutdown, crash, a dropped database): the infrastructure's, even when the
+server still answered. Every other error the server answers a query with is the query's."""
 QUERY_LIMIT_STATES = ("53200", "53400")
 """Out of memory, and a configured limit (temp_file_limit): the query asked for the work."""
 SERVER_FIRST_S = 0.25
@@ -165,7 +166,7 @@ class PostgresBackend(SQLBackend):
             finally:  # one round trip: undo everything, and free what a rollback keeps
                 await conn.execute("ROLLBACK; SELECT pg_advisory_unlock_all()")
         except psycopg.Error as exc:
-            raise _classify(exc, limits) from exc
+            raise _classify(exc, limits, lost=bool(conn.broken or conn.closed)) from exc
 
     async def tables(self, db_id: str) -> list[Table]:
         if db_id in self._tables:
@@ -264,21 +265,28 @@ def _strip_flags(batch: list[Any], width: int, limits: QueryLimits) -> list[tupl
     return [tuple(row[:width]) for row in batch]
 
 
-def _classify(exc: Any, limits: QueryLimits) -> Exception:
-    """Whose fault, by SQLSTATE, or for an error raised here in the client by its class: a
-    value the client cannot read (a date past year 9999) is the query's, a lost connection
-    the infrastructure's. Never by the words of the message, which a query can choose."""
+def _classify(exc: Any, limits: QueryLimits, lost: bool) -> Exception:
+    """Whose fault, by where it happened. An error the server answered the query with, its
+    connection still up, is the query's whatever its SQLSTATE: a read-only query can raise
+    an "internal error" (`pg_describe_object(1, 1, 1)`, XX000) or a "missing database"
+    (`pg_database_size('nope')`, 3D000) by itself, and a policy must not be able to mask its
+    episode so. A lost connection, or a server saying it is going away, is the
+    infrastructure's; an error raised here in the client is the query's when it is about a
+    value the client cannot read (a date past year 9999). Never by the words of the message,
+    which a query can choose."""
     import psycopg
 
     state = getattr(exc, "sqlstate", None) or ""
     message = getattr(getattr(exc, "diag", None), "message_primary", None) or str(exc)
+    if lost or state.startswith(SERVER_DOWN_CLASSES):
+        return DatabaseUnavailable(f"the database failed: {message}")
     if state == "57014":
         return QueryError(f"the query ran past its {limits.timeout_s:g} s budget and was stopped")
     if state in QUERY_LIMIT_STATES:
         return QueryError(f"the query needed more than the server allows: {message}")
     if not state and isinstance(exc, psycopg.DataError | psycopg.NotSupportedError):
         return QueryError(f"a value in the result cannot be read: {message}")
-    if not state or state.startswith(INFRA_CLASSES):
+    if not state:
         return DatabaseUnavailable(f"the database failed: {message}")
     if state == "25006":
         return QueryError(f"the database is read-only: {message}")
