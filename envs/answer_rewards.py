@@ -34,8 +34,10 @@ def exact(answer: str, task: Mapping[str, Any]) -> float:
     return float(any(_normal(answer) == _normal(a) for a in _accepted(task)))
 
 
-CONTAINS_EXTRA_WORDS = 10
-"""How many words an answer may add around the accepted one it contains."""
+CONTAINS_EXTRA_WORDS = 6
+"""How many words an answer may add around the accepted one it contains: "The capital of
+France is Paris" adds five. A short list of candidates still fits, so a task with a few
+options (multiple choice) wants "exact"."""
 
 
 def contains(answer: str, task: Mapping[str, Any]) -> float:

@@ -7,7 +7,7 @@ Tools: the server's own (name, description, JSON schema as it publishes them; `t
     server's settings keeps some), plus answer(text), which ends the episode.
 Reward: the named reward of the answer and the task ("exact", "contains", "number", or
     "package.module:function"), given when the answer is submitted. Solved when it pays 1
-    ("contains" pays only an answer that adds at most 10 words to the accepted one, so a list
+    ("contains" pays only an answer that adds at most 6 words to the accepted one, so a list
     of every option is not paid).
 Episode end: terminated by `answer`; truncated after `max_turns` turns.
 state_key: a hash of the latest observation (the default).
