@@ -143,6 +143,9 @@ HOSTILE_COMMANDS = {
     "two lines": "<command>look\nquit</command>",
     "chained": "<command>go north then quit</command>",
     "debug verb": "<command>tw-extra-infos facts</command>",
+    "print every room and lock": "<command>enable print state option</command>",
+    "print state, as typed": "<command>Enable  Print State Option</command>",
+    "change the parser": "<command>restrict commands</command>",
     "escape sequence": "<command>\x1b[2J</command>",
     "NUL": "<command>look\x00</command>",
 }

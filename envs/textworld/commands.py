@@ -1,7 +1,8 @@
 """What reaches the game, and what comes back. A command is one line of plain words: the
 interpreter halts on control characters, runs several commands for `.`, `,` or `then`, and
 its out-of-game verbs (quit, restart, save, undo, ...) leave the game waiting on a yes/no
-question or out of step with the state TextWorld tracks. Those are refused here with the
+question or out of step with the state TextWorld tracks, and TextWorld's framework commands
+(tw-..., enable print state option, restrict commands) print hidden state. Those are refused here with the
 reason, as the model's mistake, and never sent."""
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import unicodedata
 MAX_COMMAND_CHARS = 200
 META_VERBS = frozenset(
     {"quit", "q", "restart", "save", "restore", "undo", "script", "unscript", "transcript",
-     "noscript", "recording", "replay", "verify", "version"}
+     "noscript", "recording", "replay", "verify", "version",
+     # TextWorld's own framework commands ("enable print state option" prints every room,
+     # its contents and which key opens which lock; "restrict commands" changes the parser)
+     "enable", "disable", "restrict", "print_state"}
 )  # fmt: skip
 _WORDS = re.compile(r"[a-z0-9' -]+")
 _PROMPT = re.compile(r"(^|\n)>[^\n]*$")
