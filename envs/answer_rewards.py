@@ -57,7 +57,9 @@ def _has_run(words: list[str], run: list[str]) -> bool:
     ends ignored)."""
     stripped = [w.strip(".,;:!?\"'()[]") for w in words]
     target = [w.strip(".,;:!?\"'()[]") for w in run]
-    return any(stripped[i : i + len(target)] == target for i in range(len(stripped) - len(target) + 1))
+    return any(
+        stripped[i : i + len(target)] == target for i in range(len(stripped) - len(target) + 1)
+    )
 
 
 def number(answer: str, task: Mapping[str, Any]) -> float:

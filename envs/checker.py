@@ -26,9 +26,9 @@ import gymnasium
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from toolgym.envs.core import INFO_KEYS, RESULT_LIMIT, Env
-from toolgym.envs.reward_probes import probe
 from toolgym.envs.held_out import shared_share, split_items
 from toolgym.envs.resources import Resources
+from toolgym.envs.reward_probes import probe
 from toolgym.envs.spaces import message_problem
 from toolgym.envs.tasks import TaskSource, content_key
 from toolgym.envs.tool_env import ToolEnv
@@ -568,9 +568,8 @@ async def _reward_integrity(factory: Callable[[], Any], seed: int) -> str | None
             "happened: what the policy's input caused is its own (a 0), never a mask"
         )
     if found.partial_credit:
-        return (
-            "blind answers earn partial credit (not counted as solved): "
-            + "; ".join(found.partial_credit[:3])
+        return "blind answers earn partial credit (not counted as solved): " + "; ".join(
+            found.partial_credit[:3]
         )
     return Passed(f"{found.probes} blind or hostile answers: none paid, none masked")
 

@@ -48,7 +48,10 @@ def test_an_env_that_masks_a_policy_input_fails_in_words():
     [failure] = report.failures()
     assert failure.check == "reward integrity"
     assert "filed as an infrastructure failure" in failure.message
-    assert "look(an internal PostgreSQL error (3D000)): Error: tool 'look' is unavailable: the database failed" in failure.message
+    assert (
+        "look(an internal PostgreSQL error (3D000)): Error: tool 'look' is unavailable: the database failed"
+        in failure.message
+    )
 
 
 def test_the_checks_share_one_set_of_resources_as_a_runs_instances_do():

@@ -69,14 +69,11 @@ def example_agent():
     return CallableHarness(load_callable(f"{EXAMPLE}:solve", "agent"))
 
 
-def test_a_crashed_agent_masks_only_its_episode(played):
+def test_an_agent_that_crashes_before_calling_the_model_masks_only_its_episode(played):
     solve = load_callable(f"{EXAMPLE}:solve", "agent")
 
     async def crashes_once(task, base_url, api_key):
         if task.id.endswith(":1"):
-            await openai.AsyncOpenAI(base_url=base_url, api_key=api_key).chat.completions.create(
-                model="m", messages=[{"role": "user", "content": task.prompt}], max_tokens=4
-            )
             raise RuntimeError("the agent's own bug")
         return await solve(task, base_url, api_key)
 
@@ -89,6 +86,29 @@ def test_a_crashed_agent_masks_only_its_episode(played):
     kept = [t for t in episodes if not t.masked]
     assert kept and all(t.steps and t.end is EpisodeEnd.TERMINATED for t in kept)
     assert all(t.messages[0]["content"].startswith("Work out the answer") for t in kept)
+
+
+def test_an_agent_that_fails_on_the_policys_replies_counts_as_a_zero_not_a_mask(played):
+    """A policy must not mask the episodes it is losing by breaking its agent: once the model
+    has replied, the agent's crash or hang is the policy's doing."""
+
+    async def breaks_on_the_reply(task, base_url, api_key):
+        client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key)
+        await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": task.prompt}], max_tokens=4
+        )
+        if task.id.endswith(":1"):
+            await asyncio.sleep(3600)  # a loop the replies kept going
+        raise RuntimeError("could not parse the reply")
+
+    episodes = played(CallableHarness(breaks_on_the_reply), tasks=2, size=2,
+                      limits=HarnessLimits(60, idle_timeout_s=1.0))  # fmt: skip
+    assert len(episodes) == 4 and not any(t.masked for t in episodes)
+    assert all(t.total_reward == 0.0 and not t.success for t in episodes)
+    errors = [t.steps[-1].error for t in episodes]
+    assert all(e.startswith("the agent failed after the policy's replies: ") for e in errors)
+    assert sum("could not parse the reply" in e for e in errors) == 2
+    assert sum("abandoned" in e for e in errors) == 2
 
 
 def test_a_hung_or_silent_agent_is_stopped_and_masked(played):

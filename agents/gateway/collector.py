@@ -5,10 +5,14 @@ An episode: an env instance from the request's pool is reset with the task (its 
 the agent's `task.prompt`, and it keeps the task's answer for the checker); a session is
 opened; the agent runs against the session's URL, within the episode timeout and an idle
 timeout (no call for that long: abandoned); the result is scored; the reward goes on the
-episode's last call. An agent that raises, exits with an error, hangs or is abandoned, an
-engine that fails a call, and an env or checker that fails mask the episode (infra errors,
-never a 0). An agent that fails after the gateway refused a call for its budget ended by the
-policy's doing: it counts, with reward 0.
+episode's last call. Whose fault a failure is goes by where it happened, never by what the
+agent says: an agent that raises, exits with an error, hangs or is abandoned before it ever
+called the model could not be run (masked); once the policy has replied, the agent's failure
+is the policy's doing (a framework's turn limit, a reply it could not parse, a loop the
+replies kept going): it counts, with reward 0, and its last step says why, so a policy
+cannot mask the episodes it is losing. An engine that fails a call, and an env or checker
+that fails, mask the episode (infra errors, never a 0). An agent that fails after the
+gateway refused a call for its budget ended by the policy's doing: it counts, with reward 0.
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ from typing import Any
 from toolgym.agents.collector import GroupRequest, PoolSource, grouped
 from toolgym.agents.gateway.harness import Harness, HarnessFailed, HarnessTask
 from toolgym.agents.gateway.result_reward import ResultReward
-from toolgym.envs.tool_env import SOLVED_REWARD
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import Session, SessionSettings
 from toolgym.agents.trajectory import EpisodeEnd, Trajectory, TrajectoryGroup
 from toolgym.agents.vision import text_only
 from toolgym.envs.episode_env import EpisodeEnv
+from toolgym.envs.tool_env import SOLVED_REWARD
 from toolgym.errors import RunFailedError, one_line
 
 
@@ -120,21 +124,21 @@ class HarnessCollector:
         traj.messages = list(opening)  # until the agent's first call says what the model read
         task = HarnessTask(traj.id, _prompt(opening), list(opening), traj.task, traj.seed)
         session = self.gateway.open(settings, traj)
+        policy_failed: str | None = None
         try:
             result = await self._run(session, task)
         except TimeoutError as exc:
-            _masked(traj, EpisodeEnd.TIMEOUT, str(exc))
-            return True
+            if not traj.steps:
+                _masked(traj, EpisodeEnd.TIMEOUT, str(exc))
+                return True
+            result, policy_failed = None, str(exc)
         except Exception as exc:  # the agent's failure (HarnessFailed), or its command's
-            if session.ended is None:
-                why = (
-                    str(exc)
-                    if isinstance(exc, HarnessFailed)
-                    else f"the harness failed: {_why(exc)}"
-                )
+            why = str(exc) if isinstance(exc, HarnessFailed) else f"the harness failed: {_why(exc)}"
+            if session.ended is None and not traj.steps:
                 _masked(traj, EpisodeEnd.INFRA_ERROR, why)
                 return True
-            result = None  # the budget ended it: the policy's doing, scored 0 below
+            result = None  # a budget ended it, or the agent failed on the policy's replies
+            policy_failed = None if session.ended else why
         finally:
             self.gateway.close(session)
         if session.failed:
@@ -146,13 +150,15 @@ class HarnessCollector:
         try:
             reward = (
                 0.0
-                if session.ended and result is None
+                if (session.ended or policy_failed is not None) and result is None
                 else (await self.reward.score(env, task, result))
             )
         except Exception as exc:
             _masked(traj, EpisodeEnd.ENV_FAILED, f"scoring the result failed: {_why(exc)}")
             return False
         traj.steps[-1].reward = reward
+        if policy_failed is not None:
+            traj.steps[-1].error = f"the agent failed after the policy's replies: {policy_failed}"
         traj.solved = reward >= SOLVED_REWARD  # the default rule: a full reward, never partial
         return True
 
