@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import openai
@@ -158,14 +161,88 @@ def test_a_command_line_is_a_harness(played, tmp_path):
         "client = openai.OpenAI()\n"  # OPENAI_BASE_URL and OPENAI_API_KEY, as any program
         "reply = client.chat.completions.create(model='m', max_tokens=8,\n"
         "    messages=[{'role': 'user', 'content': task['prompt']}])\n"
-        "print(task['data'] and task['data'].get('seed'))\n"
+        "print(task['seed'])\n"
     )  # fmt: skip
     episodes = played(CommandHarness([sys.executable, str(script)]))
     assert all(not t.masked and len(t.steps) == 1 for t in episodes)
     failing = played(CommandHarness([sys.executable, "-c", "import sys; sys.exit('no key')"]))
     assert all(t.masked and "exited with 1: no key" in t.infra_error for t in failing)
     killed = played(CommandHarness([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"]))
-    assert all(t.masked and "exited with -9" in t.infra_error for t in killed)
+    assert all(t.masked and "exited with" in t.infra_error for t in killed)
+
+
+ASK_ONCE = (
+    "import openai\nopenai.OpenAI().chat.completions.create(model='m', max_tokens=4, "
+    "messages=[{'role': 'user', 'content': 'hi'}])\n"
+)
+SNOOP = (
+    ASK_ONCE
+    + """
+import json, os, signal, sys
+task = json.loads(os.environ['TOOLGYM_TASK'])
+seen = {'keys': sorted(task), 'secret': os.environ.get('TRAINER_SECRET'),
+        'pids': sorted(int(p) for p in os.listdir('/proc') if p.isdigit())}
+try:
+    os.kill(int(sys.argv[1]), 0)
+    seen['reached_trainer'] = True
+except OSError:
+    seen['reached_trainer'] = False
+print(json.dumps(seen))
+"""
+)
+
+
+def test_a_command_gets_no_secret_no_task_fields_and_cannot_reach_the_trainer(
+    played, tmp_path, monkeypatch
+):
+    """A policy that has the agent's shell read its environment, the task or its siblings'
+    /proc finds nothing it could be paid for copying."""
+    monkeypatch.setenv("TRAINER_SECRET", "hunter2")
+    script = tmp_path / "snoop.py"
+    script.write_text(SNOOP)
+    seen = []
+
+    class Recorded(CommandHarness):
+        async def run(self, task, base_url, api_key):
+            seen.append(json.loads(await super().run(task, base_url, api_key)))
+            return ""
+
+    played(Recorded([sys.executable, str(script), str(os.getpid())]), size=2)
+    assert len(seen) == 2
+    for one in seen:
+        assert one["keys"] == ["id", "messages", "prompt", "seed"]  # no answer field
+        assert one["secret"] is None and one["reached_trainer"] is False
+        assert len(one["pids"]) <= 3  # its own namespace: bubblewrap's init, itself
+    seen.clear()
+    passed = Recorded([sys.executable, str(script), str(os.getpid())], pass_env=["TRAINER_SECRET"])
+    played(passed, size=1)
+    assert seen[0]["secret"] == "hunter2"
+
+
+def test_what_a_command_leaves_running_ends_with_it(played, tmp_path):
+    """A child that holds the command's output open neither keeps the episode waiting nor
+    outlives it, isolated or not."""
+    marker = f"toolgym-left-behind-{os.getpid()}"
+    script = tmp_path / "leaves.py"
+    script.write_text(
+        ASK_ONCE + "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
+        "print('done')\n"
+    )
+    for isolate in (True, False):
+        started = time.monotonic()
+        episodes = played(CommandHarness([sys.executable, str(script)], isolate=isolate), size=2)
+        assert time.monotonic() - started < 30
+        assert all(not t.masked for t in episodes), [t.infra_error for t in episodes]
+        left = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(p, marker)]
+        assert left == [], isolate
+
+
+def _cmdline_has(pid: str, text: str) -> bool:
+    try:
+        return text.encode() in open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        return False
 
 
 RUNS = {
@@ -213,3 +290,33 @@ def test_a_harness_run_trains_and_evaluates_through_the_gateway(
     if run_name == "openai":  # the agent's tools ran in the agent: no env can replay them
         replay = run_cli("rollouts", "rescore", str(run), "--reward", "replay")
         assert replay.returncode != 0 and "cannot be replayed" in replay.stderr
+
+
+def test_an_isolated_command_dies_with_a_killed_trainer(tmp_path):
+    marker = f"toolgym-orphan-{os.getpid()}"
+    trainer = tmp_path / "trainer.py"
+    trainer.write_text(
+        "import asyncio, sys\n"
+        "from toolgym.agents.gateway.harness import CommandHarness, HarnessTask\n"
+        f"argv = [sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}]\n"
+        "task = HarnessTask('x', 'p', [], 0)\n"
+        "asyncio.run(CommandHarness(argv).run(task, 'http://127.0.0.1:9', 'k'))\n"
+    )
+    process = subprocess.Popen([sys.executable, str(trainer)])
+    try:
+        deadline = time.monotonic() + 30
+        while not _running(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _running(marker), "the command never started"
+        process.kill()  # SIGKILL: the trainer runs no cleanup of its own
+        process.wait()
+        deadline = time.monotonic() + 10
+        while _running(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(marker)
+    finally:
+        process.kill()
+
+
+def _running(marker: str) -> list[str]:
+    return [p for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(p, marker)]

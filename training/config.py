@@ -389,10 +389,17 @@ class HarnessSection(ConfigModel):
     command: list[str] | None = None
     """Or a command line run once per episode: it reads OPENAI_BASE_URL, OPENAI_API_KEY and
     TOOLGYM_TASK (the task as JSON) and prints its result."""
+    pass_env: list[str] = Field(default_factory=list)
+    """Variables of the trainer's environment a command also gets (it gets PATH, HOME, the
+    locale and the Python paths; never the trainer's keys unless named here)."""
+    isolate: bool = True
+    """Run each command in PID and IPC namespaces of its own (bubblewrap): it cannot see or
+    signal the trainer or its siblings, and all it started ends with it. false: the
+    trainer's own processes (then it can read its siblings' keys and tasks)."""
     reward: str = "env"
     """How a result is scored: env (the env's `answer_tool`, called with the result, on an
     instance reset with the episode's task), exact, contains, number, or
-    "package.module:function" called as function(result, task data)."""
+    "package.module:function" called as function(result, the drawn task's fields)."""
     answer_tool: str = "answer"
     """The env's tool that checks a result (reward: env); it takes one parameter."""
     max_calls: int = Field(16, ge=1)
@@ -400,7 +407,8 @@ class HarnessSection(ConfigModel):
     max_completion_tokens: int = Field(4096, ge=1)
     """Tokens the model may write over an episode."""
     idle_timeout_s: float = Field(120.0, gt=0)
-    """An agent that makes no call for this long is abandoned (its episode masked)."""
+    """An agent that makes no call for this long is abandoned (its episode masked if it never
+    called the model, else a 0: the policy's replies left it so)."""
     concurrency: int = Field(64, ge=1)
     """Agents running at once (and the gateway's generations at once)."""
     host: str = "127.0.0.1"

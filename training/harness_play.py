@@ -32,7 +32,7 @@ class HarnessPlay:
         self.section = section
         self.harness: Harness = (
             CallableHarness.named(section.agent) if section.agent is not None
-            else CommandHarness(section.command or [])
+            else CommandHarness(section.command or [], section.pass_env, section.isolate)
         )  # fmt: skip
         self.reward: ResultReward = result_reward(section.reward, section.answer_tool)
         self.max_calls = min(section.max_calls, max_turns or section.max_calls)

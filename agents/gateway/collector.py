@@ -122,7 +122,7 @@ class HarnessCollector:
             _masked(traj, EpisodeEnd.ENV_FAILED, f"the env's reset failed: {_why(exc)}")
             return False
         traj.messages = list(opening)  # until the agent's first call says what the model read
-        task = HarnessTask(traj.id, _prompt(opening), list(opening), traj.task, traj.seed)
+        task = HarnessTask(traj.id, _prompt(opening), list(opening), traj.seed)
         session = self.gateway.open(settings, traj)
         policy_failed: str | None = None
         try:
@@ -151,7 +151,7 @@ class HarnessCollector:
             reward = (
                 0.0
                 if (session.ended or policy_failed is not None) and result is None
-                else (await self.reward.score(env, task, result))
+                else (await self.reward.score(env, traj.task, result))
             )
         except Exception as exc:
             _masked(traj, EpisodeEnd.ENV_FAILED, f"scoring the result failed: {_why(exc)}")

@@ -18,12 +18,13 @@ import contextlib
 import inspect
 import json
 import os
+import shutil
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from toolgym.errors import ToolgymError, one_line
+from toolgym.errors import ConfigError, ToolgymError, one_line
 from toolgym.imports import load_callable
 
 OUTPUT_LIMIT = 1 << 20
@@ -46,10 +47,9 @@ class HarnessTask:
     messages: list[dict[str, Any]]
     """The env's opening messages (its system prompt describes the env's own tools, which
     an agent with tools of its own may ignore)."""
-    data: dict[str, Any] | None
-    """The task as the env was reset with it. It may hold the answer: build the model's
-    prompt from `prompt`."""
     seed: int | None
+    """Never the task's own fields: they may hold its answer, gold query or tests, and an
+    agent (or a tool of its, a shell) that could read them would be paid for copying."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, default=str)
@@ -87,33 +87,73 @@ class CallableHarness:
             ) from exc
 
 
-class CommandHarness:
-    """A command line run once per episode in its own process group (stopped whole on a
-    timeout); its standard output, stripped, is the result."""
+PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
+              "TERM", "PYTHONPATH", "VIRTUAL_ENV", "SSL_CERT_FILE", "SSL_CERT_DIR")  # fmt: skip
+"""The trainer's variables a command gets (where set), besides those `pass_env` names: never
+its keys or tokens, which a policy could have the agent's shell read out."""
+OUTPUT_GRACE_S = 2.0
+"""After the command exits (and its processes are stopped), how long its output may take."""
 
-    def __init__(self, argv: Sequence[str]) -> None:
+
+class CommandHarness:
+    """A command line run once per episode; its standard output, stripped, is the result.
+
+    It gets an environment of PASSED_ENV and `pass_env` only (plus the session's URL, key
+    and task). With `isolate` (the default) it runs in a PID and IPC namespace of its own
+    (bubblewrap, the file system shared): it cannot see or signal the trainer or a sibling
+    agent (their /proc, their keys and tasks), and every process it started ends when it
+    exits, when its episode is stopped, or when the trainer dies. Without `isolate` its
+    process group is ended as it exits; a process that left the group is out of reach."""
+
+    def __init__(
+        self, argv: Sequence[str], pass_env: Sequence[str] = (), isolate: bool = True
+    ) -> None:
         if not argv:
             raise ToolgymError("a harness command needs at least the program to run")
         self.argv, self.name = list(argv), " ".join(argv)
+        self.pass_env = (*PASSED_ENV, *pass_env)
+        self.prefix: list[str] = []
+        if isolate:
+            bwrap = shutil.which("bwrap")
+            if bwrap is None:
+                raise ConfigError(
+                    "harness commands run isolated from each other and the trainer with "
+                    "bubblewrap, which is not installed (Debian: apt-get install bubblewrap); "
+                    "or set harness.isolate: false to run them as the trainer's own processes"
+                )
+            self.prefix = [bwrap, "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid",
+                           "--unshare-ipc", "--die-with-parent", "--new-session", "--"]  # fmt: skip
+
+    def environment(self, task: HarnessTask, base_url: str, api_key: str) -> dict[str, str]:
+        kept = {name: os.environ[name] for name in self.pass_env if name in os.environ}
+        return {**kept, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": api_key,
+                "TOOLGYM_TASK": task.to_json()}  # fmt: skip
 
     async def run(self, task: HarnessTask, base_url: str, api_key: str) -> Any:
-        env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": api_key,
-               "TOOLGYM_TASK": task.to_json()}  # fmt: skip
         process = await asyncio.create_subprocess_exec(
-            *self.argv, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True, limit=OUTPUT_LIMIT,
+            *self.prefix, *self.argv, env=self.environment(task, base_url, api_key),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True, limit=OUTPUT_LIMIT,
         )  # fmt: skip
+        output = asyncio.gather(_bounded(process.stdout), _bounded(process.stderr))
         try:
-            (out, more), (err, _) = await asyncio.gather(
-                _bounded(process.stdout), _bounded(process.stderr)
-            )
-            code = await process.wait()
+            code = await _exit_code(process)
+            _end_group(process.pid)  # what it left running ends with it
+            try:
+                (out, more), (err, _) = await asyncio.wait_for(
+                    asyncio.shield(output), OUTPUT_GRACE_S
+                )
+            except TimeoutError:
+                raise HarnessFailed(
+                    "a process the command started kept its output open after it exited"
+                ) from None
         finally:
             if process.returncode is None:  # cancelled (a timeout): stop the whole group
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                await process.wait()
+                _end_group(process.pid)
+                await _exit_code(process)
+            output.cancel()
+            with contextlib.suppress(BaseException):
+                await output  # retrieved, so its cancellation is not logged
         if code != 0:
             lines = err.decode(errors="replace").strip().splitlines()
             raise HarnessFailed(
@@ -122,6 +162,22 @@ class CommandHarness:
         if more:
             raise HarnessFailed(f"the command printed more than {OUTPUT_LIMIT} bytes")
         return out.decode(errors="replace").strip()
+
+
+EXIT_POLL_S = 0.02
+
+
+async def _exit_code(process: asyncio.subprocess.Process) -> int:
+    """The exit code as soon as the process exits: asyncio's wait() (before Python 3.12)
+    also waits for every pipe to close, which a child the command left running holds."""
+    while process.returncode is None:
+        await asyncio.sleep(EXIT_POLL_S)
+    return process.returncode
+
+
+def _end_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 async def _bounded(stream: asyncio.StreamReader | None) -> tuple[bytes, bool]:

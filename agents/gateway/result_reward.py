@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from toolgym.agents.gateway.harness import HarnessTask
 from toolgym.envs.answer_rewards import REWARDS, answer_reward, checked_reward
 from toolgym.envs.episode_env import EpisodeEnv
 from toolgym.envs.tool_env import ToolEnv
@@ -18,8 +17,9 @@ ENV_CHECKER = "env"
 
 
 class ResultReward(Protocol):
-    async def score(self, env: EpisodeEnv, task: HarnessTask, result: Any) -> float:
-        """The episode's reward for `result`; `env` was reset with the task."""
+    async def score(self, env: EpisodeEnv, task: dict[str, Any] | None, result: Any) -> float:
+        """The episode's reward for `result`; `env` was reset with `task` (the drawn task's
+        data, which the agent never sees)."""
         ...
 
 
@@ -29,7 +29,7 @@ class EnvTool:
     def __init__(self, tool: str) -> None:
         self.tool = tool
 
-    async def score(self, env: EpisodeEnv, task: HarnessTask, result: Any) -> float:
+    async def score(self, env: EpisodeEnv, task: dict[str, Any] | None, result: Any) -> float:
         tool_env = env.unwrapped
         if not isinstance(tool_env, ToolEnv):
             raise ConfigError(f"{type(tool_env).__name__} has no tools to check a result with")
@@ -56,9 +56,9 @@ class AnswerFunction:
     def __init__(self, name: str) -> None:
         self.name, self.function = name, answer_reward(name)
 
-    async def score(self, env: EpisodeEnv, task: HarnessTask, result: Any) -> float:
+    async def score(self, env: EpisodeEnv, task: dict[str, Any] | None, result: Any) -> float:
         given = str(result) if self.name in REWARDS else result
-        return checked_reward(self.function(given, task.data or {}), self.name)
+        return checked_reward(self.function(given, task or {}), self.name)
 
 
 def result_reward(name: str, answer_tool: str = "answer") -> ResultReward:
