@@ -35,6 +35,22 @@ def play(env, name, **arguments):
     return env.step(env.parser.render([ToolCall(name, arguments)]))
 
 
+def test_the_default_calculator_serves_every_episode_alike():
+    """The default server is one process shared by every episode: each episode's calls are
+    answered, however many episodes came before (a shared served episode ran out of turns
+    and refused every call from the fifth on)."""
+    env = toolgym.make("toolgym/MCP-v0")
+    try:
+        for seed in range(6):
+            env.reset(seed=seed)
+            for _ in range(2):
+                obs, reward, terminated, _, info = play(env, "calculator", expression="6 * 7")
+                assert obs[0]["content"].startswith("42"), obs
+                assert info["valid_action"] and not terminated and info["infra_error"] is None
+    finally:
+        env.close()
+
+
 def test_an_env_from_a_server_tasks_and_a_reward(tmp_path):
     path = tmp_path / "tasks.jsonl"
     path.write_text("".join(json.dumps(t) + "\n" for t in add_tasks(20)))

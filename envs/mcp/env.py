@@ -42,10 +42,13 @@ from toolgym.tools.tool import DEFAULT_TIMEOUT_S, tool
 
 check_task = needs_keys("an MCP task", "question", "answer")
 CALCULATOR = {
-    "command": [sys.executable, "-m", "toolgym", "serve", "mcp", "toolgym/Arithmetic-v0"],
+    "command": [sys.executable, "-m", "toolgym", "serve", "mcp", "toolgym/Arithmetic-v0",
+                "--episode-per-call"],
     "tools": ["calculator"],
-}
-"""The default server: toolgym's calculator, served over MCP by toolgym itself."""
+}  # fmt: skip
+"""The default server: toolgym's calculator, served over MCP by toolgym itself. Every env
+instance shares the one server process, so each call is an episode of its own there: one
+served episode shared by all would run out of turns and refuse every episode's calls."""
 DEFAULT_INSTRUCTIONS = "Use the tools to find the answer, then give it with the answer tool."
 
 

@@ -57,6 +57,9 @@ class EnvToolServer:
         task: a task to play instead (the env's task fields; the operator's, so trusted).
         max_sessions: the most envs alive at once over HTTP (sessions and single calls).
         idle_timeout_s: an HTTP session unused this long is closed (None: never).
+        episode_per_call: every call is an episode of its own, in a fresh env, for a client
+            that uses the tools as plain tools across many episodes of its own (a session's
+            one episode would carry one episode's state and turns into the next).
     """
 
     def __init__(
@@ -67,8 +70,10 @@ class EnvToolServer:
         task: dict[str, Any] | None = None,
         max_sessions: int = 32,
         idle_timeout_s: float | None = 600.0,
+        episode_per_call: bool = False,
     ) -> None:
         self.env_id = env_id
+        self.episode_per_call = episode_per_call
         self.seed = seed
         self.options = {"task": task} if task is not None else None
         self.host = EnvHost(env_id, env_kwargs, max_sessions, idle_timeout_s)
@@ -163,7 +168,7 @@ class EnvToolServer:
         key = STDIO if ctx.request is None else request_session(ctx.request)
         call = ToolCall(params.name, dict(params.arguments or {}), id="mcp")
         try:
-            if key is None:  # no session: one episode for this call alone
+            if key is None or self.episode_per_call:  # one episode for this call alone
                 async with self.host.single_use() as env:
                     return await self._play(env, call)
             session = self.host.get(key)

@@ -592,6 +592,13 @@ def serve_mcp(
         float,
         typer.Option(min=0, help="Close an http session idle this many seconds (0: never)."),
     ] = 600.0,
+    episode_per_call: Annotated[
+        bool,
+        typer.Option(
+            help="Play each call as an episode of its own, sessions or not: tools "
+            "used as plain tools by many episodes (toolgym's calculator for MCP-v0)."
+        ),
+    ] = False,
     env_arg: EnvArgs = None,
 ) -> None:
     """Serve an env's tools as an MCP server, one episode per client session."""
@@ -601,7 +608,16 @@ def serve_mcp(
     kwargs = env_kwargs(env_arg or [])
     raise typer.Exit(
         serve_mcp_command(
-            env_id, kwargs, transport, host, port, seed, task, max_sessions, idle_timeout
+            env_id,
+            kwargs,
+            transport,
+            host,
+            port,
+            seed,
+            task,
+            max_sessions,
+            idle_timeout,
+            episode_per_call,
         )
     )
 

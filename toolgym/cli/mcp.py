@@ -13,13 +13,16 @@ from toolgym.errors import ConfigError
 def serve_mcp_command(
     env_id: str, kwargs: dict[str, Any], transport: str, host: str, port: int, seed: int,
     task: str | None, max_sessions: int, idle_timeout_s: float = 600.0,
+    episode_per_call: bool = False,
 ) -> int:  # fmt: skip
     from toolgym.envs.mcp.serve import EnvToolServer
 
     if transport not in ("stdio", "http"):
         raise ConfigError(f"--transport is stdio or http, got {transport!r}")
     given = _task(task)
-    server = EnvToolServer(env_id, kwargs, seed, given, max_sessions, idle_timeout_s or None)
+    server = EnvToolServer(
+        env_id, kwargs, seed, given, max_sessions, idle_timeout_s or None, episode_per_call
+    )
 
     async def main() -> None:
         await server.start()
