@@ -385,3 +385,27 @@ def test_a_sandbox_at_its_process_limit_leaves_the_others_theirs(backend, loop_t
     holding, started = loop_thread.call(both())
     assert int(holding.stdout.split()[0]) >= LIMITS.processes - 4, holding
     assert (started.status, started.stdout) == (Status.OK, "0\n"), started
+
+
+def test_a_containers_log_on_the_hosts_disk_stays_bounded(loop_thread):
+    """Every call's output passes through a Docker container's log: 100 calls of 3 MB each
+    leave at most about a megabyte of it on the host's disk."""
+    import subprocess
+    from pathlib import Path
+
+    async def flood() -> list[int]:
+        async with SandboxPool("docker", size=1, limits=LIMITS, health_interval_s=0) as pool:
+            for _ in range(100):
+                await pool.run("import sys\nsys.stdout.write('x' * 3_000_000)")
+            ids = subprocess.run(["docker", "ps", "-q", "--filter", "label=toolgym.sandbox"],
+                                 capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+            sizes = []
+            for container in ids:
+                path = subprocess.run(["docker", "inspect", "--format", "{{.LogPath}}", container],
+                                      capture_output=True, text=True).stdout.strip()  # fmt: skip
+                if path and Path(path).is_file():
+                    sizes.append(Path(path).stat().st_size)
+            return sizes
+
+    sizes = loop_thread.call(flood())
+    assert sizes and max(sizes) <= 1_100_000, sizes

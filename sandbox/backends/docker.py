@@ -26,6 +26,9 @@ DEFAULT_IMAGE = "toolgym-sandbox:latest"
 LABEL = "toolgym.sandbox"
 GUEST_OVERHEAD_MB = 128
 """Container memory beyond the code's own limit: the guest interpreter and page cache."""
+LOG_BYTES = "1m"
+"""The most of a container's log (its stdout and stderr) kept on the host's disk: every
+call's frames pass through it, and unbounded it grew by hundreds of MB a pooled container."""
 
 
 class DockerBackend(Backend):
@@ -123,6 +126,9 @@ class DockerBackend(Backend):
             working_dir="/work",
             hostname="sandbox",
             labels={LABEL: mode},
+            # the guest's frames and the code's output pass through the container's log:
+            # bounded on the host's disk, with room for the stderr tail a failure quotes
+            log_config={"type": "json-file", "config": {"max-size": LOG_BYTES, "max-file": "1"}},
             auto_remove=True,  # if this process dies, stdin closes, the guest exits, it goes
         )
 
