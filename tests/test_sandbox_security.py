@@ -8,6 +8,7 @@ import asyncio
 import socket
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -388,15 +389,18 @@ def test_a_sandbox_at_its_process_limit_leaves_the_others_theirs(backend, loop_t
 
 
 def test_a_containers_log_on_the_hosts_disk_stays_bounded(loop_thread):
-    """Every call's output passes through a Docker container's log: 100 calls of 3 MB each
-    leave at most about a megabyte of it on the host's disk."""
+    """Every call's output passes through a Docker container's log: 200 calls of 50 kB
+    each (10 MB, under the output cap, so the container is kept) leave at most about a
+    megabyte of it on the host's disk."""
     import subprocess
     from pathlib import Path
 
     async def flood() -> list[int]:
-        async with SandboxPool("docker", size=1, limits=LIMITS, health_interval_s=0) as pool:
-            for _ in range(100):
-                await pool.run("import sys\nsys.stdout.write('x' * 3_000_000)")
+        limits = replace(LIMITS, output_bytes=64_000)
+        async with SandboxPool("docker", size=1, limits=limits, health_interval_s=0) as pool:
+            for _ in range(200):
+                result = await pool.run("import sys\nsys.stdout.write('x' * 50_000)")
+                assert result.status is Status.OK, result
             ids = subprocess.run(["docker", "ps", "-q", "--filter", "label=toolgym.sandbox"],
                                  capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
             sizes = []
