@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import toolgym
+from conftest import FIXTURES
 
 
 def test_version_and_list(cli):
@@ -81,3 +86,33 @@ def test_play_shorthand_reads_each_tool_s_own_schema():
         "query": "SELECT name FROM t"
     }
     assert parse_shorthand("no_such_tool x", sql) is None
+
+
+def test_a_users_file_named_like_a_package_shadows_nothing(tmp_path):
+    """A click.py or openai.py in the folder the command runs from is not imported in place
+    of the package; a module of the user's there still is."""
+    for name in ("click", "openai", "typer"):
+        (tmp_path / f"{name}.py").write_text("raise ImportError('the user file was imported')\n")
+    (tmp_path / "my_envs.py").write_text(
+        "import toolgym\ntoolgym.register('mine/Coin-v0', 'fixture_envs:CoinEnv')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
+    listed = subprocess.run([sys.executable, "-m", "toolgym", "list"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    checked = subprocess.run(
+        [sys.executable, "-m", "toolgym", "check", "my_envs:mine/Coin-v0"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+
+
+def test_torch_threads_are_the_processs_share_unless_the_user_set_them(monkeypatch):
+    from toolgym.cores import host_share, share_compute_threads
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    assert share_compute_threads() == host_share() >= 1
+    assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"]
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    assert share_compute_threads() == 7

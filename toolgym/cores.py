@@ -43,6 +43,20 @@ def host_share() -> int:
     return max(1, min(cores, round(cores - busy)))
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def share_compute_threads() -> int:
+    """Before torch is imported: its thread pools sized to this process's share of the host
+    (the variables it reads at import), unless the user set them. Left to itself torch takes
+    every core, and beside busy processes its threads spin: `toolgym model pretrain` beside
+    two busy jobs on two cores spent 1.43 s of CPU a step, against 0.25 s with one thread."""
+    count = host_share()
+    for name in THREAD_VARIABLES:
+        os.environ.setdefault(name, str(count))
+    return int(os.environ["OMP_NUM_THREADS"])
+
+
 def size_compute_pools(threads: int | None = None) -> int:
     """Set torch's (and faiss's, when loaded) thread pools to `threads`, or to this
     process's share of the host; the number set."""

@@ -41,8 +41,8 @@ def _from_file(file: str) -> Any:
     key = "toolgym_user_" + hashlib.sha1(str(where).encode()).hexdigest()[:12]
     if key in sys.modules:
         return sys.modules[key]
-    if str(where.parent) not in sys.path:
-        sys.path.insert(0, str(where.parent))
+    if str(where.parent) not in sys.path:  # its own imports, after every installed package
+        sys.path.append(str(where.parent))
     spec = importlib.util.spec_from_file_location(key, where)
     if spec is None or spec.loader is None:
         raise ImportError(f"{where} is not a Python file")

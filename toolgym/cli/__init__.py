@@ -952,11 +952,14 @@ def search_simulator_report(
 
 def main() -> None:
     """Entry point: toolgym's own errors are one plain line on stderr, never a traceback."""
+    from toolgym.cores import share_compute_threads
     from toolgym.errors import ToolgymError
 
-    # Like `python -m`, let `toolgym check my_envs:my/Env-v0` import my_envs.py from here.
+    # Let `toolgym check my_envs:my/Env-v0` import my_envs.py from here, after every
+    # installed package: a file of the user's named click.py or openai.py shadows nothing.
     if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        sys.path.append(os.getcwd())
+    share_compute_threads()
     try:
         app()
     except ToolgymError as exc:
