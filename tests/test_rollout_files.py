@@ -138,3 +138,28 @@ def test_the_schema_page_documents_every_field():
     assert {f.name for f in fields(Trajectory)} <= documented
     assert {f.name for f in fields(Step)} <= documented
     assert f"with `schema_version` (now {SCHEMA_VERSION})" in page
+
+
+def test_replay_plays_no_stored_task_the_env_would_not_take_from_a_client(tmp_path):
+    """A rollout file is shared data: a stored task naming code to import, a file or a
+    loopback page is refused in words, and the code is never imported."""
+    import asyncio
+
+    from toolgym.training.rescore import by_replay
+
+    marker = tmp_path / "imported"
+    (tmp_path / "evil.py").write_text(
+        f"open({str(marker)!r}, 'w').write('x')\n\ndef check(page, task):\n    return 1.0\n"
+    )
+    hostile = [
+        {"url": "http://127.0.0.1:9/", "instruction": "x", "check": f"{tmp_path}/evil.py:check"},
+        {"url": "file:///etc/passwd", "instruction": "x", "check_js": "true"},
+        {"url": "http://localhost:9/", "instruction": "x", "check_js": "true"},
+        {"url": "http://127.0.0.1:9/", "instruction": "x", "check": "builtins:print"},
+    ]
+    stored = [Trajectory(f"t{k}", env_id="toolgym/Web-v0", seed=0, task=task)
+              for k, task in enumerate(hostile)]  # fmt: skip
+    rows = asyncio.run(by_replay(stored, {}))
+    assert [r.new for r in rows] == [None] * len(hostile)
+    assert all("not one of the env's own" in r.problem for r in rows), [r.problem for r in rows]
+    assert not marker.exists()

@@ -12,13 +12,16 @@ absolute difference of the scores. Masked episodes were never scored and are ski
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from toolgym.agents.trajectory import Trajectory
+from toolgym.envs.core import Env
 from toolgym.envs.registration import make
-from toolgym.errors import one_line
+from toolgym.envs.tasks import SPLITS
+from toolgym.errors import ConfigError, one_line
 from toolgym.intervals import wilson
 from toolgym.training.rewards import make_source
 
@@ -85,12 +88,17 @@ async def by_replay(
     """Each unmasked episode replayed in a fresh env; `settings`: each env name's id and
     kwargs; an episode whose name is not there is played on its env_id with `other`."""
     out = []
+    own: dict[str, dict[str, bool]] = {}
+    """Per env setting: the stored tasks already looked up among its own."""
     for t in trajectories:
         if t.masked:
             continue
         env_id, kwargs = settings.get(t.env_name, (t.env_id, dict(other or {})))
+        known = own.setdefault(json.dumps([env_id, kwargs], sort_keys=True, default=str), {})
         try:
-            new: float | None = await asyncio.wait_for(replay(t, env_id, kwargs), REPLAY_TIMEOUT_S)
+            new: float | None = await asyncio.wait_for(
+                replay(t, env_id, kwargs, known), REPLAY_TIMEOUT_S
+            )
             problem = None
         except TimeoutError:
             new, problem = None, f"the replay took longer than {REPLAY_TIMEOUT_S:g} s"
@@ -100,11 +108,20 @@ async def by_replay(
     return out
 
 
-async def replay(trajectory: Trajectory, env_id: str, kwargs: dict[str, Any]) -> float:
-    """The return the env gives the episode's actions now, from the same seed and task."""
+async def replay(
+    trajectory: Trajectory,
+    env_id: str,
+    kwargs: dict[str, Any],
+    known: dict[str, bool] | None = None,
+) -> float:
+    """The return the env gives the episode's actions now, from the same seed and task. A
+    rollout file is shared data: its task is played only if it is one of the env's own tasks
+    (by content) or one the env takes from a client (`Env.client_task`: plain data, never
+    code to import, a file or a loopback address); anything else is refused in words."""
     env = make(env_id, **kwargs)
     try:
-        options = {"task": trajectory.task} if trajectory.task is not None else None
+        task = replay_task(env.unwrapped, trajectory.task, {} if known is None else known)
+        options = {"task": task} if task is not None else None
         await env.areset(seed=trajectory.seed, options=options)
         total = 0.0
         for step in trajectory.steps:
@@ -115,6 +132,45 @@ async def replay(trajectory: Trajectory, env_id: str, kwargs: dict[str, Any]) ->
         return total
     finally:
         await env.aclose()
+
+
+OWN_TASKS_LIMIT = 100_000
+"""The most tasks of one split compared with a stored one."""
+
+
+def replay_task(
+    env: Any, task: dict[str, Any] | None, known: dict[str, bool]
+) -> dict[str, Any] | None:
+    """`task` if the env holds it among its own tasks, else as its client-task rules take it
+    (ConfigError, saying why, when they do not). `known`: tasks looked up before (by JSON)."""
+    if task is None:
+        return None
+    if not isinstance(task, dict):
+        raise ConfigError(f"the stored task is a {type(task).__name__}, not the env's fields")
+    key = json.dumps(task, sort_keys=True, default=str)
+    if key not in known:
+        known[key] = _own_task(env, task)
+    if known[key]:
+        return task
+    try:
+        return env.client_task(task)
+    except ConfigError as exc:
+        raise ConfigError(f"the stored task is not one of the env's own, and {exc}") from None
+
+
+def _own_task(env: Any, task: dict[str, Any]) -> bool:
+    if set(task) == {"seed"} and type(task["seed"]) is int:
+        return True  # a generated source's draw: the env makes the task from the seed
+    if not isinstance(env, Env):
+        return False
+    source = env.task_source()
+    for split in SPLITS:
+        size = source.size(split)
+        if size is None or size > OWN_TASKS_LIMIT:
+            continue
+        if any(source.task(split, index) == task for index in range(size)):
+            return True
+    return False
 
 
 def agreement(rows: Sequence[Rescored], masked: int) -> Agreement:
