@@ -13,6 +13,10 @@ session's budget refuses is a 400 that ends the episode by the policy's doing; a
 that fails marks the episode masked, whatever the harness makes of the error.
 
 It listens on 127.0.0.1 unless told otherwise; every call needs its session's key anyway.
+A call is hostile until bounded: its key is checked before its body is read (a keyless
+sender costs no parsing), its body must arrive within BODY_TIMEOUT_S, the connections are
+capped (admission.py), a call whose client left is cancelled and a call still sampling when
+its session ends is dropped, neither recorded.
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from aiohttp import web
+from aiohttp import ClientPayloadError, web
 
 from toolgym.agents.chat_reply import ChatReplies
 from toolgym.agents.chat_request import template_messages, template_tools, tool_choice
 from toolgym.agents.engines.base import Completion, Engine, SamplingParams
+from toolgym.agents.gateway.admission import Admission
 from toolgym.agents.gateway.conversation import reply_key
 from toolgym.agents.gateway.session import BudgetSpent, Prompt, Session, SessionSettings
 from toolgym.agents.policy_gate import PolicyGate
@@ -48,6 +53,8 @@ from toolgym.errors import ConfigError, one_line
 
 MODEL_NAME = "policy"
 NO_LIMIT = 1 << 30
+BODY_TIMEOUT_S = 30.0
+"""How long a call's body may take to arrive once its head has."""
 
 
 class Gateway:
@@ -62,8 +69,11 @@ class Gateway:
         self.limit = asyncio.Semaphore(concurrency)
         self.max_body_bytes = max_body_bytes
         self.sessions: dict[str, Session] = {}
+        self.by_key: dict[str, Session] = {}
+        self.admission = Admission()
         self.base_url = ""
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
         self.created = int(time.time())
 
     # ----- sessions -----------------------------------------------------------------------------
@@ -72,6 +82,7 @@ class Gateway:
         session = Session(uuid.uuid4().hex, secrets.token_urlsafe(24), settings, self.renderer,
                           trajectory)  # fmt: skip
         self.sessions[session.id] = session
+        self.by_key[session.key] = session
         return session
 
     def url_of(self, session: Session) -> str:
@@ -82,10 +93,13 @@ class Gateway:
         """End the session: later calls are refused, and its trajectory is the caller's."""
         session.closed = True
         self.sessions.pop(session.id, None)
+        self.by_key.pop(session.key, None)
 
     # ----- serving ------------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[api_errors], client_max_size=self.max_body_bytes)
+        app = web.Application(
+            middlewares=[self._admitted, api_errors], client_max_size=self.max_body_bytes
+        )
         app.router.add_get("/health", self.health)
         for prefix in ("", "/s/{session}"):
             app.router.add_get(f"{prefix}/v1/models", self.models)
@@ -94,23 +108,31 @@ class Gateway:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Listen on `host`:`port` (0: a free port) on this loop; returns the base URL."""
-        runner = web.AppRunner(self.app(), access_log=None)
+        runner = web.AppRunner(self.app(), access_log=None, handler_cancellation=True,
+                               keepalive_timeout=self.admission.request_s)  # fmt: skip
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
+        assert runner.server is not None
+        loop = asyncio.get_running_loop()
         try:
-            await site.start()
+            server = await loop.create_server(
+                self.admission.factory(runner.server), host, port, backlog=128
+            )
         except OSError as exc:
             await runner.cleanup()
             raise ConfigError(
                 f"the gateway cannot listen on {host}:{port}: {exc.strerror}"
             ) from None
-        bound = runner.addresses[0]
-        self._runner, self.base_url = runner, f"http://{_host(host)}:{bound[1]}"
+        bound = server.sockets[0].getsockname()
+        self._runner, self._server = runner, server
+        self.base_url = f"http://{_host(host)}:{bound[1]}"
         return self.base_url
 
     async def aclose(self) -> None:
         for session in list(self.sessions.values()):
             self.close(session)
+        if self._server is not None:
+            self._server.close()
+            self._server = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -123,10 +145,26 @@ class Gateway:
                  "owned_by": "toolgym"}  # fmt: skip
         return web.json_response({"object": "list", "data": [entry]})
 
+    @web.middleware
+    async def _admitted(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """A request without a body is read whole once its handler starts; every answer
+        gives its connection a fresh deadline for the next request."""
+        if not request.body_exists:
+            self.admission.mark_read(request.transport)
+        try:
+            return await handler(request)
+        finally:
+            self.admission.mark_answered(request.transport)
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        body: ChatRequest = await parse_body(request, ChatRequest)
-        session = self._session(request, body)
-        call = self._read(body, session)
+        keyed = self._keyed(request)  # before the body: a keyless call costs no parsing
+        body: ChatRequest = await self._body(request)
+        self.admission.mark_read(request.transport)
+        session = self._session(request, body, keyed)
+        try:
+            call = self._read(body, session)
+        except RecursionError:
+            raise ApiError(400, "the messages are nested too deeply", param="messages") from None
         session.in_flight += 1  # a session being answered is not idle
         try:
             async with session.lock:
@@ -154,6 +192,18 @@ class Gateway:
         return _Call(messages, tools, choice.mode != "none", forced_text, forced, asked,
                      body.logprobs)  # fmt: skip
 
+    async def _body(self, request: web.Request) -> ChatRequest:
+        """The call's body, read within BODY_TIMEOUT_S; a client that leaves mid-body gets
+        nothing (there is no one to answer) and logs no failure."""
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT_S):
+                body: ChatRequest = await parse_body(request, ChatRequest)
+        except TimeoutError:
+            raise ApiError(408, f"the request body took over {BODY_TIMEOUT_S:g} s") from None
+        except (ConnectionError, ClientPayloadError):
+            raise web.HTTPBadRequest(reason="the client left before its body arrived") from None
+        return body
+
     async def _answer(self, session: Session, call: _Call) -> _Answer:
         """Sample the reply on the session's tokens and record it (the session's lock held)."""
         if session.closed:
@@ -165,6 +215,8 @@ class Gateway:
         except BudgetSpent as exc:
             raise ApiError(400, f"{exc}: the episode is over", "BudgetSpent") from None
         completion, version, seconds = await self._generate(session, prompt, call.forced, sampling)
+        if session.closed:  # the episode ended while this call was sampled: it is not its turn
+            raise ApiError(404, f"session {session.id} has ended", param="session")
         text = call.forced_text + cut_at_stop(completion.text, sampling.stop)
         message, finish = self.replies.assistant_message(text, completion.finish_reason,
                                                          call.use_tools)  # fmt: skip
@@ -195,7 +247,19 @@ class Gateway:
                 raise ApiError(502, session.failed, "EngineError") from None
         return completion, version, time.perf_counter() - t0
 
-    def _session(self, request: web.Request, body: ChatRequest) -> Session:
+    def _keyed(self, request: web.Request) -> Session:
+        """The open session whose key the call carries, or a 401 (its body unread)."""
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        for key, session in list(self.by_key.items()):
+            if hmac.compare_digest(given.encode(), key.encode()):
+                return session
+        named = request.match_info.get("session") or request.headers.get("X-Session-Id")
+        if named and named not in self.sessions:
+            raise ApiError(404, f"no open session {named[:64]!r}", param="session")
+        whose = "not its session's" if named else "no open session's"
+        raise ApiError(401, f"the call's API key is {whose}", "AuthenticationError")
+
+    def _session(self, request: web.Request, body: ChatRequest, keyed: Session) -> Session:
         named = (
             request.match_info.get("session") or request.headers.get("X-Session-Id") or body.user
         )
@@ -208,8 +272,7 @@ class Gateway:
         session = self.sessions.get(named)
         if session is None:
             raise ApiError(404, f"no open session {named[:64]!r}", param="session")
-        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(given.encode(), session.key.encode()):
+        if session is not keyed:
             raise ApiError(401, "the call's API key is not its session's", "AuthenticationError")
         return session
 
