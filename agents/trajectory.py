@@ -257,14 +257,14 @@ def read_jsonl(path: str | Path, skipped: list[str] | None = None) -> list[Traje
         if not line.strip():
             continue
         try:
-            trajectory = Trajectory.from_dict(json.loads(line))
-            if not isinstance(trajectory.id, str) or not isinstance(trajectory.env_id, str):
-                raise TypeError("its 'id' and 'env_id' must be strings")
-            if not isinstance(trajectory.messages, list):
-                raise TypeError("its 'messages' must be a list")
+            data = json.loads(line)
+            if "\\ud" in line.lower():  # an escaped surrogate: a lone one is no text
+                data = _whole_text(data)
+            trajectory = Trajectory.from_dict(data)
+            _check_shape(trajectory)
             out.append(trajectory)
         except (json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError,
-                ValidationError) as exc:  # fmt: skip
+                ValidationError, RecursionError) as exc:  # fmt: skip
             why = one_line(f"{type(exc).__name__}: {exc}", 120)
             if skipped is None:
                 raise ConfigError(
@@ -272,6 +272,36 @@ def read_jsonl(path: str | Path, skipped: list[str] | None = None) -> list[Traje
                 ) from None
             skipped.append(f"line {number}: {why}")
     return out
+
+
+def _check_shape(trajectory: Trajectory) -> None:
+    """TypeError unless the fields every reader computes with have their types: a stored
+    line is shared data, and a reader must be total on it."""
+    if not isinstance(trajectory.id, str) or not isinstance(trajectory.env_id, str):
+        raise TypeError("its 'id' and 'env_id' must be strings")
+    if not isinstance(trajectory.messages, list) or not isinstance(trajectory.token_ids, list):
+        raise TypeError("its 'messages' and 'token_ids' must be lists")
+    for k, step in enumerate(trajectory.steps):
+        numbers = (step.reward, step.generate_s, step.env_s)
+        if any(isinstance(v, bool) or not isinstance(v, int | float) for v in numbers):
+            raise TypeError(f"step {k}: its reward and timings must be numbers")
+        if not all(isinstance(v, int) for v in (step.response_start, step.response_end)):
+            raise TypeError(f"step {k}: its token offsets must be integers")
+        if step.advantage is not None and not isinstance(step.advantage, int | float):
+            raise TypeError(f"step {k}: its advantage must be a number")
+        if not isinstance(step.action, str) or not isinstance(step.observation, list):
+            raise TypeError(f"step {k}: its action must be text and its observation a list")
+
+
+def _whole_text(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_whole_text(v) for v in value]
+    if isinstance(value, dict):
+        return {_whole_text(k): _whole_text(v) for k, v in value.items()}
+    return value
 
 
 def _hashable(value: Any) -> Any:

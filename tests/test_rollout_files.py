@@ -127,7 +127,7 @@ def test_export_writes_a_row_per_episode_with_its_step_and_credit(kept_run, tmp_
     for row, t in zip(rows, stored, strict=True):
         assert row["id"] == t.id and row["turns"] == len(t.steps)
         assert row["advantages"] == [s.advantage for s in t.steps]
-        assert row["return"] == t.total_reward and row["success"] == (t.total_reward > 0)
+        assert row["return"] == t.total_reward and row["success"] == t.success
         assert json.loads(row["trajectory"])["token_ids"] == t.token_ids  # nothing lost
 
 
@@ -163,3 +163,36 @@ def test_replay_plays_no_stored_task_the_env_would_not_take_from_a_client(tmp_pa
     assert [r.new for r in rows] == [None] * len(hostile)
     assert all("not one of the env's own" in r.problem for r in rows), [r.problem for r in rows]
     assert not marker.exists()
+
+
+def test_show_and_export_are_total_on_hostile_stored_text(kept_run, tmp_path):
+    """A rollout file is shared data: escape sequences are shown as text, never written to
+    the terminal; a line nested 100,000 deep or of the wrong types is skipped in words; a
+    lone surrogate is shown as U+FFFD; a 10 MB word is cut, quickly."""
+    import time
+
+    first = (kept_run / "rollouts" / "step_000001.jsonl").read_text().splitlines()[0]
+    line = json.loads(first)
+    line["steps"][0]["action"] = "\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\x1b[H hi"
+    line["messages"][-1]["content"] = "a lone \ud800 surrogate"
+    huge = dict(line, id="huge")
+    huge["steps"] = [dict(line["steps"][0], action="x" * 10_000_000)]
+    wrong = dict(line, id="wrong")
+    wrong["steps"] = [dict(line["steps"][0], reward="1")]
+    deep = '{"a": ' * 100_000 + "1" + "}" * 100_000
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("\n".join([json.dumps(line), deep, json.dumps(wrong), json.dumps(huge)]) + "\n")
+    shown = run_cli("rollouts", "show", str(path), "--index", "0")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    assert "\\x1b]52;c;" in shown.stdout and "\ufffd" in shown.stdout
+    assert "skipped 2 unreadable lines" in shown.stdout
+    assert "RecursionError" in shown.stdout and "reward and timings must be numbers" in shown.stdout
+    started = time.monotonic()
+    cut = run_cli("rollouts", "show", str(path), "--index", "1", timeout=60)
+    assert cut.returncode == 0, cut.stderr
+    assert time.monotonic() - started < 30
+    assert "more characters]" in cut.stdout and len(cut.stdout) < 200_000
+    exported = run_cli("rollouts", "export", str(path), "--out", str(tmp_path / "h.parquet"))
+    assert exported.returncode == 0, exported.stderr
+    assert len(pq.read_table(tmp_path / "h.parquet").to_pylist()) == 2

@@ -16,6 +16,22 @@ console = Console(highlight=False, soft_wrap=True, emoji=False)
 `:name:` in an id is text, not an emoji."""
 
 ROLE_STYLES = {"system": "magenta", "user": "green", "assistant": "cyan", "tool": "yellow"}
+SHOWN_CHARS = 20_000
+"""The most of one message a terminal is shown (the file keeps it whole): folding a
+10 MB word to the terminal's width took over a minute."""
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
+"""Control characters shown as text (\\x1b), never written to the terminal: a stored model
+output could otherwise clear the screen or set the clipboard (OSC 52)."""
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """`text` as a terminal may be given it: controls shown as escapes, lone surrogates as
+    U+FFFD, and at most `limit` characters (the rest counted)."""
+    more = ""
+    if limit is not None and len(text) > limit:
+        more, text = f"\n[... {len(text) - limit:,} more characters]", text[:limit]
+    text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text.translate(_CONTROLS) + more
 
 
 def show_message(message: dict[str, Any]) -> None:
@@ -26,8 +42,8 @@ def show_message(message: dict[str, Any]) -> None:
     content = message.get("content")
     text = content if isinstance(content, str) else json.dumps(content, indent=1)
     panel = Panel(
-        Text(text, overflow="fold"),  # a long word (a JSON call, a hash) folds, never cut
-        title=escape(title),
+        Text(printable(text, SHOWN_CHARS), overflow="fold"),  # a long word folds, never cut
+        title=escape(printable(str(title), 200)),
         title_align="left",
         border_style=ROLE_STYLES.get(role, "white"),
     )
