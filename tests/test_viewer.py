@@ -10,6 +10,7 @@ import json
 import shutil
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -248,3 +249,68 @@ def test_the_server_serves_only_the_runs_it_was_given(runs, viewer, tmp_path):
     for url in serve(["view", str(run), "--no-open"], "viewer"):
         status, body = get(url + "/api/runs/0/steps/7")
         assert status == 404 and "outside the run directory" in body["error"]
+
+
+def strict_json(url):
+    """The body as a browser's JSON.parse reads it: NaN and Infinity are not JSON."""
+
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return answer.status, json.loads(answer.read(), parse_constant=refuse)
+
+
+def test_hostile_run_files_are_served_as_json_a_browser_reads(runs, tmp_path):
+    """NaN and Infinity in the metrics, a line of the wrong shape or nested 100,000 deep, a
+    summary that links outside the run, and episode pages opened together on a fresh viewer:
+    each is answered, and no run drops from the listing."""
+    import concurrent.futures
+
+    run = shutil.copytree(runs["async"], tmp_path / "odd")
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    last = json.loads(lines[-1])
+    lines.append(json.dumps(last | {"step": 3, "loss/policy": float("nan"),
+                                    "rollout/success": float("inf")}))  # fmt: skip
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text('{"status": "finished"}')
+    (run / "summary.json").unlink(missing_ok=True)
+    (run / "summary.json").symlink_to(outside)
+    damaged = shutil.copytree(runs["async"], tmp_path / "damaged")
+    kept = (damaged / "metrics.jsonl").read_text().splitlines()
+    deep = '{"a": ' * 100_000 + "1" + "}" * 100_000
+    (damaged / "metrics.jsonl").write_text("\n".join([kept[0], "[1, 2]", deep, *kept[1:]]) + "\n")
+    step = int(sorted((run / "rollouts").iterdir())[-1].stem.removeprefix("step_"))
+    for url in serve(["view", str(run), str(damaged), "--no-open"], "viewer"):
+        pages = [f"{url}/api/runs/0/steps/{step}/episodes/{k % 2}" for k in range(8)]
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:  # a fresh viewer, no tokenizer
+            assert [s for s, _ in pool.map(strict_json, pages)] == [200] * 8
+        status, listed = strict_json(f"{url}/api/runs")
+        assert status == 200 and [r["name"] for r in listed] == ["odd", "damaged"]
+        assert listed[0]["summary"] is None  # it lies outside the run
+        status, records = strict_json(f"{url}/api/runs/0/records")
+        assert status == 200 and records[-1]["step"] == 3
+        assert records[-1]["loss/policy"] is None and records[-1]["rollout/success"] is None
+        status, records = strict_json(f"{url}/api/runs/1/records")
+        assert (status, records) == (200, [])
+
+
+def test_token_pieces_cost_a_turns_length_not_its_square():
+    """Each token is decoded with the few before it: the characters decoded over a turn
+    grow with its length, and the pieces still join into the turn's text."""
+    from toolgym.viewer.runs import PIECE_CONTEXT, Run
+
+    class Counting:
+        decoded = 0
+
+        def decode(self, ids):
+            Counting.decoded += len(ids)
+            return "".join(chr(97 + i % 26) for i in ids)
+
+    run = Run(path=Path("/nonexistent"), name="x")
+    run.tokenizer = Counting()
+    ids = list(range(5000))
+    pieces = run.token_pieces(ids)
+    assert "".join(pieces) == Counting().decode(ids)
+    assert Counting.decoded <= 2 * len(ids) * (PIECE_CONTEXT + 1)

@@ -7,6 +7,7 @@ thousand episodes opens in about a second and its pages come from memory."""
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from toolgym.training.run_summary import SUMMARY, read_summary
 
 STEPS_KEPT_PARSED = 8
 """Step files held parsed at once (the least recently opened goes first)."""
+PIECE_CONTEXT = 8
+"""Tokens decoded before each one to find its own text."""
 PAGE_MAX = 500
 """The most episodes one page holds."""
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -52,6 +55,9 @@ class Run:
     """The records as last read, and the file's (mtime, size) then."""
     tokenizer: Any = None
     tokenizer_problem: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held while a step file is parsed or the tokenizer loads: pages opened together (each
+    in a thread of its own) wait for one parse or load, not race it."""
 
     def inside(self, path: Path) -> Path:
         """`path` if its real path lies under the run, else NotFound (a symlink out)."""
@@ -80,15 +86,23 @@ class Run:
         if (stat.st_mtime, stat.st_size) != self.metrics_seen:
             try:
                 self.metrics = read_metrics(self.path)
-            except ConfigError:  # a line damaged before the last: no curves, and no crash
+            except (ConfigError, RecursionError):  # a damaged line: no curves, no crash
                 self.metrics = []
             self.metrics_seen = (stat.st_mtime, stat.st_size)
         return [r for r in self.metrics if r["step"] > since]
 
     def summary(self) -> dict[str, Any] | None:
+        """The run's summary; None when it has none, it is unreadable, or it lies outside the
+        run (the run is still listed, with its curves)."""
         if (self.path / SUMMARY).exists():
-            self.inside(self.path / SUMMARY)
-        return read_summary(self.path)
+            try:
+                self.inside(self.path / SUMMARY)
+            except NotFound:
+                return None
+        try:
+            return read_summary(self.path)
+        except RecursionError:
+            return None
 
     def log_tail(self, lines: int = 200) -> list[str]:
         path = self.path / RUN_LOG
@@ -107,27 +121,32 @@ class Run:
         real = self.inside(path)
         stat = real.stat()
         key = (step, stat.st_mtime, stat.st_size)
-        if key in self.parsed:
-            self.parsed.move_to_end(key)
-            return self.parsed[key]
-        skipped: list[str] = []
-        parsed = StepFile(read_jsonl(real, skipped), skipped)
-        self.parsed[key] = parsed
-        while len(self.parsed) > STEPS_KEPT_PARSED:
-            self.parsed.popitem(last=False)
-        return parsed
+        with self.lock:
+            if key in self.parsed:
+                self.parsed.move_to_end(key)
+                return self.parsed[key]
+            skipped: list[str] = []
+            parsed = StepFile(read_jsonl(real, skipped), skipped)
+            self.parsed[key] = parsed
+            while len(self.parsed) > STEPS_KEPT_PARSED:
+                self.parsed.popitem(last=False)
+            return parsed
 
     def token_pieces(self, ids: list[int]) -> list[str] | None:
-        """Each token's text (None: no tokenizer for this run could be loaded)."""
-        if self.tokenizer is None and self.tokenizer_problem is None:
-            self.tokenizer = self._load_tokenizer()
+        """Each token's text (None: no tokenizer for this run could be loaded). A token's
+        text is what it adds to the few before it (a character may span tokens), so a turn
+        costs time in proportion to its length, not its square."""
+        with self.lock:
+            if self.tokenizer is None and self.tokenizer_problem is None:
+                self.tokenizer = self._load_tokenizer()
         if self.tokenizer is None:
             return None
-        pieces, before = [], ""
+        pieces = []
         for k in range(len(ids)):
-            text = self.tokenizer.decode(ids[: k + 1])
+            start = max(0, k - PIECE_CONTEXT)
+            before = self.tokenizer.decode(ids[start:k]) if k > start else ""
+            text = self.tokenizer.decode(ids[start : k + 1])
             pieces.append(text[len(before) :] if text.startswith(before) else text)
-            before = text
         return pieces
 
     def _load_tokenizer(self) -> Any:

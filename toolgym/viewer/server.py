@@ -7,6 +7,8 @@ and forbids the page any script or connection but its own."""
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 from importlib import resources
 from typing import Any
 
@@ -48,16 +50,14 @@ def build_app(runs: list[Run], host: str) -> web.Application:
         return runs[number]
 
     async def listing(request: web.Request) -> web.Response:
-        return web.json_response(
-            await asyncio.to_thread(lambda: [describe(k, r) for k, r in enumerate(runs)])
-        )
+        return answer(await asyncio.to_thread(lambda: [describe(k, r) for k, r in enumerate(runs)]))
 
     async def records(request: web.Request) -> web.Response:
         since = integer(request, "since", -1)
-        return web.json_response(await asyncio.to_thread(run_of(request).records, since))
+        return answer(await asyncio.to_thread(run_of(request).records, since))
 
     async def log(request: web.Request) -> web.Response:
-        return web.json_response(await asyncio.to_thread(run_of(request).log_tail))
+        return answer(await asyncio.to_thread(run_of(request).log_tail))
 
     async def step(request: web.Request) -> web.Response:
         run, number = run_of(request), int(request.match_info["step"])
@@ -70,16 +70,16 @@ def build_app(runs: list[Run], host: str) -> web.Application:
                 "skipped": kept.skipped
             }
 
-        return web.json_response(await asyncio.to_thread(listed))
+        return answer(await asyncio.to_thread(listed))
 
     async def episode(request: web.Request) -> web.Response:
         run, number = run_of(request), int(request.match_info["step"])
         index = int(request.match_info["index"])
-        return web.json_response(await asyncio.to_thread(episodes.episode, run, number, index))
+        return answer(await asyncio.to_thread(episodes.episode, run, number, index))
 
     async def item(request: web.Request) -> web.Response:
         run, key = run_of(request), request.match_info["item"]
-        return web.json_response(await asyncio.to_thread(episodes.across_steps, run, key))
+        return answer(await asyncio.to_thread(episodes.across_steps, run, key))
 
     async def health(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "runs": len(runs)})
@@ -96,6 +96,22 @@ def build_app(runs: list[Run], host: str) -> web.Application:
     )
     app.router.add_get(r"/api/runs/{run:\d{1,6}}/items/{item:[0-9a-f]{1,128}}", item)
     return app
+
+
+def answer(data: Any) -> web.Response:
+    """`data` as JSON a browser parses: a NaN or an infinity (a metric of a diverged run, a
+    damaged line) is null, never the bare NaN that would fail the page's every curve."""
+    return web.json_response(finite(data), dumps=lambda v: json.dumps(v, allow_nan=False))
+
+
+def finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    return value
 
 
 def describe(number: int, run: Run) -> dict[str, Any]:
