@@ -16,7 +16,7 @@ returned from the right function), or several episodes at once; tests/ holds tho
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,7 +131,7 @@ async def probe(factory: Callable[[], Any], seed: int) -> ProbeResult:
             blind["every answer of the env's tasks"] = listed
         slots = text_slots(tool_env)
         solved: Counter[str] = Counter()
-        paid: Counter[str] = Counter()
+        paid: dict[str, float] = defaultdict(float)
         for k in range(PROBE_TASKS):
             calls = [(f"{t}({p}={what})", t, {**o, p: text}) for t, p, o in slots
                      for what, text in blind.items()]  # fmt: skip

@@ -28,6 +28,8 @@ import struct
 import subprocess
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 MAX_FRAME = 16 << 20
 MAX_DEPTH = 200
@@ -66,7 +68,7 @@ def encode(value, depth=0):
     raise Unsupported(f"a {type(value).__name__}")
 
 
-REBUILD = {
+REBUILD: dict[str, Callable[[Any], Any]] = {
     "tuple": tuple,
     "dict": dict,
     "set": set,
@@ -277,9 +279,9 @@ def judge(task, work):
         data = candidate.pipe.recv_bytes()
         opening = decode(data) if data is not None else None
         if opening != ["ready"]:
-            loaded = isinstance(opening, list) and len(opening) == 2 and opening[0] == "load_error"
-            return failed(f"your code did not load: {str(opening[1])[:WHY_CHARS]}" if loaded else
-                          "your code stopped before it was ready")  # fmt: skip
+            if isinstance(opening, list) and len(opening) == 2 and opening[0] == "load_error":
+                return failed(f"your code did not load: {str(opening[1])[:WHY_CHARS]}")
+            return failed("your code stopped before it was ready")
         return run_tests(task, candidate)
     except (Gone, OSError, Unsupported):
         return failed("your code stopped answering during the tests")
@@ -289,7 +291,7 @@ def judge(task, work):
 
 
 def run_tests(task, candidate):
-    namespace = {"__name__": "__tests__", "__builtins__": builtins}
+    namespace: dict[str, Any] = {"__name__": "__tests__", "__builtins__": builtins}
     try:
         exec(compile(task["setup"], "setup.py", "exec"), namespace)
         namespace[task["entry_point"]] = candidate
