@@ -3,9 +3,13 @@ names its stage and reason, hostile proposals are rejected, never raised."""
 
 from __future__ import annotations
 
+import pytest
+
 from toolgym.agents.trajectory import Step, Trajectory
+from toolgym.envs.search.scoring import normalize_answer
 from toolgym.training.selfplay.validation import (
     Rules,
+    gives_away,
     read_task,
     validate,
 )
@@ -99,3 +103,25 @@ def test_stages_run_cheapest_first_and_a_stage_that_raises_rejects_without_stopp
         "execution: the check raised RecursionError: a hostile task",
     )
     assert calls == []
+
+
+@pytest.mark.parametrize(
+    "instruction",
+    [
+        "Which city is Paris? Name it.",
+        "Which city is spelled P-a-r-i-s? Name it.",
+        "Name the city p a r i s, as one word.",
+        "Name the city whose name reversed is sirap.",
+        "Name the city Par\u00adis (a soft hyphen hides it).",
+        "Name the city Par\u200bis (a zero-width space hides it).",
+    ],
+)
+def test_an_instruction_that_hides_its_answer_in_plain_sight_gives_it_away(instruction):
+    assert gives_away(instruction, normalize_answer("Paris"))
+
+
+def test_an_honest_instruction_does_not_give_its_answer_away():
+    for question in ("Which city is the capital of France?", "Is it a b c or d?",
+                     "Which country borders Romania to the north?"):  # fmt: skip
+        assert not gives_away(question, normalize_answer("Paris"))
+        assert not gives_away(question, normalize_answer("Oman"))

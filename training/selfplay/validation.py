@@ -10,6 +10,7 @@ checked before any stage, when the result is read.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -87,7 +88,7 @@ class Rules:
         answer = normalize_answer(task.answer or "")
         if self.needs_answer and not answer:
             return "the task has no answer"
-        if answer and f" {answer} " in f" {question} ":
+        if answer and gives_away(task.instruction, answer):
             return "the instruction gives its answer away"
         for name in self.markup:
             if parse_safely(PARSERS[name](), task.instruction).calls:
@@ -105,6 +106,36 @@ class Rules:
                 f"(at least {self.min_distinct_tool_calls})"
             )
         return None
+
+
+def gives_away(instruction: str, answer: str) -> bool:
+    """Whether the instruction holds the (normalised) answer: as words, with its invisible
+    characters dropped (a soft hyphen, a zero-width space), reversed, or spelled out letter
+    by letter ("P-a-r-i-s", "p a r i s")."""
+    visible = "".join(c for c in unicodedata.normalize("NFKC", instruction)
+                      if unicodedata.category(c) != "Cf")  # fmt: skip
+    question = f" {normalize_answer(visible)} "
+    wanted = [answer, *([answer[::-1]] if len(answer) >= 3 else [])]
+    if any(f" {w} " in question for w in wanted):
+        return True
+    compact = {w.replace(" ", "") for w in wanted}
+    return any(word in compact for word in _spelled_words(visible))
+
+
+def _spelled_words(text: str) -> list[str]:
+    """The words a text spells out one character at a time (runs of single characters
+    between separators, articles included), each joined."""
+    spelled, run = [], ""
+    for token in "".join(c if c.isalnum() else " " for c in text.casefold()).split():
+        if len(token) == 1:
+            run += token
+            continue
+        if len(run) > 1:
+            spelled.append(run)
+        run = ""
+    if len(run) > 1:
+        spelled.append(run)
+    return spelled
 
 
 def validate(proposals: Sequence[Proposal], stages: Sequence[tuple[str, Stage]]) -> None:
