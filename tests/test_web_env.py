@@ -115,19 +115,23 @@ def test_scrolling_a_box_brings_its_items_into_view(shop_url):
     assert terminated and reward == 1.0
 
 
-def test_click_at_reaches_a_canvas_by_coordinates(shop_url):
-    env = shop(shop_url, "Click the red square.", "shop.square")
+SQUARE_CHECK = "shop.square === null ? null : (shop.square ? 1 : 0)"
+
+
+def test_click_at_reaches_a_canvas_by_coordinates_and_a_miss_ends_the_task(shop_url):
+    env = shop(shop_url, "Click the red square.", SQUARE_CHECK)
     try:
         obs, _ = env.reset(seed=0)
         canvas = next(n for n in env.tree.nodes if n["role"] == "canvas")
         x, y, _, _ = canvas["box"]
         assert f"canvas at ({x}, {y})" in obs[-1]["content"]
-        _, reward, terminated, *_ = env.step(call("click_at", x=x + 5, y=y + 5))  # white
-        assert not terminated and reward == 0
-        _, reward, terminated, *_ = env.step(call("click_at", x=x + 95, y=y + 35))  # the square
+        _, hit, hit_ended, *_ = env.step(call("click_at", x=x + 95, y=y + 35))  # the square
+        env.reset(seed=0)
+        _, missed, miss_ended, *_ = env.step(call("click_at", x=x + 5, y=y + 5))  # white
     finally:
         env.close()
-    assert terminated and reward == 1.0
+    assert (hit, hit_ended) == (1.0, True)
+    assert (missed, miss_ended) == (0.0, True)  # blind clicks cannot sweep the canvas
 
 
 def test_a_python_check_reads_the_page(shop_url):
