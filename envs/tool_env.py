@@ -151,6 +151,12 @@ class ToolEnv(Env):
         none by default."""
         return []
 
+    async def verdict_at_turn_end(self) -> Outcome:
+        """A verdict the task reached by itself during a turn that ended nothing (its clock
+        ran out while the model wrote text, or a malformed call): read whatever the action,
+        so idling never scores better than acting. Outcome() (nothing) by default."""
+        return Outcome()
+
     async def on_episode_end(self) -> None:
         """Release what only the episode needed (a sandbox session), once it is over: the env
         may then sit idle in a pool until its next reset, and must not hold a shared slot
@@ -235,6 +241,10 @@ class ToolEnv(Env):
                 obs.append({"role": "user", "content": feedback})
                 outcome = self.outcome()
                 reward += outcome.reward
+        if not outcome.terminated:
+            reached = await self.verdict_at_turn_end()
+            if reached.terminated:
+                outcome, reward = reached, reward + reached.reward
         obs += await self.observe()
         if problems:
             listed = "\n".join(f"- {p}" for p in clip_list(problems, MAX_ERRORS))

@@ -165,6 +165,20 @@ def test_the_tasks_own_time_limit_ends_the_episode():
     assert obs[-1]["content"] == "The task ended (reward -1)."
 
 
+@pytest.mark.parametrize("idle", ["I will think about it.", "<tool_call>{not json</tool_call>"])
+def test_running_out_the_clock_without_acting_scores_its_minus_one(idle):
+    """Idling (text, or a malformed call) never scores better than acting: the clock's -1
+    is read after any turn."""
+    env = MiniWoBEnv(task="click-button", time_limit_s=0.3)
+    try:
+        env.reset(seed=0)
+        time.sleep(0.6)
+        obs, reward, terminated, _, info = env.step(idle)
+    finally:
+        env.close()
+    assert (terminated, reward, info["solved"], info["infra_error"]) == (True, -1.0, False, None)
+
+
 def test_select_toggles_options_of_a_list_box_that_takes_several():
     env = MiniWoBEnv(task="click-scroll-list")
     try:

@@ -174,6 +174,16 @@ class BrowserEnv(ToolEnv):
             self.crashed = str(exc)
             return [{"role": "user", "content": str(exc)}]
 
+    async def verdict_at_turn_end(self) -> Outcome:
+        """The task's verdict after any turn, a call or not: a MiniWoB task whose clock ran
+        out ends with its -1 even when the model only wrote text."""
+        if self.result is None and self.crashed is None:
+            try:
+                self.result = await self._on_page(self.read_outcome)
+            except InfraError as exc:
+                self.crashed = str(exc)
+        return self.outcome()
+
     async def astep(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = await super().astep(action)
         if self.crashed and not info.get("infra_error"):

@@ -6,8 +6,10 @@ Reward: read from the task's JavaScript once it ends the episode: its raw reward
     (`reward="timed"`: MiniWoB's reward shrunk by the time taken, as its leaderboards count).
     Success is a reward above 0.
 Time limit: the task's own (`core.EPISODE_MAX_TIME`, 10 s for most); when it runs out the
-    page ends the episode with -1, read after the next action (which can no longer change it). Policies slower than a person
-    (a model on a CPU) can set `time_limit_s`.
+    page ends the episode with -1, read at the end of the next turn, whatever it held (an
+    action, which can no longer change it, text or a malformed call: idling never scores
+    better than acting). Policies slower than a person (a model on a CPU) can set
+    `time_limit_s`.
 Seed: seeds the page's random numbers (`Math.seedrandom`), so a seed is a task instance: the
     same seed gives the same page.
 Arguments: task (a page name, e.g. "click-button"), reward, time_limit_s, plus BrowserEnv's
