@@ -1,5 +1,8 @@
 """A synthetic multi-hop world: a fictional knowledge base rendered into documents, with 1- to
-k-hop questions whose answers cannot be guessed without retrieval.
+k-hop questions whose answers no model knows without retrieval (made-up names). They can
+still be guessed by their frequency: chains often end in one of the world's few countries,
+so in the small world the most common answer is right on 14% of the default training
+questions (10% of eval), the floor a blind policy reaches by exact match.
 
 Countries, cities, people, organisations and events get made-up names (syllables drawn from a
 seeded generator, all distinct), attributes (years, professions, industries) and relations
