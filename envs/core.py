@@ -63,8 +63,9 @@ INFO_KEYS = ("state_key", "valid_action", "tool_calls", "error", "infra_error")
 """What every reset's and step's info holds (make_info fills them)."""
 OPTIONAL_INFO_KEYS = ("tools", "result", "solved")
 """What the rollout also reads when an env gives it; nothing else in info is read. "solved"
-(a bool, on the step that ends the episode) is the env's verdict of success: an env that
-never gives it is counted successful when its return is above 0."""
+(a bool) is the env's verdict of success, the last one given counting (ToolEnv gives it on
+every step, false until a verdict solves the task): an env that never gives it is counted
+successful when its return is above 0."""
 RESULT_LIMIT = 64 << 10
 """The most characters a step's result may take as JSON."""
 

@@ -264,8 +264,7 @@ class ToolEnv(Env):
         terminated, truncated = await self._close_turn(outcome, obs)
         result, self._result = self._result, None
         extra: dict[str, Any] = {} if result is None else {"result": result}
-        if terminated or truncated:
-            extra["solved"] = solved(outcome)
+        extra["solved"] = solved(outcome)  # on every step: an episode the rollout cuts is not
         info = make_info(
             self.state_key(),
             valid_action=valid,
