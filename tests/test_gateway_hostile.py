@@ -6,6 +6,7 @@ it is sampled, is not recorded; a history nested thousands deep is a 400."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -13,28 +14,32 @@ import time
 import httpx
 import openai
 import pytest
+from test_gateway import Recorded, open_session
 
 from conftest import CHAT_MESSAGES
-from toolgym.agents.engines.base import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.gateway.server import Gateway
-from toolgym.agents.gateway.session import SessionSettings
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.trajectory import Trajectory
 
 
-class Slow:
+class Slow(Recorded):
     """The real engine, each generation held `delay` seconds first (a call in flight)."""
 
-    def __init__(self, engine: HFEngine, delay: float = 0.0) -> None:
-        self.engine, self.capabilities, self.delay = engine, engine.capabilities, delay
+    delay = 0.0
 
     async def generate(self, prompt_ids, sampling, adapter=None, **extra):
         await asyncio.sleep(self.delay)
-        return await self.engine.generate(prompt_ids, sampling, adapter, **extra)
+        return await super().generate(prompt_ids, sampling, adapter, **extra)
 
-    async def aclose(self) -> None:
-        await self.engine.aclose()
+
+@contextlib.contextmanager
+def calls_held(gateway, seconds: float = 1.0):
+    """While inside, every generation waits `seconds` first."""
+    gateway.engine.delay = seconds
+    try:
+        yield
+    finally:
+        gateway.engine.delay = 0.0
 
 
 @pytest.fixture(scope="module")
@@ -50,17 +55,6 @@ def gateway(tool_calling_model_dir, loop_thread):
     yield gateway
     loop_thread.call(gateway.aclose())
     loop_thread.call(gateway.engine.aclose())
-
-
-def open_session(gateway, loop_thread):
-    settings = SessionSettings(sampling=SamplingParams(max_tokens=8, temperature=1.0, seed=7))
-
-    async def open_():
-        return gateway.open(settings, Trajectory("t:0", "t"))
-
-    session = loop_thread.call(open_())
-    client = openai.OpenAI(base_url=gateway.url_of(session), api_key=session.key, max_retries=0)
-    return session, client
 
 
 def port_of(gateway) -> int:
@@ -136,8 +130,7 @@ def test_connections_are_capped_and_a_silent_one_is_closed(gateway, loop_thread)
 
 def test_a_call_whose_session_ends_while_it_is_sampled_is_not_recorded(gateway, loop_thread):
     session, _ = open_session(gateway, loop_thread)
-    gateway.engine.delay = 1.0
-    try:
+    with calls_held(gateway):
 
         async def scenario():
             client = openai.AsyncOpenAI(base_url=gateway.url_of(session), api_key=session.key,
@@ -151,15 +144,12 @@ def test_a_call_whose_session_ends_while_it_is_sampled_is_not_recorded(gateway, 
                 await call
 
         loop_thread.call(scenario())
-    finally:
-        gateway.engine.delay = 0.0
     assert session.trajectory.steps == []
 
 
 def test_a_call_whose_client_left_is_cancelled_and_not_recorded(gateway, loop_thread):
     session, _ = open_session(gateway, loop_thread)
-    gateway.engine.delay = 1.0
-    try:
+    with calls_held(gateway):
         body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
         sock = socket.create_connection(("127.0.0.1", port_of(gateway)))
         sock.sendall(
@@ -171,8 +161,6 @@ def test_a_call_whose_client_left_is_cancelled_and_not_recorded(gateway, loop_th
         time.sleep(0.3)
         sock.close()  # the client leaves while its call waits for the engine
         time.sleep(1.5)
-    finally:
-        gateway.engine.delay = 0.0
     assert session.trajectory.steps == []
 
 

@@ -148,6 +148,7 @@ def many_episodes(runs, tmp_path):
         for step in episode["steps"]:
             step["reward"] = 0.0
         episode["steps"][-1]["reward"] = 1.0 if k % 3 == 0 else 0.0
+        episode["solved"] = k % 3 == 0
         if k % 3 == 0:
             episode["steps"][-1]["action"] += " zebra"
         lines.append(json.dumps(episode))
