@@ -56,6 +56,7 @@ bench: install system-deps
 	$(PYTHON) bench/simulated_search.py
 	$(PYTHON) bench/server_threads.py
 	$(PYTHON) bench/sandbox_pool.py
+	$(PYTHON) bench/code_grading.py
 	$(PYTHON) bench/gui_step.py
 	$(PYTHON) bench/held_out_items.py
 	$(PYTHON) bench/vision_rollout.py
