@@ -42,12 +42,14 @@ class Recorded:
         await self.engine.aclose()
 
 
-@pytest.fixture(scope="module")
-def gateway(tool_calling_model_dir, loop_thread):
+def serving(engine: Recorded, loop_thread, **admission):
+    """A gateway in front of `engine` on the loop thread (its admission's settings changed
+    by `admission`), closed with its engine after the module's tests."""
+
     async def start():
-        engine = Recorded(HFEngine(tool_calling_model_dir, max_batch_size=64))
-        renderer = ChatRenderer(engine.engine.tokenizer)
-        gateway = Gateway(engine, renderer, engine.engine.tokenizer)
+        gateway = Gateway(engine, ChatRenderer(engine.engine.tokenizer), engine.engine.tokenizer)
+        for name, value in admission.items():
+            setattr(gateway.admission, name, value)
         await gateway.start()
         return gateway
 
@@ -55,6 +57,11 @@ def gateway(tool_calling_model_dir, loop_thread):
     yield gateway
     loop_thread.call(gateway.aclose())
     loop_thread.call(gateway.engine.aclose())
+
+
+@pytest.fixture(scope="module")
+def gateway(tool_calling_model_dir, loop_thread):
+    yield from serving(Recorded(HFEngine(tool_calling_model_dir, max_batch_size=64)), loop_thread)
 
 
 def open_session(gateway, loop_thread, **settings):

@@ -14,12 +14,10 @@ import time
 import httpx
 import openai
 import pytest
-from test_gateway import Recorded, open_session
+from test_gateway import Recorded, open_session, serving
 
 from conftest import CHAT_MESSAGES
 from toolgym.agents.engines.hf import HFEngine
-from toolgym.agents.gateway.server import Gateway
-from toolgym.agents.render import ChatRenderer
 
 
 class Slow(Recorded):
@@ -44,17 +42,8 @@ def calls_held(gateway, seconds: float = 1.0):
 
 @pytest.fixture(scope="module")
 def gateway(tool_calling_model_dir, loop_thread):
-    async def start():
-        engine = Slow(HFEngine(tool_calling_model_dir, max_batch_size=16))
-        gateway = Gateway(engine, ChatRenderer(engine.engine.tokenizer), engine.engine.tokenizer)
-        gateway.admission.limit, gateway.admission.request_s = 40, 1.0
-        await gateway.start()
-        return gateway
-
-    gateway = loop_thread.call(start())
-    yield gateway
-    loop_thread.call(gateway.aclose())
-    loop_thread.call(gateway.engine.aclose())
+    engine = Slow(HFEngine(tool_calling_model_dir, max_batch_size=16))
+    yield from serving(engine, loop_thread, limit=40, request_s=1.0)
 
 
 def port_of(gateway) -> int:
