@@ -152,9 +152,10 @@ class ToolEnv(Env):
         return []
 
     async def verdict_at_turn_end(self) -> Outcome:
-        """A verdict the task reached by itself during a turn that ended nothing (its clock
-        ran out while the model wrote text, or a malformed call): read whatever the action,
-        so idling never scores better than acting. Outcome() (nothing) by default."""
+        """A verdict the task reached by itself during a turn in which no call ran (its clock
+        ran out while the model wrote text, or a malformed call), so idling never scores
+        better than acting; a call that ran was followed by `outcome` already. Outcome()
+        (nothing) by default."""
         return Outcome()
 
     async def on_episode_end(self) -> None:
@@ -241,7 +242,7 @@ class ToolEnv(Env):
                 obs.append({"role": "user", "content": feedback})
                 outcome = self.outcome()
                 reward += outcome.reward
-        if not outcome.terminated:
+        if not outcome.terminated and all(r.error is not None for r in results):
             reached = await self.verdict_at_turn_end()
             if reached.terminated:
                 outcome, reward = reached, reward + reached.reward

@@ -20,7 +20,7 @@ from typing import Any
 from toolgym.agents.trajectory import Trajectory
 from toolgym.envs.core import Env
 from toolgym.envs.registration import make
-from toolgym.envs.tasks import SPLITS
+from toolgym.envs.tasks import SPLITS, content_key
 from toolgym.errors import ConfigError, one_line
 from toolgym.intervals import wilson
 from toolgym.training.rewards import make_source
@@ -88,16 +88,16 @@ async def by_replay(
     """Each unmasked episode replayed in a fresh env; `settings`: each env name's id and
     kwargs; an episode whose name is not there is played on its env_id with `other`."""
     out = []
-    own: dict[str, dict[str, bool]] = {}
-    """Per env setting: the stored tasks already looked up among its own."""
+    owns: dict[str, OwnTasks] = {}
+    """Per env setting: its own tasks, read once."""
     for t in trajectories:
         if t.masked:
             continue
         env_id, kwargs = settings.get(t.env_name, (t.env_id, dict(other or {})))
-        known = own.setdefault(json.dumps([env_id, kwargs], sort_keys=True, default=str), {})
+        own = owns.setdefault(json.dumps([env_id, kwargs], sort_keys=True, default=str), OwnTasks())
         try:
             new: float | None = await asyncio.wait_for(
-                replay(t, env_id, kwargs, known), REPLAY_TIMEOUT_S
+                replay(t, env_id, kwargs, own), REPLAY_TIMEOUT_S
             )
             problem = None
         except TimeoutError:
@@ -112,7 +112,7 @@ async def replay(
     trajectory: Trajectory,
     env_id: str,
     kwargs: dict[str, Any],
-    known: dict[str, bool] | None = None,
+    own: OwnTasks | None = None,
 ) -> float:
     """The return the env gives the episode's actions now, from the same seed and task. A
     rollout file is shared data: its task is played only if it is one of the env's own tasks
@@ -120,7 +120,7 @@ async def replay(
     code to import, a file or a loopback address); anything else is refused in words."""
     env = make(env_id, **kwargs)
     try:
-        task = replay_task(env.unwrapped, trajectory.task, {} if known is None else known)
+        task = replay_task(env.unwrapped, trajectory.task, own or OwnTasks())
         options = {"task": task} if task is not None else None
         await env.areset(seed=trajectory.seed, options=options)
         total = 0.0
@@ -135,22 +135,31 @@ async def replay(
 
 
 OWN_TASKS_LIMIT = 100_000
-"""The most tasks of one split compared with a stored one."""
+"""The most tasks of one split read as the env's own."""
 
 
-def replay_task(
-    env: Any, task: dict[str, Any] | None, known: dict[str, bool]
-) -> dict[str, Any] | None:
+class OwnTasks:
+    """The content keys (`content_key`) of an env's own tasks, read on first need."""
+
+    def __init__(self) -> None:
+        self.keys: set[str] | None = None
+
+    def hold(self, env: Any, task: dict[str, Any]) -> bool:
+        if set(task) == {"seed"} and type(task["seed"]) is int:
+            return True  # a generated source's draw: the env makes the task from the seed
+        if self.keys is None:
+            self.keys = _own_keys(env)
+        return content_key(task) in self.keys
+
+
+def replay_task(env: Any, task: dict[str, Any] | None, own: OwnTasks) -> dict[str, Any] | None:
     """`task` if the env holds it among its own tasks, else as its client-task rules take it
-    (ConfigError, saying why, when they do not). `known`: tasks looked up before (by JSON)."""
+    (ConfigError, saying why, when they do not)."""
     if task is None:
         return None
     if not isinstance(task, dict):
         raise ConfigError(f"the stored task is a {type(task).__name__}, not the env's fields")
-    key = json.dumps(task, sort_keys=True, default=str)
-    if key not in known:
-        known[key] = _own_task(env, task)
-    if known[key]:
+    if own.hold(env, task):
         return task
     try:
         return env.client_task(task)
@@ -158,19 +167,16 @@ def replay_task(
         raise ConfigError(f"the stored task is not one of the env's own, and {exc}") from None
 
 
-def _own_task(env: Any, task: dict[str, Any]) -> bool:
-    if set(task) == {"seed"} and type(task["seed"]) is int:
-        return True  # a generated source's draw: the env makes the task from the seed
+def _own_keys(env: Any) -> set[str]:
     if not isinstance(env, Env):
-        return False
+        return set()
     source = env.task_source()
+    keys = set()
     for split in SPLITS:
         size = source.size(split)
-        if size is None or size > OWN_TASKS_LIMIT:
-            continue
-        if any(source.task(split, index) == task for index in range(size)):
-            return True
-    return False
+        if size is not None and size <= OWN_TASKS_LIMIT:
+            keys |= {content_key(source.task(split, index)) for index in range(size)}
+    return keys
 
 
 def agreement(rows: Sequence[Rescored], masked: int) -> Agreement:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import secrets
 import time
@@ -250,9 +249,9 @@ class Gateway:
     def _keyed(self, request: web.Request) -> Session:
         """The open session whose key the call carries, or a 401 (its body unread)."""
         given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        for key, session in list(self.by_key.items()):
-            if hmac.compare_digest(given.encode(), key.encode()):
-                return session
+        session = self.by_key.get(given)
+        if session is not None:
+            return session
         named = request.match_info.get("session") or request.headers.get("X-Session-Id")
         if named and named not in self.sessions:
             raise ApiError(404, f"no open session {named[:64]!r}", param="session")

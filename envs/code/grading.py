@@ -38,7 +38,7 @@ def referee_input(task: CodeTask, code: str) -> str:
         {
             "referee": REFEREE_SOURCE,
             "setup": task.setup,
-            "code": f"{task.setup}\n{code}\n",
+            "code": code,
             "tests": task.tests,
             "entry_point": task.entry_point,
             "calls_check": task.calls_check,

@@ -275,7 +275,8 @@ def judge(task, work):
     )
     candidate = Candidate(process, task["entry_point"])
     try:
-        candidate.pipe.send({"code": task["code"], "entry_point": task["entry_point"]})
+        code = f"{task['setup']}\n{task['code']}\n"  # the setup's imports and helpers first
+        candidate.pipe.send({"code": code, "entry_point": task["entry_point"]})
         data = candidate.pipe.recv_bytes()
         opening = decode(data) if data is not None else None
         if opening != ["ready"]:

@@ -195,11 +195,11 @@ class BrowserEnv(ToolEnv):
     def outcome(self) -> Outcome:
         if self.result is None:
             return Outcome()
-        return Outcome(self.result, True, solved=self.solved_by(self.result))
+        return Outcome(self.result, True, solved=self.task_solved())
 
-    def solved_by(self, result: float) -> bool | None:
-        """Whether the task's verdict `result` is a success; None: the default rule (the
-        full reward). A task whose reward gives partial credit says so here."""
+    def task_solved(self) -> bool | None:
+        """Whether the ended task's verdict is a success; None: the default rule (the full
+        reward). A task whose reward gives partial credit says so here."""
         return None
 
     def state_key(self) -> Hashable:

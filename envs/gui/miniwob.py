@@ -84,7 +84,7 @@ class MiniWoBEnv(BrowserEnv):
         self.raw_reward = float(raw)
         return float(raw if self.reward_kind == "raw" else timed)
 
-    def solved_by(self, result: float) -> bool | None:
+    def task_solved(self) -> bool | None:
         return self.raw_reward > 0
 
     def scripted_action(self) -> str | None:

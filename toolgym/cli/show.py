@@ -24,6 +24,11 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 
 output could otherwise clear the screen or set the clipboard (OSC 52)."""
 
 
+def shown(text: str, limit: int) -> str:
+    """Stored text for a line of rich markup: printable, and its brackets escaped."""
+    return escape(printable(text, limit))
+
+
 def printable(text: str, limit: int | None = None) -> str:
     """`text` as a terminal may be given it: controls shown as escapes, lone surrogates as
     U+FFFD, and at most `limit` characters (the rest counted)."""
