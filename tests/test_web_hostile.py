@@ -134,21 +134,30 @@ def test_a_check_that_never_yields_is_stopped(site):
         env.close()
 
 
+def wait_for_popup(env, seconds: float = 10.0) -> None:
+    """Until the episode's page has opened its popup (later than 0.3 s on a loaded machine)."""
+    deadline = time.monotonic() + seconds
+    while len(env.lease.context.pages) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(env.lease.context.pages) == 2  # the popup opened
+
+
 def test_popups_close_with_their_episode(site):
     """The popup of one episode would store a win after a second; the next episode, on the
     same env and browser, must start without it and without the popup."""
     env = env_for(site, "popper.html", check_js="localStorage.getItem('won') ? 1 : null")
     try:
         env.reset(seed=0)
-        deadline = time.monotonic() + 10  # a loaded machine opens it later than 0.3 s
-        while len(env.lease.context.pages) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(env.lease.context.pages) == 2  # the popup opened
+        wait_for_popup(env)
         env.reset(seed=0)
-        time.sleep(0.3)  # this episode's own popup opens
+        wait_for_popup(env)  # this episode's own popup opens
         first_contexts = env.lease.context.browser.contexts
         time.sleep(1.2)  # the first popup would have stored its win by now
-        obs, reward, terminated, _, _ = env.step(call("scroll", direction="down"))
+        deadline = time.monotonic() + 10  # on a loaded machine this one's win comes later
+        terminated = truncated = False
+        while not (terminated or truncated) and time.monotonic() < deadline:
+            obs, reward, terminated, truncated, _ = env.step(call("scroll", direction="down"))
+            time.sleep(0.1)
     finally:
         env.close()
     assert len(first_contexts) == 1  # the first episode's context (and popup) are gone
