@@ -6,7 +6,7 @@ PIP := $(PYTHON) -m pip
 SUBPACKAGES := envs tools agents training sandbox
 TYPECHECK_TREE := build/typecheck
 
-.PHONY: install system-deps quickstart test lint typecheck docs bench
+.PHONY: install system-deps vllm quickstart test lint typecheck docs bench
 
 # torch is pinned first: on a CPU machine this takes the local CPU build, on a GPU machine
 # the same pin pulls the CUDA build; the editable install then finds it already satisfied.
@@ -17,6 +17,11 @@ install:
 # bubblewrap, a running Docker engine and the sandbox image, for the code sandboxes' tests.
 system-deps: install
 	PYTHON=$(PYTHON) bash scripts/system-deps.sh
+
+# vLLM beside toolgym: its CPU build on a CPU machine, vLLM on a GPU one (the vllm engine's
+# tests run on it; see scripts/install-vllm.sh)
+vllm: install
+	PYTHON=$(PYTHON) bash scripts/install-vllm.sh
 
 quickstart: install
 	$(PYTHON) -m toolgym quickstart
@@ -46,10 +51,10 @@ docs:
 # Ray tests share one worker, as `ray stop` stops every cluster on the machine
 TEST_WORKERS ?= auto
 
-test: install system-deps lint typecheck docs
+test: install system-deps vllm lint typecheck docs
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-bench: install system-deps
+bench: install system-deps vllm
 	$(PYTHON) bench/env_step.py
 	cd bench && $(PYTHON) rollout_overhead.py && $(PYTHON) async_vs_lockstep.py && $(PYTHON) engine.py
 	$(PYTHON) bench/search_server.py

@@ -42,6 +42,8 @@ MODULE_GROUPS = {
     # `ray stop --force` stops every cluster on the machine: one Ray test at a time, and
     # beside the quickstart's tests, which they train from
     "test_ray_engines": "quickstart", "test_ray_envs": "quickstart", "test_ray_resume": "quickstart",
+    # vLLM's CPU engine binds its worker to a core: one engine at a time
+    "test_vllm_engine": "vllm", "test_vllm_training": "vllm",
 }  # fmt: skip
 
 
@@ -118,6 +120,16 @@ def tiny_model_dir(tmp_path_factory):
 
     return built_once(
         tmp_path_factory, "tiny-model", lambda out: init_model(out, "qwen2", "tiny", seed=0)
+    )
+
+
+@pytest.fixture(scope="session")
+def mini_model_dir(tmp_path_factory):
+    """The `mini` model: the smallest size whose attention heads vLLM's CPU build runs."""
+    from toolgym.agents.modelinit import init_model
+
+    return built_once(
+        tmp_path_factory, "mini-model", lambda out: init_model(out, "qwen2", "mini", seed=0)
     )
 
 

@@ -110,6 +110,15 @@ def micro_batches(
         )
 
 
+def all_max(value: float, ranks: Ranks | None) -> float:
+    """The largest of each rank's `value` (on the control group)."""
+    if ranks is None or ranks.world == 1:
+        return value
+    tensor = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=ranks.control)
+    return float(tensor.item())
+
+
 def all_sum(values: list[float], ranks: Ranks | None) -> list[float]:
     """Each value summed over the ranks (on the control group)."""
     if ranks is None or ranks.world == 1:

@@ -26,6 +26,7 @@ from toolgym.training import checkpoint
 from toolgym.training.batch import TokenBatch, token_logprobs
 from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import Ranks, all_sum, micro_batches
+from toolgym.training.fidelity import FidelityMeter
 from toolgym.training.losses import normalizer_for, ppo_clip_loss
 from toolgym.training.optim_step import optimizer_step
 from toolgym.training.schedule import lr_factor
@@ -74,18 +75,26 @@ class Learner:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         minibatch_size = -(-len(batch) // optim.minibatches)
+        fidelity = FidelityMeter()
         if self.ppo.needs_proximal:
             batch = self.with_proximal(batch)
+            assert batch.proximal_logprobs is not None
+            fidelity.add(batch.proximal_logprobs, batch.old_logprobs, batch.loss_mask)
         self.model.train()
         stop = optim.on_nonfinite == "stop"
-        steps = []
+        steps: list[dict[str, float]] = []
         passes = (batch.split(minibatch_size) for _ in range(optim.ppo_epochs))
         for minibatch in itertools.chain.from_iterable(passes):
-            steps.append(self.optimizer_step(minibatch))
+            # without the proximal pass, the first mini-batch's forward passes are the
+            # learner's own log-probabilities before any update
+            meter = None if self.ppo.needs_proximal or steps else fidelity
+            steps.append(self.optimizer_step(minibatch, meter))
             if stop and steps[-1]["skipped"]:
                 break
         self.model.eval()
         out = {k: float(np.mean([s[k] for s in steps])) for k in steps[0]}
+        # with the proximal pass every rank holds every row's (nothing to reduce)
+        out |= fidelity.metrics(None if self.ppo.needs_proximal else self.ranks)
         out["stopped"] = float(stop and bool(steps[-1]["skipped"]))
         out["tokens"] = float(batch.loss_mask.sum())
         out["lr"] = lr
@@ -107,9 +116,12 @@ class Learner:
             dist.all_reduce(scored)
         return replace(batch, proximal_logprobs=scored)
 
-    def optimizer_step(self, minibatch: TokenBatch) -> dict[str, float]:
+    def optimizer_step(
+        self, minibatch: TokenBatch, fidelity: FidelityMeter | None = None
+    ) -> dict[str, float]:
         """One optimizer step on `minibatch`, its gradient accumulated over micro-batches.
-        Returns its loss, gradient norm and the micro-batches' mean loss metrics."""
+        Returns its loss, gradient norm and the micro-batches' mean loss metrics. `fidelity`
+        is shown each micro-batch's log-probabilities (taken before the step)."""
         normalizer = normalizer_for(minibatch.loss_mask, max_tokens=self.config.rollout.max_tokens)
         world = self.ranks.world if self.ranks else 1
         sums: dict[str, float] = {}
@@ -123,6 +135,8 @@ class Learner:
                 with self.precision.autocast():
                     logprobs, entropy = token_logprobs(self.model, micro, with_entropy=True)
                     reference = self.reference_logprobs(micro)
+                if fidelity is not None and counts:
+                    fidelity.add(logprobs, micro.old_logprobs, micro.loss_mask)
                 loss, metrics = ppo_clip_loss(
                     logprobs,
                     micro.old_logprobs,

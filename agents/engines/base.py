@@ -47,6 +47,8 @@ class Completion:
     finish_reason: str  # "stop" (end of turn or stop string) or "length" (max_tokens)
     top_logprobs: list[dict[int, float]] | None = None
     prompt_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens the engine took from its prefix cache instead of computing them."""
 
 
 @runtime_checkable

