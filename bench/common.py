@@ -15,13 +15,13 @@ from toolgym.envs import Env, make_info
 from toolgym.intervals import mean_interval, paired_difference
 
 
-def tiny_model(path: str | None) -> Path:
-    """The model at `path`, or a fresh tiny one in a temporary directory."""
+def tiny_model(path: str | None, size: str = "tiny") -> Path:
+    """The model at `path`, or a fresh one of `size` in a temporary directory."""
     if path:
         return Path(path)
     from toolgym.agents.modelinit import init_model
 
-    return init_model(Path(tempfile.mkdtemp(prefix="toolgym-bench-")), "qwen2", "tiny", seed=0)
+    return init_model(Path(tempfile.mkdtemp(prefix="toolgym-bench-")), "qwen2", size, seed=0)
 
 
 def steps_to_threshold(

@@ -103,6 +103,22 @@ def test_generation_matches_transformers_and_honours_seeds_and_limits(engine, lo
     )
 
 
+def test_many_long_seeded_prompts_at_once_all_complete(engine, loop):
+    """16 prompts of 600+ tokens at once, each with its seed, as a rollout's turns come:
+    prefilled in chunks, vLLM's CPU build killed its engine on such a batch."""
+    starts = [[(11 * k + 3 * i) % 900 + 20 for i in range(600 + 7 * k)] for k in range(16)]
+
+    async def all_at_once():
+        return await asyncio.gather(
+            *(
+                engine.generate(s, SamplingParams(max_tokens=8, seed=k))
+                for k, s in enumerate(starts)
+            )
+        )
+
+    assert all(len(c.token_ids) == 8 for c in loop.call(all_at_once()))
+
+
 def test_stop_ids_and_stop_strings_end_the_completion_with_their_tokens(
     engine, loop, mini_model_dir
 ):

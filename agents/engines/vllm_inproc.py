@@ -62,9 +62,10 @@ def on_cpu() -> bool:
     return bool(current_platform.is_cpu())
 
 
-def check_cpu_head_dim(model: str) -> None:
-    """Refuse, before vLLM starts, a model whose head size vLLM's CPU attention rejects
-    (its own error comes from the engine's child process, after a long start)."""
+def cpu_text_config(model: str) -> Any:
+    """The model's text config, checked for what vLLM's CPU build runs: a head size its CPU
+    attention rejects is refused here, before vLLM starts (its own error comes from the
+    engine's child process, after a long start)."""
     from transformers import AutoConfig
     from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
 
@@ -77,6 +78,7 @@ def check_cpu_head_dim(model: str) -> None:
             f"not run ({', '.join(map(str, supported))} it does): build the model "
             "with `toolgym model init --size mini` (or small), or use engine.kind=hf"
         )
+    return config
 
 
 @contextlib.contextmanager
@@ -125,16 +127,24 @@ class VLLMEngine:
         **engine_args: Any,
     ) -> None:
         """`engine_args`: any of vLLM's AsyncEngineArgs. On the CPU the defaults are eager
-        mode (no compile at start), a KV cache of CPU_KV_CACHE_GIB and blocks of
-        CPU_BLOCK_SIZE tokens."""
+        mode (no compile at start), a KV cache of CPU_KV_CACHE_GIB, blocks of CPU_BLOCK_SIZE
+        tokens and whole-prompt prefills."""
         vllm = _import_vllm()
         model = str(model)
         engine_args.setdefault("worker_extension_cls", WORKER_EXTENSION)
         engine_args.setdefault("enable_prefix_caching", True)
         if on_cpu():
-            check_cpu_head_dim(model)
+            config = cpu_text_config(model)
             engine_args.setdefault("enforce_eager", True)
             engine_args.setdefault("block_size", CPU_BLOCK_SIZE)
+            # vLLM's CPU build kills its engine when a seeded request's prompt is prefilled
+            # in chunks ("CPU Generator does not use offset"), and rollouts seed every turn:
+            # prompts are prefilled whole
+            engine_args.setdefault("enable_chunked_prefill", False)
+            engine_args.setdefault(
+                "max_num_batched_tokens",
+                engine_args.get("max_model_len") or config.max_position_embeddings,
+            )
             if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
                 engine_args.setdefault("kv_cache_memory_bytes", int(CPU_KV_CACHE_GIB * 2**30))
         args = vllm.AsyncEngineArgs(

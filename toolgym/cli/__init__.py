@@ -164,11 +164,18 @@ def quickstart(
     ] = Path("runs/quickstart"),
     steps: Annotated[int, typer.Option(help="GiGPO steps.")] = 40,
     seed: Annotated[int, typer.Option(help="Seeds the model, the data and the sampling.")] = 0,
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="hf, or vllm (vLLM's CPU build after `make vllm`; the model is then the mini "
+            "size, the smallest whose attention heads vLLM's CPU kernels run)."
+        ),
+    ] = "hf",
 ) -> None:
     """The main job: a tiny model trains on Maze on CPU (SFT, then GiGPO), scored on held-out mazes."""
     from toolgym.cli.quickstart import quickstart_command
 
-    raise typer.Exit(quickstart_command(out, steps, seed))
+    raise typer.Exit(quickstart_command(out, steps, seed, engine))
 
 
 model_app = typer.Typer(help="Make models.", no_args_is_help=True)

@@ -33,6 +33,7 @@ from rich.table import Table
 
 from toolgym.cli.compare import item_success, pair
 from toolgym.cli.show import console, show_message
+from toolgym.errors import ConfigError
 from toolgym.intervals import paired_difference, percent
 from toolgym.training.quickstart_recipe import (
     ENV_ARGS,
@@ -49,7 +50,12 @@ KINDS = {"held-out": ("Maze-v0", "test"), "4x4": ("4x4",)}
 """The table's kinds of maze, by the env names their episodes carry."""
 
 
-def quickstart_command(out: Path, steps: int, seed: int) -> int:
+ENGINE_SIZES = {"hf": "tiny", "vllm": "mini"}
+"""The model size each engine trains (vLLM's CPU attention runs no head smaller than 32,
+and `tiny`'s are 16)."""
+
+
+def quickstart_command(out: Path, steps: int, seed: int, engine: str = "hf") -> int:
     from toolgym.agents.modelinit import init_model
     from toolgym.cli.progress import TrainSteps
     from toolgym.cli.train import sft_command
@@ -58,8 +64,11 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     from toolgym.training.plot import plot_runs
     from toolgym.training.trainer import Trainer
 
-    console.rule("1/4 a tiny model")
-    base = init_model(out / "base", size="tiny", seed=seed)
+    if engine not in ENGINE_SIZES:
+        raise ConfigError(f"--engine {engine!r}: choose {' or '.join(ENGINE_SIZES)}")
+    size = ENGINE_SIZES[engine]
+    console.rule(f"1/4 a {size} model")
+    base = init_model(out / "base", size=size, seed=seed)
     console.rule("2/4 supervised warm start on scripted demonstrations")
     env_args = [f"{k}={json.dumps(v)}" for k, v in SFT_ENV_ARGS.items()]
     sft_command(
@@ -70,7 +79,7 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
         TrainConfig,
         None,
         [f"model={out / 'sft'}", f"run_dir={out / 'rl'}", f"steps={steps}", f"seed={seed}"]
-        + [f"env.id={ENV_ID}", f"env.kwargs={ENV_ARGS}", *RECIPE],
+        + [f"env.id={ENV_ID}", f"env.kwargs={ENV_ARGS}", f"engine.kind={engine}", *RECIPE],
     )
     trainer = Trainer(config)
     before = {
@@ -103,7 +112,7 @@ def quickstart_command(out: Path, steps: int, seed: int) -> int:
     console.print(
         f"learning curves: [bold]{curves}[/]; trained policy: [bold]{config.run_dir}/policy[/]"
     )
-    results |= {"env": ENV_ID, "env_args": ENV_ARGS}
+    results |= {"env": ENV_ID, "env_args": ENV_ARGS, "engine": engine, "model_size": size}
     (out / "results.json").write_text(json.dumps(results, indent=2))
     return 0
 

@@ -11,6 +11,9 @@ const CURVES = [
   ["train/kl_ref", "train/approx_kl"],
   ["train/entropy"],
   ["train/clip_fraction"],
+  // token fidelity: the engine's log-probabilities against the learner's (training/fidelity.py)
+  ["train/fidelity_gap_mean", "train/fidelity_gap_max"],
+  ["train/fidelity_over"],
   ["async/staleness_mean", "async/staleness_max"],
   ["explore/distinct_per_group", "explore/repeated_actions"],
   ["signal/equal_groups"],
