@@ -209,7 +209,8 @@ class EngineSection(ConfigModel):
     """An engine from the engine registry. hf: generate in-process with the weights being
     trained. openai: generate on a server (`toolgym serve model` or vLLM with runtime LoRA)
     started on the same base model; needs lora.enabled, since weights reach the server as
-    LoRA adapters. vllm: vLLM's engine in this process (GPU), updated with full weights."""
+    LoRA adapters. vllm: vLLM's engine driven from this process (a GPU, or vLLM's CPU build:
+    `make vllm`), updated with full weights, or with LoRA adapters under lora.enabled."""
     base_url: str | None = None
     """The server's URL for kind=openai (e.g. http://127.0.0.1:8000/v1)."""
     served_model: str | None = None
@@ -245,7 +246,7 @@ class RaySection(ConfigModel):
     env_cpus: float = Field(0.5, gt=0)
     """CPUs Ray reserves for each env actor (a fraction shares a core)."""
     engine_actors: int = Field(0, ge=0)
-    """Ray actors that generate, each running an engine.kind engine (hf, or vllm on a GPU)
+    """Ray actors that generate, each running an engine.kind engine (hf, or vllm)
     on its own copy of the weights, which every sync sends them; 0: the engine runs in the
     trainer's process."""
     engine_cpus: float = Field(1.0, gt=0)
