@@ -184,20 +184,25 @@ def tool_calling_model_dir(tiny_model_dir, tmp_path_factory):
     """The tiny model taught, by a few hundred optimizer steps on one conversation, to answer
     CHAT_MESSAGES (with the Maze tools) with CHAT_TOOL_CALL: a real model that calls tools."""
 
-    def build(out: Path) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    return built_once(
+        tmp_path_factory, "tool-calling-model", lambda out: teach_tool_call(tiny_model_dir, out)
+    )
 
-        from toolgym.agents.render import ChatRenderer
-        from toolgym.envs.maze import MazeEnv
 
-        tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-        renderer = ChatRenderer(tokenizer)
-        prompt = renderer.prompt_ids(CHAT_MESSAGES, MazeEnv().tool_schemas())
-        answer = renderer.encode(CHAT_TOOL_CALL) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
-        teach(model, tokenizer, [(prompt, answer)], out, steps=300)
+def teach_tool_call(model_dir: Path, out: Path) -> Path:
+    """The model at `model_dir` taught to answer CHAT_MESSAGES (with the Maze tools) with
+    CHAT_TOOL_CALL, saved to `out`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    return built_once(tmp_path_factory, "tool-calling-model", build)
+    from toolgym.agents.render import ChatRenderer
+    from toolgym.envs.maze import MazeEnv
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    renderer = ChatRenderer(tokenizer)
+    prompt = renderer.prompt_ids(CHAT_MESSAGES, MazeEnv().tool_schemas())
+    answer = renderer.encode(CHAT_TOOL_CALL) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    return teach(model, tokenizer, [(prompt, answer)], out, steps=300)
 
 
 def teach(model, tokenizer, examples, out: Path, steps: int) -> Path:

@@ -76,7 +76,9 @@ def open_session(gateway, loop_thread, **settings):
     return session, client
 
 
-def test_a_tool_using_session_is_one_sequence_of_the_engine_s_own_tokens(gateway, loop_thread):
+def play_a_tool_using_session(gateway, loop_thread) -> Trajectory:
+    """Two calls of one session through the official client: a tool call, then the tool's
+    answer. Each recorded step is the prompt the engine was given and its own completion."""
     session, client = open_session(gateway, loop_thread)
     gateway.engine.calls.clear()
     first = client.chat.completions.create(model="any", messages=CHAT_MESSAGES, tools=TOOLS)
@@ -92,6 +94,11 @@ def test_a_tool_using_session_is_one_sequence_of_the_engine_s_own_tokens(gateway
         assert traj.token_ids[: step.response_start] == prompt  # the prompt it was given
         assert traj.token_ids[step.response_start : step.response_end] == completion.token_ids
         assert step.logprobs == completion.logprobs
+    return traj
+
+
+def test_a_tool_using_session_is_one_sequence_of_the_engine_s_own_tokens(gateway, loop_thread):
+    traj = play_a_tool_using_session(gateway, loop_thread)
     assert traj.steps[0].tool_calls == [{"name": "move", "arguments": {"direction": "north"}}]
     assert traj.steps[0].observation[0]["content"] == "A wall."
     assert traj.steps[1].state_key == traj.steps[0].next_state_key != traj.steps[0].state_key

@@ -6,18 +6,15 @@ and a run whose syncs are dropped is measured far off."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from test_gateway import Recorded, open_session
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from test_gateway import Recorded, play_a_tool_using_session
+from transformers import AutoTokenizer
 
-from conftest import CHAT_MESSAGES, CHAT_TOOL_CALL, LoopThread, built_once, teach
+from conftest import LoopThread, built_once, teach_tool_call
 from toolgym.agents.engines import make_engine
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.render import ChatRenderer
 from toolgym.config import load_config
-from toolgym.envs.maze import MazeEnv
 from toolgym.training.config import TrainConfig
 from toolgym.training.trainer import Trainer
 
@@ -33,16 +30,11 @@ with optim.lr=1e-2)."""
 def mini_tool_calling_model_dir(mini_model_dir, tmp_path_factory):
     """The mini model taught to answer CHAT_MESSAGES with CHAT_TOOL_CALL (as conftest's
     tool_calling_model_dir for the tiny one)."""
-
-    def build(out: Path) -> None:
-        tokenizer = AutoTokenizer.from_pretrained(mini_model_dir)
-        model = AutoModelForCausalLM.from_pretrained(mini_model_dir)
-        renderer = ChatRenderer(tokenizer)
-        prompt = renderer.prompt_ids(CHAT_MESSAGES, MazeEnv().tool_schemas())
-        answer = renderer.encode(CHAT_TOOL_CALL) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
-        teach(model, tokenizer, [(prompt, answer)], out, steps=300)
-
-    return built_once(tmp_path_factory, "mini-tool-calling-model", build)
+    return built_once(
+        tmp_path_factory,
+        "mini-tool-calling-model",
+        lambda out: teach_tool_call(mini_model_dir, out),
+    )
 
 
 def vllm_run(model, run_dir, *extra):
@@ -114,6 +106,7 @@ def test_a_lora_run_on_vllm_samples_under_each_synced_adapter(mini_model_dir, tm
         mini_model_dir, tmp_path, "steps=3", "lora.enabled=true", "lora.r=8", "optim.lr=3e-2"
     )
     metrics = Trainer(config).run()
+    assert all(m["train/grad_norm"] > 0 for m in metrics)  # the adapter moved each step
     assert max(gaps(metrics)) < SYNCED_GAP, gaps(metrics)
     assert sorted(p.name for p in (tmp_path / "adapters").iterdir())[-1] == "policy-3"
 
@@ -132,20 +125,7 @@ def test_the_gateway_in_front_of_vllm_records_the_engine_s_own_tokens(mini_tool_
 
     gateway = loop.call(start(), timeout=300)
     try:
-        session, client = open_session(gateway, loop)
-        tools = MazeEnv().tool_schemas()
-        first = client.chat.completions.create(model="any", messages=CHAT_MESSAGES, tools=tools)
-        reply = first.choices[0].message
-        assert reply.tool_calls and reply.tool_calls[0].function.name == "move"
-        history = [*CHAT_MESSAGES, reply.model_dump(exclude_none=True),
-                   {"role": "tool", "tool_call_id": reply.tool_calls[0].id, "content": "A wall."}]  # fmt: skip
-        client.chat.completions.create(model="any", messages=history, tools=tools)
-        traj = session.trajectory
-        assert len(traj.steps) == 2 and traj.segment_starts == []
-        for step, (prompt, completion) in zip(traj.steps, gateway.engine.calls, strict=True):
-            assert traj.token_ids[: step.response_start] == prompt
-            assert traj.token_ids[step.response_start : step.response_end] == completion.token_ids
-            assert step.logprobs == completion.logprobs
+        play_a_tool_using_session(gateway, loop)
         assert gateway.engine.calls[1][1].cached_tokens > 0  # the second call reused the first
     finally:
         loop.call(gateway.aclose())

@@ -39,6 +39,27 @@ class SamplingParams:
     """Also return the k most likely tokens at each position (0: only the sampled one)."""
 
 
+def request_problem(
+    prompt_ids: list[int], sampling: SamplingParams, vocab_size: int, max_length: int
+) -> str | None:
+    """What makes a request one no engine can serve (None: nothing), in words for its
+    caller: an engine raises it before the model sees the request."""
+    if not prompt_ids:
+        return "the prompt is empty"
+    if any(not isinstance(t, int) or not 0 <= t < vocab_size for t in prompt_ids):
+        return f"prompt token ids must be integers in [0, {vocab_size})"
+    if sampling.max_tokens < 1:
+        return f"max_tokens must be at least 1, got {sampling.max_tokens}"
+    if len(prompt_ids) + sampling.max_tokens > max_length:
+        return (
+            f"prompt ({len(prompt_ids)} tokens) + max_tokens ({sampling.max_tokens}) exceeds "
+            f"the model's context of {max_length} tokens"
+        )
+    if sampling.temperature < 0 or not 0 < sampling.top_p <= 1:
+        return "temperature must be >= 0 and top_p in (0, 1]"
+    return None
+
+
 @dataclass
 class Completion:
     token_ids: list[int]

@@ -37,6 +37,7 @@ from toolgym.agents.engines.base import (
     EngineError,
     PolicyContext,
     SamplingParams,
+    request_problem,
 )
 from toolgym.agents.engines.hf_batch import Row, RunningBatch
 from toolgym.agents.engines.hf_contexts import ContextStore, weights_stamp
@@ -365,20 +366,8 @@ class HFEngine:
     ) -> None:
         """Raise BadRequestError when this engine cannot serve the request (generate does
         the same check; a server streaming its answer checks first, to answer a clean 400)."""
-        if not prompt_ids:
-            raise BadRequestError("the prompt is empty")
-        vocab = self.vocab_size
-        if any(not isinstance(t, int) or not 0 <= t < vocab for t in prompt_ids):
-            raise BadRequestError(f"prompt token ids must be integers in [0, {vocab})")
-        if sampling.max_tokens < 1:
-            raise BadRequestError(f"max_tokens must be at least 1, got {sampling.max_tokens}")
-        if len(prompt_ids) + sampling.max_tokens > self.max_length:
-            raise BadRequestError(
-                f"prompt ({len(prompt_ids)} tokens) + max_tokens ({sampling.max_tokens}) exceeds the model's "
-                f"context of {self.max_length} tokens"
-            )
-        if sampling.temperature < 0 or not 0 < sampling.top_p <= 1:
-            raise BadRequestError("temperature must be >= 0 and top_p in (0, 1]")
+        if problem := request_problem(prompt_ids, sampling, self.vocab_size, self.max_length):
+            raise BadRequestError(problem)
         if adapter is not None and adapter not in self.adapters:
             raise BadRequestError(f"no LoRA adapter named '{adapter}' is loaded")
 

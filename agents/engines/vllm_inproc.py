@@ -31,6 +31,7 @@ from toolgym.agents.engines.base import (
     EngineError,
     PolicyContext,
     SamplingParams,
+    request_problem,
 )
 
 WORKER_EXTENSION = "toolgym.agents.engines.vllm_worker.WeightLoader"
@@ -174,20 +175,6 @@ class VLLMEngine:
             logprobs=max(sampling.top_logprobs, 1),
         )
 
-    def check_request(self, prompt_ids: list[int], sampling: SamplingParams) -> None:
-        """A request vLLM would refuse (or crash on), refused here with a clear error."""
-        if not prompt_ids:
-            raise EngineError("the prompt is empty")
-        if any(not isinstance(t, int) or not 0 <= t < self.vocab_size for t in prompt_ids):
-            raise EngineError(f"prompt token ids must be integers in [0, {self.vocab_size})")
-        if sampling.max_tokens < 1:
-            raise EngineError(f"max_tokens must be at least 1, got {sampling.max_tokens}")
-        if len(prompt_ids) + sampling.max_tokens > self.max_length:
-            raise EngineError(
-                f"prompt ({len(prompt_ids)} tokens) + max_tokens ({sampling.max_tokens}) "
-                f"exceeds the model's context of {self.max_length} tokens"
-            )
-
     async def generate(
         self,
         prompt_ids: list[int],
@@ -200,7 +187,8 @@ class VLLMEngine:
                 "images in the prompt: this engine passes no multi-modal data to vLLM yet; "
                 "generate with the hf engine for a vision-language model"
             )
-        self.check_request(prompt_ids, sampling)
+        if problem := request_problem(prompt_ids, sampling, self.vocab_size, self.max_length):
+            raise EngineError(problem)
         from vllm.inputs import TokensPrompt
 
         lora = self._adapters.get(adapter) if adapter else None
