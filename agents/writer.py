@@ -37,14 +37,18 @@ class EngineWriter:
         self._frame: dict[tuple[str, ...], int] = {}
 
     @classmethod
-    def load(cls, model_dir: str | Path) -> EngineWriter:
-        """A writer over the model in `model_dir`, on the in-process engine."""
-        from toolgym.agents.engines.hf import HFEngine
+    def load(cls, model_dir: str | Path, kind: str = "hf") -> EngineWriter:
+        """A writer over the model in `model_dir`, on the engine `kind` loads it with (hf,
+        or vllm): rendered with the engine's tokenizer, or the model's own where the engine
+        holds none."""
+        from toolgym.agents.engines import make_engine
+        from toolgym.agents.loading import load_tokenizer
 
-        engine = HFEngine(model_dir)
+        engine = make_engine(kind, model=str(model_dir))
+        tokenizer = engine.tokenizer if engine.capabilities.tokenizer else load_tokenizer(model_dir)
         return cls(
             engine,
-            ChatRenderer(engine.tokenizer),
+            ChatRenderer(tokenizer),
             owns_engine=True,
             context_tokens=engine.max_length,
         )

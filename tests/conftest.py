@@ -43,7 +43,7 @@ MODULE_GROUPS = {
     # beside the quickstart's tests, which they train from
     "test_ray_engines": "quickstart", "test_ray_envs": "quickstart", "test_ray_resume": "quickstart",
     # vLLM's CPU engine binds its worker to a core: one engine at a time
-    "test_vllm_engine": "vllm", "test_vllm_training": "vllm",
+    "test_vllm_engine": "vllm", "test_vllm_training": "vllm", "test_vllm_server": "vllm",
 }  # fmt: skip
 
 

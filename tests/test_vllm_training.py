@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 from test_gateway import Recorded, play_a_tool_using_session
+from test_search_server import post
 from transformers import AutoTokenizer
 
-from conftest import LoopThread, built_once, teach_tool_call
+from conftest import LoopThread, built_once, serve, teach_tool_call
 from toolgym.agents.engines import make_engine
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.render import ChatRenderer
@@ -131,3 +132,23 @@ def test_the_gateway_in_front_of_vllm_records_the_engine_s_own_tokens(mini_tool_
         loop.call(gateway.aclose())
         loop.call(gateway.engine.aclose())
         loop.close()
+
+
+def test_the_simulated_search_engine_writes_its_documents_with_vllm(mini_model_dir):
+    """`toolgym serve search --simulator-engine vllm`: Search-R1's /retrieve answered with
+    documents vLLM wrote; a seed decides them."""
+    server = serve(
+        ["serve", "search", "--simulator", str(mini_model_dir), "--simulator-engine", "vllm",
+         "--doc-tokens", "8"],
+        "simulated search server on vLLM",
+    )  # fmt: skip
+    url = next(server)
+    try:
+        body = {"queries": ["who built the Vell bridge"], "topk": 3, "seed": 7, "noise": 0.5}
+        status, first = post(f"{url}/retrieve", body)
+        assert status == 200 and len(first["result"][0]) == 3
+        assert all(hit["contents"].strip() for hit in first["result"][0])
+        others = [post(f"{url}/retrieve", {**body, "seed": s})[1]["result"][0] for s in (8, 9, 10)]
+        assert any(row != first["result"][0] for row in others)
+    finally:
+        server.close()

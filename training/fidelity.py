@@ -16,7 +16,11 @@ from dataclasses import dataclass
 
 import torch
 
+from toolgym.log import get_logger
+from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import Ranks, all_max, all_sum
+
+log = get_logger(__name__)
 
 GAP_THRESHOLD = 0.1
 """A token past this gap (in nats: a probability ratio outside about 0.9-1.1) counts in
@@ -56,3 +60,17 @@ class FidelityMeter:
             "fidelity_gap_max": all_max(self.largest, ranks),
             "fidelity_over": over / count,
         }
+
+
+def warn_on_fidelity(step: int, train_metrics: dict[str, float], config: TrainConfig) -> None:
+    """Warn when the engine's log-probabilities have drifted from the learner's."""
+    gap = train_metrics.get("fidelity_gap_mean", 0.0)
+    if gap > WARN_MEAN_GAP:
+        correcting = config.loss.needs_proximal
+        log.warning(
+            "step %d: the engine's log-probabilities are %.3f nats from the learner's on "
+            "average (%.0f%% of tokens past %.2f)%s",
+            step, gap, 100 * train_metrics.get("fidelity_over", 0.0), GAP_THRESHOLD,
+            f"; loss.mode={config.loss.mode} corrects for it" if correcting
+            else "; loss.mode=truncated-is corrects for it",
+        )  # fmt: skip

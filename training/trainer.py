@@ -62,7 +62,7 @@ from toolgym.training.config import TrainConfig
 from toolgym.training.credit import assign_credit
 from toolgym.training.distributed import Ranks
 from toolgym.training.exploration import exploration_metrics, signal_metrics
-from toolgym.training.fidelity import GAP_THRESHOLD, WARN_MEAN_GAP
+from toolgym.training.fidelity import warn_on_fidelity
 from toolgym.training.groups import Collect, GroupBuilder, group_metrics
 from toolgym.training.learner import Leader, Learner, Learns
 from toolgym.training.metrics_log import MetricsLog, env_steps_spent, read_metrics
@@ -337,16 +337,3 @@ class Trainer:
             self.gate.version = self.step - 1
             self.sync()
 
-
-def warn_on_fidelity(step: int, train_metrics: dict[str, float], config: TrainConfig) -> None:
-    """Warn when the engine's log-probabilities have drifted from the learner's (fidelity.py)."""
-    gap = train_metrics.get("fidelity_gap_mean", 0.0)
-    if gap > WARN_MEAN_GAP:
-        correcting = config.loss.needs_proximal
-        log.warning(
-            "step %d: the engine's log-probabilities are %.3f nats from the learner's on "
-            "average (%.0f%% of tokens past %.2f)%s",
-            step, gap, 100 * train_metrics.get("fidelity_over", 0.0), GAP_THRESHOLD,
-            f"; loss.mode={config.loss.mode} corrects for it" if correcting
-            else "; loss.mode=truncated-is corrects for it",
-        )  # fmt: skip

@@ -679,6 +679,10 @@ def serve_search(
     simulator_model: Annotated[
         str | None, typer.Option(help="The model name to ask --simulator-url for.")
     ] = None,
+    simulator_engine: Annotated[
+        str,
+        typer.Option(help="The engine --simulator writes with: hf, or vllm (`make vllm`)."),
+    ] = "hf",
     noise: Annotated[
         tuple[float, float, float],
         typer.Option(help="Noise schedule p_start p_end base, read at a request's step."),
@@ -713,7 +717,7 @@ def serve_search(
     from toolgym.cli.search import Simulator, serve_command
 
     sim = Simulator(simulator, simulator_url, simulator_model, noise, total_steps, doc_tokens,
-                    temperature, cache, max_documents)  # fmt: skip
+                    temperature, cache, max_documents, simulator_engine)  # fmt: skip
     raise typer.Exit(
         serve_command(index, sim, host, port, topk, max_topk, max_queries, max_body_mb, threads)
     )

@@ -68,6 +68,8 @@ class Simulator:
     temperature: float
     cache: int
     max_documents: int
+    engine_kind: str = "hf"
+    """The in-process engine `model_dir` writes with."""
 
     @property
     def chosen(self) -> bool:
@@ -87,6 +89,8 @@ class Simulator:
                                    ("max-documents", self.max_documents, 1)):  # fmt: skip
             if value < least:
                 raise ConfigError(f"--{name} must be at least {least}, got {value}")
+        if self.engine_kind not in ("hf", "vllm"):
+            raise ConfigError(f"--simulator-engine must be hf or vllm, got {self.engine_kind!r}")
         if not 0 <= self.temperature <= 10:
             raise ConfigError(f"--temperature must be in [0, 10], got {self.temperature}")
 
@@ -95,7 +99,7 @@ class Simulator:
         from toolgym.tools.search.engines.simulated import NoiseSchedule, SimulatedEngine
 
         schedule = NoiseSchedule(*self.noise)
-        writer = (EngineWriter.load(self.model_dir) if self.model_dir is not None
+        writer = (EngineWriter.load(self.model_dir, self.engine_kind) if self.model_dir is not None
                   else ChatWriter(str(self.url), str(self.model)))  # fmt: skip
         engine = SimulatedEngine(writer, schedule, max_tokens=self.doc_tokens,
                                  temperature=self.temperature, cache_size=self.cache,
