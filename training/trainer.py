@@ -336,4 +336,3 @@ class Trainer:
             # the server may have restarted, an own copy holds the start weights: send them
             self.gate.version = self.step - 1
             self.sync()
-
