@@ -171,11 +171,15 @@ def quickstart(
             "size, the smallest whose attention heads vLLM's CPU kernels run)."
         ),
     ] = "hf",
+    size: Annotated[
+        str | None,
+        typer.Option(help="The model's size (default: tiny on hf, mini on vllm)."),
+    ] = None,
 ) -> None:
     """The main job: a tiny model trains on Maze on CPU (SFT, then GiGPO), scored on held-out mazes."""
     from toolgym.cli.quickstart import quickstart_command
 
-    raise typer.Exit(quickstart_command(out, steps, seed, engine))
+    raise typer.Exit(quickstart_command(out, steps, seed, engine, size))
 
 
 model_app = typer.Typer(help="Make models.", no_args_is_help=True)

@@ -51,11 +51,13 @@ KINDS = {"held-out": ("Maze-v0", "test"), "4x4": ("4x4",)}
 
 
 ENGINE_SIZES = {"hf": "tiny", "vllm": "mini"}
-"""The model size each engine trains (vLLM's CPU attention runs no head smaller than 32,
-and `tiny`'s are 16)."""
+"""The model size each engine trains unless told (vLLM's CPU attention runs no head smaller
+than 32, and `tiny`'s are 16)."""
 
 
-def quickstart_command(out: Path, steps: int, seed: int, engine: str = "hf") -> int:
+def quickstart_command(
+    out: Path, steps: int, seed: int, engine: str = "hf", size: str | None = None
+) -> int:
     from toolgym.agents.modelinit import init_model
     from toolgym.cli.progress import TrainSteps
     from toolgym.cli.train import sft_command
@@ -66,7 +68,7 @@ def quickstart_command(out: Path, steps: int, seed: int, engine: str = "hf") -> 
 
     if engine not in ENGINE_SIZES:
         raise ConfigError(f"--engine {engine!r}: choose {' or '.join(ENGINE_SIZES)}")
-    size = ENGINE_SIZES[engine]
+    size = size or ENGINE_SIZES[engine]
     console.rule(f"1/4 a {size} model")
     base = init_model(out / "base", size=size, seed=seed)
     console.rule("2/4 supervised warm start on scripted demonstrations")
