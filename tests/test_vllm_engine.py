@@ -248,6 +248,29 @@ def test_a_weight_sync_inside_an_episode_lands_between_its_turns(engine, loop, m
         )
 
 
+def test_a_closed_engine_starts_again_with_the_weights_it_last_synced(engine, loop, mini_model_dir):
+    """A trainer closes its engine when its run ends and may evaluate after: the next
+    request starts vLLM again, with the trained weights, not the model directory's."""
+    trained = AutoModelForCausalLM.from_pretrained(mini_model_dir).eval()
+    torch.manual_seed(2)
+    with torch.no_grad():
+        for parameter in trained.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.05)
+    loop.call(engine.update_weights(trained.state_dict()))
+    loop.call(engine.aclose())
+    try:
+        again = loop.call(
+            engine.generate(PROMPT, SamplingParams(max_tokens=12, seed=3)), timeout=300
+        )
+        assert (
+            largest_gap(again.logprobs, learner_logprobs(trained, PROMPT, again.token_ids))
+            < FLOAT32_GAP
+        )
+    finally:
+        original = AutoModelForCausalLM.from_pretrained(mini_model_dir)
+        loop.call(engine.update_weights(original.state_dict()), timeout=300)
+
+
 def save_adapter(model_dir, out, seed: int):
     """A LoRA adapter with random (non-zero) weights on the attention projections, and the
     adapted model."""
@@ -296,10 +319,16 @@ def test_lora_adapters_load_sample_swap_and_unload(engine, loop, mini_model_dir,
 
 
 def engine_processes() -> list[psutil.Process]:
-    return [
-        p for p in psutil.Process(os.getpid()).children(recursive=True)
-        if "EngineCore" in " ".join(p.cmdline()) or "EngineCore" in p.name()
-    ]  # fmt: skip
+    """The live vLLM engine cores this process started (a stopped engine's may linger as a
+    zombie until reaped)."""
+    cores = []
+    for process in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and "EngineCore" in process.name():
+                cores.append(process)
+        except psutil.Error:
+            continue
+    return cores
 
 
 def test_an_engine_process_that_dies_mid_call_masks_its_episode(mini_model_dir, tmp_path):

@@ -8,7 +8,8 @@ temperature and top-p (vLLM's default), which is what PPO's importance ratio nee
 
 Weight sync is full weights (`Capabilities("full")`): `update_weights(state_dict)` writes
 the trained tensors to a safetensors file in shared memory and every worker loads it with
-the model's own `load_weights` (vllm_worker.py); the prefix cache is reset after. LoRA
+vLLM's in-place reload (vllm_worker.py); the prefix cache is reset after. `aclose` stops
+vLLM's processes; a later request starts them again with the last synced weights. LoRA
 adapters work too: `load_adapter(name, path)` registers a trained adapter and requests
 naming it use it; `unload_adapter(name)` removes it. An engine core that dies fails every
 request in flight with an EngineError (rollouts mask those episodes) instead of hanging.
@@ -16,12 +17,13 @@ request in flight with an EngineError (rollouts mask those episodes) instead of 
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import itertools
 import os
+import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+import weakref
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -82,12 +84,10 @@ def cpu_text_config(model: str) -> Any:
     return config
 
 
-@contextlib.contextmanager
-def weights_file(state_dict: dict[str, Any], dtype: Any) -> Iterator[Path]:
-    """`state_dict` as a safetensors file in shared memory (a temporary directory where
-    there is none), in the engine's dtype, removed after. Tensors that share storage (tied
-    embeddings) are written once, under their first name: the model's `load_weights` ties
-    them again."""
+def write_weights(state_dict: dict[str, Any], dtype: Any, folder: Path) -> Path:
+    """`state_dict` as a safetensors file in `folder`, in the engine's dtype. Tensors that
+    share storage (tied embeddings) are written once, under their first name: the model's
+    `load_weights` ties them again."""
     from safetensors.torch import save_file
 
     seen: set[int] = set()
@@ -97,12 +97,9 @@ def weights_file(state_dict: dict[str, Any], dtype: Any) -> Iterator[Path]:
             continue
         seen.add(tensor.data_ptr())
         tensors[name] = tensor.detach().to("cpu", dtype).contiguous()
-    folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    with tempfile.TemporaryDirectory(prefix="toolgym-weights-", dir=folder) as directory:
-        path = Path(directory) / "weights.safetensors"
-        save_file(tensors, str(path))
-        del tensors
-        yield path
+    path = folder / f"weights-{uuid.uuid4().hex}.safetensors"
+    save_file(tensors, str(path))
+    return path
 
 
 class VLLMEngine:
@@ -148,11 +145,21 @@ class VLLMEngine:
             )
             if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
                 engine_args.setdefault("kv_cache_memory_bytes", int(CPU_KV_CACHE_GIB * 2**30))
-        args = vllm.AsyncEngineArgs(
+        self.args = vllm.AsyncEngineArgs(
             model=model, enable_lora=enable_lora, max_lora_rank=max_lora_rank, dtype=dtype,
             seed=seed, **engine_args,
         )  # fmt: skip
-        self.engine = vllm.AsyncLLMEngine.from_engine_args(args)
+        self.engine: Any = vllm.AsyncLLMEngine.from_engine_args(self.args)
+        self.closed = False
+        self._restarting: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        """A lock per event loop (a lock binds to the loop it first waits on)."""
+        shared = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        self._folder = Path(tempfile.mkdtemp(prefix="toolgym-vllm-weights-", dir=shared))
+        weakref.finalize(self, shutil.rmtree, self._folder, True)
+        self._weights: Path | None = None
+        """The last synced weights, kept to start vLLM again with them after `aclose`."""
         self.dtype = self.engine.model_config.dtype
         """The dtype vLLM computes in (weights are sent in it)."""
         self.vocab_size = int(self.engine.model_config.get_vocab_size())
@@ -194,6 +201,7 @@ class VLLMEngine:
         lora = self._adapters.get(adapter) if adapter else None
         if adapter and lora is None:
             raise EngineError(f"no LoRA adapter named '{adapter}' is loaded")
+        await self._running()
         final = None
         try:
             async for output in self.engine.generate(
@@ -236,9 +244,21 @@ class VLLMEngine:
     async def update_weights(self, state_dict: dict[str, Any]) -> None:
         """Load the trained weights into every worker (through a safetensors file in shared
         memory, see vllm_worker.py), then drop the prefix cache, which holds the old
-        weights' keys and values."""
-        with weights_file(state_dict, self.dtype) as path:
-            loaded = await self.engine.collective_rpc("load_weights_file", args=(str(path),))
+        weights' keys and values. The file is kept until the next sync: a restart after
+        `aclose` loads it."""
+        await self._running()
+        path = await asyncio.to_thread(write_weights, state_dict, self.dtype, self._folder)
+        try:
+            await self._load(path)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        if self._weights is not None:
+            self._weights.unlink(missing_ok=True)
+        self._weights = path
+
+    async def _load(self, path: Path) -> None:
+        loaded = await self.engine.collective_rpc("load_weights_file", args=(str(path),))
         if not loaded or min(loaded) == 0:
             raise EngineError("vLLM's workers loaded no weights from the sync")
         await self.engine.reset_prefix_cache()
@@ -246,6 +266,7 @@ class VLLMEngine:
     async def load_adapter(self, name: str, path: str) -> None:
         from vllm.lora.request import LoRARequest
 
+        await self._running()
         request = LoRARequest(name, next(self._adapter_ids), path)
         if not await self.engine.add_lora(request):
             raise EngineError(f"vLLM did not load the LoRA adapter at {path}")
@@ -255,7 +276,31 @@ class VLLMEngine:
         request = self._adapters.pop(name, None)
         if request is None:
             raise EngineError(f"no LoRA adapter named '{name}' is loaded")
-        await self.engine.remove_lora(request.lora_int_id)
+        if not self.closed:
+            await self.engine.remove_lora(request.lora_int_id)
 
     async def aclose(self) -> None:
-        self.engine.shutdown()
+        """Stop vLLM's processes. A later request starts them again with the weights and
+        adapters this engine last had (as the hf engine's worker restarts), on the caller's
+        event loop: a trainer closes its engine at the end of a run and may evaluate after."""
+        if not self.closed:
+            self.closed = True
+            self.engine.shutdown()
+
+    async def _running(self) -> None:
+        """Start vLLM again after `aclose`, with the last synced weights and the loaded
+        adapters (one restart, whatever the number of requests waiting on it)."""
+        if not self.closed:
+            return
+        lock = self._restarting.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
+            if not self.closed:
+                return
+            import vllm
+
+            self.engine = vllm.AsyncLLMEngine.from_engine_args(self.args)
+            self.closed = False
+            if self._weights is not None:
+                await self._load(self._weights)
+            for request in self._adapters.values():
+                await self.engine.add_lora(request)
