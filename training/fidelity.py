@@ -26,8 +26,8 @@ GAP_THRESHOLD = 0.1
 """A token past this gap (in nats: a probability ratio outside about 0.9-1.1) counts in
 `fidelity_over`."""
 WARN_MEAN_GAP = 0.05
-"""A step whose mean gap is above this is warned about (bf16 kernels on a GPU measure about
-0.01 in published runs; float32 on the CPU, under 1e-6)."""
+"""A step whose mean gap is above this is warned about (measured here: under 1e-6 in
+float32 on either engine; the gap of a bfloat16 engine on a GPU was not measured here)."""
 
 
 @dataclass
