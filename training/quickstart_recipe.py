@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from toolgym.errors import ConfigError
+
 ENV_ID = "toolgym/Maze-v0"
 ENV_ARGS = {
     "size": 3, "n_doors": 0, "far_goal": False, "max_turns": 6, "invalid_action_reward": -0.2
@@ -41,3 +43,13 @@ RECIPE = [
     "eval.temperature=1.0",
     f"eval.sets=[{json.dumps(TEST)}, {json.dumps(TRANSFER)}]",
 ]
+ENGINE_SIZES = {"hf": "tiny", "vllm": "mini"}
+"""The model size each engine trains unless told (vLLM's CPU attention runs no head smaller
+than 32, and `tiny`'s are 16)."""
+
+
+def model_size(engine: str, size: str | None) -> str:
+    """The size the quickstart builds for `engine` (`size` when given)."""
+    if engine not in ENGINE_SIZES:
+        raise ConfigError(f"--engine {engine!r}: choose {' or '.join(ENGINE_SIZES)}")
+    return size or ENGINE_SIZES[engine]

@@ -33,7 +33,6 @@ from rich.table import Table
 
 from toolgym.cli.compare import item_success, pair
 from toolgym.cli.show import console, show_message
-from toolgym.errors import ConfigError
 from toolgym.intervals import paired_difference, percent
 from toolgym.training.quickstart_recipe import (
     ENV_ARGS,
@@ -41,6 +40,7 @@ from toolgym.training.quickstart_recipe import (
     EVAL_PLAYS,
     RECIPE,
     SFT_ENV_ARGS,
+    model_size,
 )
 
 if TYPE_CHECKING:
@@ -48,11 +48,6 @@ if TYPE_CHECKING:
 
 KINDS = {"held-out": ("Maze-v0", "test"), "4x4": ("4x4",)}
 """The table's kinds of maze, by the env names their episodes carry."""
-
-
-ENGINE_SIZES = {"hf": "tiny", "vllm": "mini"}
-"""The model size each engine trains unless told (vLLM's CPU attention runs no head smaller
-than 32, and `tiny`'s are 16)."""
 
 
 def quickstart_command(
@@ -66,9 +61,7 @@ def quickstart_command(
     from toolgym.training.plot import plot_runs
     from toolgym.training.trainer import Trainer
 
-    if engine not in ENGINE_SIZES:
-        raise ConfigError(f"--engine {engine!r}: choose {' or '.join(ENGINE_SIZES)}")
-    size = size or ENGINE_SIZES[engine]
+    size = model_size(engine, size)
     console.rule(f"1/4 a {size} model")
     base = init_model(out / "base", size=size, seed=seed)
     console.rule("2/4 supervised warm start on scripted demonstrations")
