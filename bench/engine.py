@@ -178,7 +178,7 @@ def main() -> None:
                      statistics.median(per_turn[1:])))  # fmt: skip
     runtime.run(engine.aclose())
     if vllm is not None:
-        runtime.run(close_vllm(vllm))
+        runtime.run(vllm.aclose())
     runtime.close()
     print(
         f"hf engine, vllm engine and model.generate, {args.conversations} conversations, "
@@ -211,10 +211,6 @@ def main() -> None:
 
 async def start_vllm(cls: Any, model: str, dtype: str) -> Any:
     return cls(model, dtype=dtype)
-
-
-async def close_vllm(engine: Any) -> None:
-    await engine.aclose()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import time
 import psutil
 import pytest
 import torch
+from test_gateway import Recorded
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import fixture_envs
@@ -153,34 +154,19 @@ def test_bad_requests_are_refused_with_a_clear_error(engine, loop):
     assert loop.call(engine.generate(PROMPT, SamplingParams(max_tokens=2))).token_ids
 
 
-class Recording:
-    """The engine, recording each completion a rollout asks of it."""
-
-    def __init__(self, engine) -> None:
-        self.engine, self.completions = engine, []
-        self.capabilities = engine.capabilities
-
-    async def generate(self, prompt_ids, sampling, adapter=None):
-        completion = await self.engine.generate(prompt_ids, sampling, adapter)
-        self.completions.append((list(prompt_ids), completion))
-        return completion
-
-    async def aclose(self) -> None: ...
-
-
 def test_a_multi_turn_episode_extends_its_tokens_and_hits_the_prefix_cache(
     engine, loop, mini_model_dir
 ):
     renderer = ChatRenderer(AutoTokenizer.from_pretrained(mini_model_dir))
-    recording = Recording(engine)
+    recording = Recorded(engine)
     env = toolgym.make("toolgym/Maze-v0", size=3, max_turns=4)
     config = RolloutConfig(SamplingParams(max_tokens=24, seed=1))
     trajectory = loop.call(run_episode(env, recording, renderer, config, EpisodeRequest(seed=3)))
-    assert not trajectory.masked and len(recording.completions) >= 2
-    for (prompt, completion), (later, _) in itertools.pairwise(recording.completions):
+    assert not trajectory.masked and len(recording.calls) >= 2
+    for (prompt, completion), (later, _) in itertools.pairwise(recording.calls):
         assert later[: len(prompt) + len(completion.token_ids)] == prompt + completion.token_ids
-    assert trajectory.token_ids[: len(recording.completions[-1][0])] == recording.completions[-1][0]
-    later_turns = [completion for _, completion in recording.completions[1:]]
+    assert trajectory.token_ids[: len(recording.calls[-1][0])] == recording.calls[-1][0]
+    later_turns = [completion for _, completion in recording.calls[1:]]
     assert all(c.cached_tokens >= 32 for c in later_turns), [c.cached_tokens for c in later_turns]
 
 
@@ -215,7 +201,7 @@ def test_a_weight_sync_inside_an_episode_lands_between_its_turns(engine, loop, m
     """Partial rollouts: each turn holds the policy gate, a sync waits for the turn in flight
     and the next turn samples from the new weights, stamped with their version."""
     renderer = ChatRenderer(AutoTokenizer.from_pretrained(mini_model_dir))
-    recording, gate = Recording(engine), PolicyGate()
+    recording, gate = Recorded(engine), PolicyGate()
     env = fixture_envs.SlowMaze(tool_s=0.5, size=3, max_turns=4)
     config = RolloutConfig(SamplingParams(max_tokens=24, seed=1), gate=gate, hold_turns=True)
     old = AutoModelForCausalLM.from_pretrained(mini_model_dir).eval()
@@ -228,7 +214,7 @@ def test_a_weight_sync_inside_an_episode_lands_between_its_turns(engine, loop, m
         run_episode(env, recording, renderer, config, EpisodeRequest(seed=3)), loop.loop
     )
     deadline = time.monotonic() + 60
-    while not recording.completions:  # the first turn is in
+    while not recording.calls:  # the first turn is in
         assert time.monotonic() < deadline and not episode.done()
         time.sleep(0.01)
     try:
@@ -238,7 +224,7 @@ def test_a_weight_sync_inside_an_episode_lands_between_its_turns(engine, loop, m
         loop.call(engine.update_weights(old.state_dict()))
     versions = [step.policy_version for step in trajectory.steps]
     assert not trajectory.masked and versions[0] == 0 and versions[-1] == 1, versions
-    for step, (prompt, completion) in zip(trajectory.steps, recording.completions, strict=True):
+    for step, (prompt, completion) in zip(trajectory.steps, recording.calls, strict=True):
         weights = new if step.policy_version else old
         assert (
             largest_gap(
