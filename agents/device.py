@@ -21,8 +21,8 @@ import torch
 from toolgym.errors import ConfigError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-DTYPE_CHOICES = ("auto", *DTYPES)
-"""What `model.dtype` may say: auto (bfloat16 on a GPU that has it, else float32) or a dtype."""
+"""The compute dtypes `dtype` may name besides auto (bfloat16 on a GPU that has it, else
+float32); the train config lists the same names, so that checking it loads no torch."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from toolgym.training.advantages import GroupRewards, compute_advantages
-from toolgym.training.losses import MODES, aggregate, normalizer_for
+from toolgym.training.losses import MODES
+from toolgym.training.losses.aggregate import aggregate, normalizer_for
 
 TURNS = 3
 EPISODES = (("stop",), ("go", "stop"), ("go", "go", "stop"), ("go", "go", "go"))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
+from collections.abc import Collection
 from pathlib import Path
 
 from conftest import ROOT
@@ -45,23 +47,29 @@ def source_modules() -> dict[str, Path]:
     return modules
 
 
-def imported_names(path: Path, module: str) -> list[tuple[int, str]]:
-    """(line, module) for every import statement and module-naming string in the file."""
+def imports(path: Path, module: str) -> list[tuple[int, str, tuple[str, ...], bool]]:
+    """(line, module, the names taken from it, whether it is a module string) for every
+    import statement and module-naming string in the file."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = []
+    found: list[tuple[int, str, tuple[str, ...], bool]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names]
+            found += [(node.lineno, a.name, (), False) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            found.append((node.lineno, base))
+            found.append((node.lineno, base, tuple(a.name for a in node.names), False))
         elif isinstance(node, ast.Constant) and MODULE_STRING.match(str(node.value)):
-            found.append((node.lineno, str(node.value).partition(":")[0]))
-    return sorted((line, name) for line, name in found if name.split(".")[0] == "toolgym")
+            found.append((node.lineno, str(node.value).partition(":")[0], (), True))
+    return sorted(f for f in found if f[1].split(".")[0] == "toolgym")
+
+
+def imported_names(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, module) for every import statement and module-naming string in the file."""
+    return [(line, name) for line, name, _, _ in imports(path, module)]
 
 
 def violations() -> list[str]:
@@ -130,3 +138,76 @@ def test_the_trainer_reads_in_one_sitting():
     the run directory (training/run_directory.py) live beside it, so it stays under 350."""
     lines = (ROOT / "training" / "trainer.py").read_text().count("\n")
     assert lines < 350, f"training/trainer.py is {lines} lines"
+
+
+def imported_modules(path: Path, module: str, modules: Collection[str]) -> set[str]:
+    """The package's modules this one imports by a statement (lazy ones too): `from pkg
+    import sub` is an import of the module pkg.sub, not of pkg's facade. Module strings are
+    left out: a registry naming its variants by path loads none of them when imported."""
+    found = set()
+    for _, name, taken, is_string in imports(path, module):
+        if is_string:
+            continue
+        submodules = {f"{name}.{t}" for t in taken} & set(modules)
+        found |= submodules
+        if len(submodules) < len(taken) or not taken:  # a name of the module itself
+            found |= {name} & set(modules)
+    return found - {module}
+
+
+def import_circles() -> list[list[str]]:
+    """Each set of modules that import one another round, as a sorted list (Tarjan's strongly
+    connected components)."""
+    modules = source_modules()
+    edges = {
+        module: sorted(imported_modules(path, module, modules)) for module, path in modules.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in edges[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(modules):
+        if module not in index:
+            visit(module)
+    return sorted(circles)
+
+
+def test_no_import_circle():
+    """One-way layers are not enough: inside a layer, two modules that import each other
+    (a config and a source that reads it back) cannot be read, tested or moved apart."""
+    assert import_circles() == []
+
+
+def test_the_circle_check_sees_a_circle(tmp_path, monkeypatch):
+    """A lazy import closes a circle; a registry's module string does not."""
+    files = {
+        "a": "from toolgym.envs import b\n",
+        "b": "def f():\n    import toolgym.envs.a\n",
+        "c": "from toolgym.envs import d\n",
+        "d": "VARIANT = 'toolgym.envs.c:C'\n",
+    }
+    for name, text in files.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    modules = {f"toolgym.envs.{name}": tmp_path / f"{name}.py" for name in files}
+    monkeypatch.setattr(sys.modules[__name__], "source_modules", lambda: modules)
+    assert import_circles() == [["toolgym.envs.a", "toolgym.envs.b"]]

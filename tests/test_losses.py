@@ -11,7 +11,8 @@ import torch
 from toolgym.agents.trajectory import Step, Trajectory
 from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.config import LossSection
-from toolgym.training.losses import aggregate, normalizer_for, ppo_clip_loss
+from toolgym.training.losses.aggregate import aggregate, normalizer_for
+from toolgym.training.losses.ppo_clip import ppo_clip_loss
 
 
 def loss_of(new, old, adv, mask=None, config=None, **kw):

@@ -25,11 +25,13 @@ from toolgym.agents.render_vision import make_renderer
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.vision import ImageEncoder
 from toolgym.envs.tasks import TaskSource
-from toolgym.errors import ConfigError, one_line
+from toolgym.errors import ConfigError
 from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import Ranks, rank_device, shard
 from toolgym.training.groups import GroupBuilder, TaskGroups
 from toolgym.training.learner import Learner
+from toolgym.training.lora import with_lora
+from toolgym.training.optim_step import adamw
 from toolgym.training.player import Player
 from toolgym.training.rewards import (
     RewardStage,
@@ -39,7 +41,7 @@ from toolgym.training.rewards import (
 )
 from toolgym.training.rewards.base import Continue
 from toolgym.training.selfplay.builder import SelfPlay
-from toolgym.training.selfplay.domains import DOMAINS
+from toolgym.training.selfplay.domains import domain_class
 from toolgym.training.selfplay.pool import TaskPool
 from toolgym.training.snapshot import SolverSnapshot
 from toolgym.training.weight_sync import TrainedWeights
@@ -132,25 +134,7 @@ def build_model(config: TrainConfig, precision: Precision) -> Any:
     """The policy, float32 weights on the configured device (LoRA and checkpointing as set)."""
     model: Any = load_model(config.model).to(precision.device)
     if config.lora.enabled:
-        from peft import LoraConfig, get_peft_model
-
-        lora = LoraConfig(
-            r=config.lora.r, lora_alpha=config.lora.alpha, target_modules=config.lora.target_modules
-        )
-        try:
-            model = get_peft_model(model, lora)
-        except ValueError as exc:  # a target module the model does not have
-            linear = sorted(
-                {
-                    n.rpartition(".")[2]
-                    for n, m in model.named_modules()
-                    if isinstance(m, torch.nn.Linear)
-                }
-            )
-            raise ConfigError(
-                f"lora.target_modules={config.lora.target_modules}: {one_line(exc, 200)} "
-                f"(this model's linear layers: {', '.join(linear)})"
-            ) from None
+        model = with_lora(model, config.lora)
     if config.optim.gradient_checkpointing:
         enable_activation_checkpointing(model)
     return model
@@ -278,8 +262,7 @@ def build_snapshot(
 
 def build_optimizer(config: TrainConfig, model: Any) -> torch.optim.Optimizer:
     """AdamW over the trainable (float32) parameters; its states are float32 too."""
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.AdamW(trainable, lr=config.optim.lr, weight_decay=config.optim.weight_decay)
+    return adamw(model, config.optim.lr, config.optim.weight_decay)
 
 
 def build_reward_stage(
@@ -323,7 +306,7 @@ def build_groups(
         rollout = config.rollout
         return TaskGroups(config.mixture, tasks, config.seed, rollout.rollouts_per_task,
                           rollout.tasks_per_step)  # fmt: skip
-    domain = DOMAINS[play.domain](config.mixture[0].ref, play.proposer)
+    domain = domain_class(play.domain)(config.mixture[0].ref, play.proposer)
     pool = TaskPool(domain.references(play.references), play.pool_capacity, play.pool_policy,
                     config.seed)  # fmt: skip
     if (play.scorer == "snapshot") != (snapshot is not None):

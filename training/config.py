@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from toolgym.config import Choices, ConfigModel
+from toolgym.config import Choices, ConfigModel, validate
 from toolgym.envs.ref import EnvRef
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, did_you_mean
+from toolgym.training.lora import LoraSection
 from toolgym.training.selfplay.proposer_rewards import proposer_reward
 
 
@@ -105,23 +106,15 @@ class RolloutSection(ConfigModel):
 
 
 class AdvantageSection(ConfigModel):
+    """Beside the fields below, `advantage.NAME` holds the settings of estimator NAME (its
+    own table below): each estimator's are kept, so switching `estimator` keeps the others'
+    for later."""
+
+    model_config = ConfigDict(extra="allow")
+
     estimator: Annotated[str, Choices("toolgym.training.advantages:ESTIMATORS")] = "gigpo"
     """How rewards become advantages: GRPO (group-normalized returns), RLOO (leave-one-out
     baseline) or GiGPO (GRPO plus step-level groups of identical states)."""
-    gamma: float = Field(0.95, ge=0, le=1)
-    """GiGPO's step-level discount."""
-    omega: float = 1.0
-    """GiGPO's weight of the step-level advantage."""
-    std_normalize: bool = True
-    """Divide by the group's standard deviation (GRPO, GiGPO episode level)."""
-    step_std_normalize: bool = True
-    """GiGPO step level: mean-and-std (True) or mean-only (False) normalization."""
-    episode_over_steps: bool = False
-    """GiGPO episode statistics pooled over step rows, as the reference code does."""
-    step_leave_one_out: bool = False
-    """GiGPO step level: each step's return less the mean of the others of its anchor group
-    (with step_std_normalize false, an unbiased expected gradient; the group mean, which
-    holds the step's own return, is biased in small anchor groups)."""
     step_alpha: float = 1.0
     """Weight of the normalised process-reward step term (rewards with role: process)."""
     anchor_similarity: float | None = Field(None, gt=0, le=1)
@@ -130,14 +123,40 @@ class AdvantageSection(ConfigModel):
     least s of their words (Jaccard), for envs whose states rarely repeat exactly
     (training/advantages/anchors.py)."""
 
+    @model_validator(mode="after")
+    def _estimator_settings(self) -> AdvantageSection:
+        """Each `advantage.NAME` read into estimator NAME's settings, as the config loads."""
+        from toolgym.training.advantages import ESTIMATORS
+
+        extra = self.__pydantic_extra__ or {}
+        for name, value in extra.items():
+            settings = ESTIMATORS[name].settings if name in ESTIMATORS else None
+            if settings is None:
+                raise ConfigError(_not_an_estimator(name, ESTIMATORS))
+            extra[name] = validate(settings, value if isinstance(value, dict) else dict(value))
+        return self
+
+    def settings(self) -> ConfigModel | None:
+        """The chosen estimator's settings (its defaults where the config gives none)."""
+        from toolgym.training.advantages import ESTIMATORS
+
+        given = (self.__pydantic_extra__ or {}).get(self.estimator)
+        settings = ESTIMATORS[self.estimator].settings
+        return given if given is not None or settings is None else settings()
+
     def options(self) -> dict[str, Any]:
-        if self.estimator == "gigpo":
-            return {
-                "gamma": self.gamma, "omega": self.omega, "std_normalize": self.std_normalize,
-                "step_std_normalize": self.step_std_normalize, "episode_over_steps": self.episode_over_steps,
-                "step_leave_one_out": self.step_leave_one_out,
-            }  # fmt: skip
-        return {"std_normalize": self.std_normalize} if self.estimator == "grpo" else {}
+        """The chosen estimator's keyword arguments."""
+        settings = self.settings()
+        return settings.model_dump() if settings is not None else {}
+
+
+def _not_an_estimator(name: str, estimators: dict[str, Any]) -> str:
+    homes = [f"advantage.{e}.{name}" for e, kind in estimators.items()
+             if kind.settings is not None and name in kind.settings.model_fields]  # fmt: skip
+    if name in estimators:
+        return f"advantage.{name}: the {name} estimator takes no settings"
+    hint = f" Did you mean {' or '.join(homes)}?" if homes else did_you_mean(name, estimators)
+    return f"advantage.{name}: unknown setting (an estimator's settings go under advantage.NAME).{hint}"
 
 
 class OptimSection(ConfigModel):
@@ -188,7 +207,7 @@ class LossSection(ConfigModel):
     aggregation: Annotated[str, Choices("toolgym.training.losses:MODES")] = "token-mean"
     """How token losses make the batch loss: a mean over all tokens, a mean of each
     sequence's token mean, or a mean of each sequence's token sum."""
-    mode: Annotated[str, Choices("toolgym.training.losses.behaviour:CORRECTIONS")] = "on-policy"
+    mode: Annotated[str, Choices("toolgym.training.losses:CORRECTIONS")] = "on-policy"
     """How samples from an older policy than the trained one are corrected
     (losses/behaviour.py): on-policy takes PPO's ratio against the engine's log-probabilities;
     decoupled (decoupled PPO) and truncated-is take it against the trained weights as they
@@ -215,19 +234,6 @@ class EngineSection(ConfigModel):
     """The server's URL for kind=openai (e.g. http://127.0.0.1:8000/v1)."""
     served_model: str | None = None
     """The base model's name on the server (default: `model`)."""
-
-
-class LoraSection(ConfigModel):
-    enabled: bool = False
-    """Train a LoRA adapter instead of every weight (needed by engine.kind=openai)."""
-    r: int = Field(16, ge=1)
-    """The adapter's rank."""
-    alpha: int = Field(32, ge=1)
-    """The adapter's scale numerator (its update is scaled by alpha / r)."""
-    target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"]
-    )
-    """The linear layers that get adapters."""
 
 
 class DistributedSection(ConfigModel):
@@ -442,7 +448,7 @@ class TrainConfig(ConfigModel):
     cost the env differently at equal env steps. None: `steps` alone decides."""
     device: str = "auto"
     """auto (cuda if a GPU is visible, else cpu), cpu, cuda or cuda:N."""
-    dtype: Annotated[str, Choices("toolgym.agents.device:DTYPE_CHOICES")] = "auto"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Compute precision (auto: bfloat16 on GPUs that support it, float32 on cpu); weights
     and optimizer states stay float32."""
     env: EnvSection = Field(default_factory=EnvSection)

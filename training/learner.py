@@ -27,7 +27,8 @@ from toolgym.training.batch import TokenBatch, token_logprobs
 from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import Ranks, all_sum, micro_batches
 from toolgym.training.fidelity import FidelityMeter
-from toolgym.training.losses import normalizer_for, ppo_clip_loss
+from toolgym.training.losses.aggregate import normalizer_for
+from toolgym.training.losses.ppo_clip import ppo_clip_loss
 from toolgym.training.optim_step import optimizer_step
 from toolgym.training.schedule import lr_factor
 from toolgym.training.weight_sync import TrainedWeights

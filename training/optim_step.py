@@ -1,7 +1,8 @@
 """One optimizer step, the same for every loop that trains weights (the RL trainer, SFT,
 pretraining, the implicit PRM): set the learning rate, accumulate the gradient, clip it,
 and step only if the loss and the gradient norm are finite (else the gradient is dropped and
-the weights stay as they were; the caller says what that means for its run)."""
+the weights stay as they were; the caller says what that means for its run). Every such
+loop builds its optimizer with `adamw`."""
 
 from __future__ import annotations
 
@@ -21,6 +22,18 @@ class StepResult:
     """The gradient's global norm before clipping."""
     stepped: bool
     """False when the loss or the gradient norm was not finite: nothing changed."""
+
+
+def adamw(
+    model: torch.nn.Module,
+    lr: float,
+    weight_decay: float = 0.0,
+    betas: tuple[float, float] = (0.9, 0.999),
+) -> torch.optim.Optimizer:
+    """AdamW over `model`'s trainable parameters (float32 weights keep float32 states): the
+    one optimizer every loop that trains weights builds."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(trainable, lr=lr, weight_decay=weight_decay, betas=betas)
 
 
 def optimizer_step(

@@ -35,7 +35,7 @@ from toolgym.agents.modelinit import (
     save_model,
 )
 from toolgym.errors import ConfigError, RunFailedError, did_you_mean
-from toolgym.training.optim_step import optimizer_step
+from toolgym.training.optim_step import adamw, optimizer_step
 from toolgym.training.schedule import lr_factor
 
 RECORD = "toolgym_pretrain.json"
@@ -140,9 +140,7 @@ def pretrain(out: str | Path, config: PretrainConfig,
 
     sequences = packed(documents(spec), encode, eos, config.seq_len)
     peak_lr = float(config.lr or 0)  # check() refused a missing one
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=peak_lr, weight_decay=config.weight_decay, betas=(0.9, 0.95)
-    )
+    optimizer = adamw(model, peak_lr, config.weight_decay, betas=(0.9, 0.95))
     rows = random.Random(f"periodic-{config.seed}")
     low, high = len(SPECIAL_TOKENS), tokenizer.vocab_size
 

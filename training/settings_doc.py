@@ -16,6 +16,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from toolgym.config import Choices, section_model
+from toolgym.training.advantages import ESTIMATORS
 from toolgym.training.config import TrainConfig
 from toolgym.training.rewards import SOURCES
 
@@ -57,6 +58,12 @@ def settings_markdown() -> str:
             "", f"## {name} (a list)", "", _describe(field), "",
             f"Each entry of `{name}` has:", "", *_table(_rows(model, "")),
         ]  # fmt: skip
+    for name, estimator in ESTIMATORS.items():
+        if (own := estimator.settings) is not None:
+            out += [
+                "", f"## advantage.{name}", "", " ".join((own.__doc__ or "").split()), "",
+                *_table(_rows(own, f"advantage.{name}.")),
+            ]  # fmt: skip
     for name, kind in SOURCES.items():
         if (settings := kind.settings) is not None:
             out += [
@@ -98,7 +105,7 @@ def _default(field: FieldInfo) -> str:
 def _type(annotation: Any) -> str:
     text = re.sub(r"\btyping\.|<class '([^']+)'>", lambda m: m.group(1) or "", str(annotation))
     text = text.replace("NoneType", "None").replace("Literal", "one of ")
-    text = re.sub(r"toolgym\.training\.config\.(\w+)Section", lambda m: m.group(1).lower(), text)
+    text = re.sub(r"toolgym\.[\w.]+\.(\w+)Section", lambda m: m.group(1).lower(), text)
     return text.replace("|", "or")
 
 

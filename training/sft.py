@@ -17,8 +17,8 @@ from toolgym.agents.vision import ImageEncoder
 from toolgym.envs.tasks import TaskDraw, TaskSource
 from toolgym.errors import RunFailedError
 from toolgym.training.batch import TokenBatch, build_batch, token_logprobs
-from toolgym.training.losses import Normalizer, aggregate, normalizer_for
-from toolgym.training.optim_step import optimizer_step
+from toolgym.training.losses.aggregate import Normalizer, aggregate, normalizer_for
+from toolgym.training.optim_step import adamw, optimizer_step
 
 
 @dataclass
@@ -57,7 +57,7 @@ def sft(
     kept = [d for d in demos if not d.trajectory.masked and any(d.imitate)]
     if not kept:
         raise ValueError("no demonstration to learn from")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    optimizer = adamw(model, config.lr)
     rng = random.Random(config.seed)
     losses: list[float] = []
     total = config.epochs * -(-len(kept) // config.batch_size)

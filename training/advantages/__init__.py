@@ -1,28 +1,42 @@
-"""Advantage estimators, one per file, picked by name from ESTIMATORS."""
+"""Advantage estimators, one per file, picked by name from ESTIMATORS. An estimator declares
+the typed settings it takes (`advantage.NAME` in a config, checked as the config loads); a
+new one is its file and one line here."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from toolgym.config import ConfigModel
 from toolgym.errors import lookup
 from toolgym.training.advantages.base import GroupRewards, broadcast
-from toolgym.training.advantages.gigpo import gigpo
-from toolgym.training.advantages.grpo import grpo
+from toolgym.training.advantages.gigpo import GiGPOSettings, gigpo
+from toolgym.training.advantages.grpo import GRPOSettings, grpo
 from toolgym.training.advantages.rloo import rloo
 from toolgym.training.advantages.step_term import with_step_term
 
-ESTIMATORS: dict[str, Callable[..., list[np.ndarray]]] = {
-    "grpo": grpo,
-    "rloo": rloo,
-    "gigpo": gigpo,
+
+@dataclass(frozen=True)
+class Estimator:
+    """A registered estimator: its function (a group -> one advantage per step of each
+    trajectory) and the settings its keyword arguments are read from (None: it takes none)."""
+
+    compute: Callable[..., list[np.ndarray]]
+    settings: type[ConfigModel] | None = None
+
+
+ESTIMATORS: dict[str, Estimator] = {
+    "grpo": Estimator(grpo, GRPOSettings),
+    "rloo": Estimator(rloo),
+    "gigpo": Estimator(gigpo, GiGPOSettings),
 }
 
 
 def estimator(name: str) -> Callable[..., list[np.ndarray]]:
-    return lookup(ESTIMATORS, name, "advantage estimator")
+    return lookup(ESTIMATORS, name, "advantage estimator").compute
 
 
 def compute_advantages(
@@ -40,4 +54,4 @@ def compute_advantages(
     return with_step_term(values, group.process, group.valid, alpha=step_alpha)
 
 
-__all__ = ["ESTIMATORS", "GroupRewards", "compute_advantages", "estimator", "gigpo", "grpo", "rloo"]
+__all__ = ["ESTIMATORS", "Estimator", "GroupRewards", "compute_advantages", "estimator", "gigpo", "grpo", "rloo"]

@@ -20,13 +20,13 @@ import re
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from toolgym.agents.vision import text_only
-
 WORD = re.compile(r"\w+")
 
 
 def words(messages: Sequence[Any]) -> frozenset[str]:
     """The lower-cased words of the messages' text (images left out)."""
+    from toolgym.agents.vision import text_only  # torch: the estimators' registry stays light
+
     text = " ".join(str(m.get("content") or "") for m in text_only(messages))
     return frozenset(WORD.findall(text.lower()))
 

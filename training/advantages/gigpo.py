@@ -34,8 +34,29 @@ from collections import defaultdict
 from collections.abc import Hashable
 
 import numpy as np
+from pydantic import Field
 
+from toolgym.config import ConfigModel
 from toolgym.training.advantages.base import GroupRewards, normalize
+
+
+class GiGPOSettings(ConfigModel):
+    """GiGPO's own settings, read under `advantage.estimator: gigpo`."""
+
+    gamma: float = Field(0.95, ge=0, le=1)
+    """The step-level discount."""
+    omega: float = 1.0
+    """The weight of the step-level advantage."""
+    std_normalize: bool = True
+    """Episode level: divide by the group's standard deviation."""
+    step_std_normalize: bool = True
+    """Step level: mean-and-std (True) or mean-only (False) normalization."""
+    episode_over_steps: bool = False
+    """Episode statistics pooled over step rows, as the reference code does."""
+    step_leave_one_out: bool = False
+    """Step level: each step's return less the mean of the others of its anchor group
+    (with step_std_normalize false, an unbiased expected gradient; the group mean, which
+    holds the step's own return, is biased in small anchor groups)."""
 
 
 def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:

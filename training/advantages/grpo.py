@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from toolgym.config import ConfigModel
 from toolgym.training.advantages.base import GroupRewards, broadcast, normalize
+
+
+class GRPOSettings(ConfigModel):
+    """GRPO's own settings, read under `advantage.estimator: grpo`."""
+
+    std_normalize: bool = True
+    """Divide by the group's standard deviation (false: Dr. GRPO)."""
 
 
 def grpo(group: GroupRewards, *, std_normalize: bool = True) -> list[np.ndarray]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+from toolgym.training.losses import MODES
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """How the loss treats samples drawn by an older policy than the one it updates: one weight
-per loss token, picked by name from CORRECTIONS (the `loss.mode` setting).
+per loss token, picked by name from the losses' CORRECTIONS (the `loss.mode` setting).
 
 Three policies take part: the behaviour policy that sampled a token (its log-probability
 came back from the engine), the proximal policy (the trained weights as they stood before
@@ -39,10 +39,3 @@ def decoupled(proximal: torch.Tensor, behaviour: torch.Tensor, cap: float) -> to
 
 def truncated_is(proximal: torch.Tensor, behaviour: torch.Tensor, cap: float) -> torch.Tensor:
     return torch.exp(proximal - behaviour).detach().clamp(max=cap)
-
-
-CORRECTIONS: dict[str, Correction] = {
-    "on-policy": on_policy,
-    "decoupled": decoupled,
-    "truncated-is": truncated_is,
-}

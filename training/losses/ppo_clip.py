@@ -19,9 +19,11 @@ from __future__ import annotations
 import torch
 
 from toolgym.errors import lookup
+from toolgym.imports import load_callable
 from toolgym.training.config import LossSection
+from toolgym.training.losses import CORRECTIONS
 from toolgym.training.losses.aggregate import Normalizer, aggregate
-from toolgym.training.losses.behaviour import CORRECTIONS
+from toolgym.training.losses.behaviour import Correction
 
 
 def ppo_clip_loss(
@@ -40,7 +42,9 @@ def ppo_clip_loss(
     policy the ratio is taken against, ...) over masked tokens. `config`: the run's loss
     section (default: its defaults)."""
     config = config or LossSection()
-    correction = lookup(CORRECTIONS, config.mode, "loss mode")
+    correction: Correction = load_callable(
+        lookup(CORRECTIONS, config.mode, "loss mode"), "loss mode"
+    )
     anchor = old_logprobs
     weight = None
     if config.needs_proximal:

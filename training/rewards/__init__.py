@@ -1,4 +1,8 @@
-"""Reward sources, one per file, picked by name from SOURCES; the stage that combines them."""
+"""Reward sources, one per file, picked by name from SOURCES; the stage that combines them.
+
+The registry names each source's class by its import path, loaded when a source is made:
+the config checks a source's role and settings against it without loading any source (a
+learned PRM's torch included)."""
 
 from __future__ import annotations
 
@@ -9,14 +13,11 @@ from typing import Any
 
 from toolgym.config import ConfigModel, validate
 from toolgym.errors import ConfigError, lookup
+from toolgym.imports import load_callable
 from toolgym.training.rewards.base import RewardSource, RunContext
-from toolgym.training.rewards.env_reward import EnvReward
-from toolgym.training.rewards.format_reward import FormatReward
-from toolgym.training.rewards.function_reward import FunctionReward
-from toolgym.training.rewards.judge_reward import JudgeReward
-from toolgym.training.rewards.length_reward import LengthReward
-from toolgym.training.rewards.mc_reward import MCValueReward
-from toolgym.training.rewards.prm_reward import ImplicitPRMReward
+from toolgym.training.rewards.judge_reward import JudgeSettings
+from toolgym.training.rewards.mc_reward import MCSettings
+from toolgym.training.rewards.prm_settings import PRMSettings
 from toolgym.training.rewards.stage import RewardError, RewardStage, WeightedSource
 
 
@@ -24,7 +25,8 @@ from toolgym.training.rewards.stage import RewardError, RewardStage, WeightedSou
 class SourceKind:
     """A registered reward source and what it declares about itself."""
 
-    make: Callable[..., RewardSource]
+    target: str
+    """Its class, "package.module:Class", imported when a source is made."""
     roles: tuple[str, ...] = ("outcome", "process")
     """What it may score: the trajectory's outcome, its steps (a process reward), or both."""
     needs_context: bool = False
@@ -33,19 +35,31 @@ class SourceKind:
     settings: type[ConfigModel] | None = None
     """The typed settings its kwargs are read into (documented in the settings reference)."""
 
+    @property
+    def make(self) -> Callable[..., RewardSource]:
+        return load_callable(self.target, "reward source")
+
+
+_HERE = "toolgym.training.rewards"
+
 
 SOURCES: dict[str, SourceKind] = {
-    "env": SourceKind(EnvReward),
-    "format": SourceKind(FormatReward),
-    "length": SourceKind(LengthReward),
-    "function": SourceKind(FunctionReward),
+    "env": SourceKind(f"{_HERE}.env_reward:EnvReward"),
+    "format": SourceKind(f"{_HERE}.format_reward:FormatReward"),
+    "length": SourceKind(f"{_HERE}.length_reward:LengthReward"),
+    "function": SourceKind(f"{_HERE}.function_reward:FunctionReward"),
     "implicit_prm": SourceKind(
-        ImplicitPRMReward, ("process",), needs_context=True, settings=ImplicitPRMReward.Settings
+        f"{_HERE}.prm_reward:ImplicitPRMReward",
+        ("process",),
+        needs_context=True,
+        settings=PRMSettings,
     ),
     "mc_values": SourceKind(
-        MCValueReward, ("process",), needs_context=True, settings=MCValueReward.Settings
+        f"{_HERE}.mc_reward:MCValueReward", ("process",), needs_context=True, settings=MCSettings
     ),
-    "judge": SourceKind(JudgeReward, needs_context=True, settings=JudgeReward.Settings),
+    "judge": SourceKind(
+        f"{_HERE}.judge_reward:JudgeReward", needs_context=True, settings=JudgeSettings
+    ),
 }
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from toolgym.agents.device import Precision
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
+
+if TYPE_CHECKING:  # the registry (and with it the config) imports this module: no torch
+    from toolgym.agents.device import Precision
 
 
 class RewardSource(Protocol):

@@ -21,53 +21,26 @@ import asyncio
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import Field
 
 from toolgym.agents.device import Precision
 from toolgym.agents.loading import load_model
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.agents.vision import ImageEncoder
-from toolgym.config import Choices, ConfigModel, validate
+from toolgym.config import validate
 from toolgym.errors import ConfigError, one_line
 from toolgym.training.batch import build_batch, token_logprobs
-from toolgym.training.config import LoraSection
-from toolgym.training.optim_step import optimizer_step
-from toolgym.training.process.implicit_prm import BETA, dpo_loss, preference_pairs
+from toolgym.training.lora import LoraSection, with_lora
+from toolgym.training.optim_step import adamw, optimizer_step
+from toolgym.training.process.implicit_prm import dpo_loss, preference_pairs
 from toolgym.training.rewards.base import RunContext
 from toolgym.training.rewards.prepared import PreparedScores
+from toolgym.training.rewards.prm_settings import PRMSettings
 from toolgym.training.rewards.stage import RewardError
-from toolgym.training.schedule import DECAYS, lr_factor
-
-
-class PRMSettings(ConfigModel):
-    """The settings of `{source: implicit_prm, role: process, kwargs: {...}}`, a process
-    reward model learned online from outcomes (training/rewards/prm_reward.py)."""
-
-    model: str | None = None
-    """Where its weights start (default: the policy's starting model)."""
-    beta: float = Field(BETA, gt=0)
-    """The scale of its log-ratios, in the DPO loss and in the step rewards."""
-    lr: float = Field(1e-4, gt=0)
-    """Its AdamW learning rate."""
-    warmup_steps: int = Field(0, ge=0)
-    """Training steps of linear warm-up from 0 to lr."""
-    schedule: Annotated[str, Choices(DECAYS)] = "constant"
-    """How its learning rate moves after warm-up, over the run's steps (to 0)."""
-    grad_clip: float = Field(1.0, gt=0)
-    """Largest global gradient norm of its update."""
-    micro_batch_size: int = Field(8, ge=1)
-    """Sequences per forward/backward pass."""
-    prefer: Literal["success", "return"] = "success"
-    """What makes one trajectory of a group preferred to another: success over failure
-    (an outcome return above 0), or a higher outcome return. The return is the sum of the
-    run's outcome rewards (those with role: outcome)."""
-    lora: LoraSection | None = None
-    """Train a LoRA adapter on its weights instead of all of them: {r, alpha,
-    target_modules}, as in the run's lora section."""
+from toolgym.training.schedule import lr_factor
 
 
 class ImplicitPRMReward(PreparedScores):
@@ -81,8 +54,7 @@ class ImplicitPRMReward(PreparedScores):
         path = s.model or context.model
         self.model = _load_model(path, context.precision, s.lora)
         self.images = ImageEncoder.for_model(path, self.model.config)
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(trainable, lr=s.lr, weight_decay=0.0)
+        self.optimizer = adamw(self.model, s.lr)
         self.updates = 0
         """Training steps the PRM has seen (scored and, where there were pairs, learned from)."""
 
@@ -260,8 +232,5 @@ def _load_model(path: str, precision: Precision, lora: LoraSection | None) -> An
         raise ConfigError(f"cannot load its model from {path}: {one_line(exc)}") from None
     model = model.to(precision.device)
     if lora is not None:
-        from peft import LoraConfig, get_peft_model
-
-        settings = LoraConfig(r=lora.r, lora_alpha=lora.alpha, target_modules=lora.target_modules)
-        model = get_peft_model(model, settings)
+        model = with_lora(model, lora, "implicit_prm's lora")
     return model.eval()
