@@ -54,4 +54,13 @@ def compute_advantages(
     return with_step_term(values, group.process, group.valid, alpha=step_alpha)
 
 
-__all__ = ["ESTIMATORS", "Estimator", "GroupRewards", "compute_advantages", "estimator", "gigpo", "grpo", "rloo"]
+__all__ = [
+    "ESTIMATORS",
+    "Estimator",
+    "GroupRewards",
+    "compute_advantages",
+    "estimator",
+    "gigpo",
+    "grpo",
+    "rloo",
+]
