@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from toolgym.agents.collector import RolloutCollector, requests_for, summarize
-from toolgym.agents.engines import SamplingParams, make_engine
+from toolgym.agents.engines import SamplingParams, engine_class, make_engine
 from toolgym.agents.engines.base import Capabilities, HoldsTokenizer, ReadsImages
 from toolgym.agents.loading import load_tokenizer
 from toolgym.agents.render_vision import make_renderer
@@ -72,16 +72,17 @@ def setting(plan: EvalPlan) -> Setting:
     return Setting(merged.kwargs, tool_schemas, merged)
 
 
-def prompt_tokenizer(source: str, engine: str) -> Any:
+def prompt_tokenizer(source: str, served: bool) -> Any:
     """The tokenizer prompts are rendered with: a local directory, or a name already in the
-    local cache. Never a download: a served model's name is not a tokenizer."""
+    local cache. Never a download: a served model's name is not a tokenizer (`served`: the
+    engine holds no tokenizer of its own)."""
     try:
         return load_tokenizer(source)
     except ConfigError:
         hint = (
             "pass --tokenizer DIR, the directory of the served model's tokenizer (the engine "
             "renders prompts itself, so it needs one)"
-            if engine == "openai"
+            if served
             else "pass a model directory"
         )
         raise ConfigError(f"no tokenizer found at '{source}'; {hint}") from None
@@ -96,8 +97,12 @@ def evaluate(
     """The plan's episodes, played with `chosen` env settings: the first `episodes` tasks
     of the split (all it holds if fewer: `on_draws` hears how many before any is played),
     each played `plays` times."""
-    if plan.engine == "openai" and not plan.base_url:
-        raise ConfigError("--engine openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+    declared: Capabilities = engine_class(plan.engine).capabilities
+    served = "base_url" in declared.requires
+    if served and not plan.base_url:
+        raise ConfigError(
+            f"--engine {plan.engine} needs --base-url (e.g. http://127.0.0.1:8000/v1)"
+        )
     with Runtime() as runtime:
         pool = runtime.pool_for(EnvRef(plan.env_id, plan.env_id, chosen.env_kwargs))
         env = runtime.run(pool.acquire())  # a bad argument stops here
@@ -109,13 +114,13 @@ def evaluate(
         if on_draws is not None:
             on_draws(len(draws))
         engine_args: dict[str, Any] = {"model": plan.model}
-        if plan.engine == "openai":
+        if served:
             engine_args["base_url"] = plan.base_url
-        given = prompt_tokenizer(plan.tokenizer, plan.engine) if plan.tokenizer else None
+        tokenless = not declared.tokenizer  # behind a server: prompts need a tokenizer here
+        given = prompt_tokenizer(plan.tokenizer, tokenless) if plan.tokenizer else None
         engine = make_engine(plan.engine, **engine_args)
-        declared: Capabilities = engine.capabilities
         held = cast(HoldsTokenizer, engine).tokenizer if declared.tokenizer else None
-        tokenizer = given or held or prompt_tokenizer(plan.model, plan.engine)
+        tokenizer = given or held or prompt_tokenizer(plan.model, tokenless)
         images = cast(ReadsImages, engine).images if declared.images else None
         collector = RolloutCollector(
             engine,

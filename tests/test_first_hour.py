@@ -68,15 +68,13 @@ def test_train_to_a_file_prints_a_line_per_step_and_keeps_rollouts(tiny_model_di
     again = run_cli(*tiny_run("/nonexistent/model", run_dir))
     assert again.returncode == 2 and "already holds a run" in again.stderr
     assert "nonexistent" not in again.stderr
-    # from Python, Trainer(config) on the config the command completes writes the same run:
-    # the same files, the same metrics step by step, the same config but for its directory
-    from toolgym.training.run_setup import with_model_env_settings
-    from toolgym.training.trainer import Trainer
+    # from Python, the library's train() on the config the command parsed writes the same
+    # run: the same files, the same metrics step by step, the same config but for its folder
+    from toolgym.training.launch import train
 
     in_python = tmp_path / "in_python"
     overrides = tiny_run(tiny_model_dir, in_python)[1:]
-    config, _ = with_model_env_settings(load_config(TrainConfig, None, overrides))
-    Trainer(config).run()
+    train(load_config(TrainConfig, None, overrides))
     assert sorted(p.name for p in in_python.iterdir()) == sorted(p.name for p in run_dir.iterdir())
     assert sorted(p.name for p in (in_python / "rollouts").iterdir()) == kept
 

@@ -47,11 +47,18 @@ def test_a_short_run_logs_every_phase(tool_calling_model_dir, tmp_path):
             f"run_dir={tmp_path}",
             "steps=2",
             "eval.every_steps=2",
+            "checkpoint.every_steps=2",
             *SMALL,
         ],
     )
     played = []
-    metrics = Trainer(config).run(on_episode=played.append)
+    checkpointed = []  # at each step's record, before its checkpoint is due
+
+    def step(record):
+        checkpointed.append(checkpoint.exists(tmp_path))
+
+    metrics = Trainer(config).run(on_step=step, on_episode=played.append)
+    assert checkpointed == [False, False]  # step 1 wrote none (checkpoint.every_steps=2)
     assert [m["step"] for m in metrics] == [1, 2]
     assert len(played) == 2 * 2 * 3 + 4  # each step's 2 tasks x 3 rollouts, the eval's 4
     for key in (

@@ -128,21 +128,21 @@ class AdvantageSection(ConfigModel):
         """Each `advantage.NAME` read into estimator NAME's settings, as the config loads."""
         from toolgym.training.advantages import ESTIMATORS
 
-        extra = self.__pydantic_extra__ or {}
+        extra = self.__pydantic_extra__ if self.__pydantic_extra__ is not None else {}
         for name, value in extra.items():
             settings = ESTIMATORS[name].settings if name in ESTIMATORS else None
             if settings is None:
                 raise ConfigError(_not_an_estimator(name, ESTIMATORS))
             extra[name] = validate(settings, value if isinstance(value, dict) else dict(value))
+        for name, kind in ESTIMATORS.items():  # every estimator's, so a saved config shows all
+            if kind.settings is not None and name not in extra:
+                extra[name] = kind.settings()
         return self
 
     def settings(self) -> ConfigModel | None:
-        """The chosen estimator's settings (its defaults where the config gives none)."""
-        from toolgym.training.advantages import ESTIMATORS
-
-        given = (self.__pydantic_extra__ or {}).get(self.estimator)
-        settings = ESTIMATORS[self.estimator].settings
-        return given if given is not None or settings is None else settings()
+        """The chosen estimator's settings (None: it takes none)."""
+        settings: ConfigModel | None = (self.__pydantic_extra__ or {}).get(self.estimator)
+        return settings
 
     def options(self) -> dict[str, Any]:
         """The chosen estimator's keyword arguments."""
@@ -234,6 +234,14 @@ class EngineSection(ConfigModel):
     """The server's URL for kind=openai (e.g. http://127.0.0.1:8000/v1)."""
     served_model: str | None = None
     """The base model's name on the server (default: `model`)."""
+
+
+class CheckpointSection(ConfigModel):
+    every_steps: int = Field(1, ge=1)
+    """Write the checkpoint (weights, optimizer and the reward sources' and stream's states,
+    each a full copy) after every this many steps, and after the last. A run that stops
+    resumes from the last one written and plays the steps after it again; larger: less
+    time and disk spent on a large model's checkpoints."""
 
 
 class DistributedSection(ConfigModel):
@@ -471,6 +479,8 @@ class TrainConfig(ConfigModel):
     """What generates the rollouts."""
     lora: LoraSection = Field(default_factory=LoraSection)
     """Low-rank adapters instead of full fine-tuning."""
+    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
+    """How often the run writes what it resumes from (RUN_DIR/checkpoint)."""
     ray: RaySection = Field(default_factory=RaySection)
     """Env pools as Ray actors across a cluster's nodes (agents/ray_envs.py)."""
     distributed: DistributedSection = Field(default_factory=DistributedSection)

@@ -192,12 +192,14 @@ class Trainer:
         return self.player.collect_for(step, hold_turns=self.stream.partial)
 
     def finish_step(self, record: dict[str, Any], stream_state: dict[str, Any]) -> None:
-        """Evaluate when due, log the step's record, and checkpoint."""
+        """Evaluate when due, log the step's record, and checkpoint when due."""
         self.spent += env_steps_spent(record)
         self.step += 1  # the steps done, and so this one's number
         if self.step % self.config.eval.every_steps == 0 or self.done(self.step):
             record |= self.evaluate()
         self.log_step(record)
+        if self.step % self.config.checkpoint.every_steps and not self.done(self.step):
+            return
         weights = self.learner.weights_state(self.run_dir, self.step)
         states = {"rewards": self.rewards.state_dict(), "groups": self.groups.state_dict()}
         self.run_files.save_checkpoint(self.step, weights, states | {"stream": stream_state})

@@ -1,8 +1,7 @@
-"""`toolgym sft`: supervised warm start on an env's scripted demonstrations."""
+"""`toolgym sft` and `toolgym train`: what they print around the library's warm start and run."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -81,27 +80,6 @@ def sft_command(
     return 0
 
 
-def train_distributed(
-    config: Any, resume: bool, overwrite: bool, on_step: Callable[[dict[str, Any]], None] | None
-) -> list[dict[str, Any]] | None:
-    """This process's part of a run a launcher started as several (torchrun): rank 0 trains
-    and returns the metrics, the others follow it and return None."""
-    from toolgym.training.builders import build_follower, check_distributed
-    from toolgym.training.distributed import join, leave
-    from toolgym.training.learner import follow
-    from toolgym.training.trainer import Trainer
-
-    check_distributed(config)
-    ranks = join(config.device, config.distributed.timeout_s)
-    try:
-        if not ranks.leader:
-            follow(build_follower(config, ranks), ranks)
-            return None
-        return Trainer(config, ranks=ranks).run(resume, overwrite, on_step)
-    finally:
-        leave()
-
-
 def train_command(
     config_path: Path | None,
     overrides: list[str],
@@ -110,46 +88,41 @@ def train_command(
     ray_address: str | None = None,
 ) -> int:
     """`ray_address`: also for a resumed run, whose other settings are its saved ones."""
-    import contextlib
-    import os
-
     from toolgym.cli.progress import TrainSteps
     from toolgym.config import load_config
     from toolgym.training.config import TrainConfig
-    from toolgym.training.distributed import launched
-    from toolgym.training.run_directory import check_run_dir
-    from toolgym.training.run_setup import saved_run_config, with_model_env_settings
-    from toolgym.training.trainer import Trainer
+    from toolgym.training.launch import train
 
-    if resume is not None:
-        config = saved_run_config(resume, ray_address)
-    else:
-        config, merged = with_model_env_settings(load_config(TrainConfig, config_path, overrides))
-        for line in merged.notes(config.model) if merged else []:
+    config = None if resume else load_config(TrainConfig, config_path, overrides)
+    steps: TrainSteps | None = None  # the leader's progress, once its config is complete
+
+    def started(run: TrainConfig, notes: list[str]) -> None:
+        nonlocal steps, config
+        config = run
+        for line in notes:
             console.print(line, markup=False)
-    # a launcher's ranks all run this; the leader (rank 0) alone checks, reports and prints
-    leader = not launched() or os.environ["RANK"] == "0"
-    if resume is None and leader:
-        check_run_dir(config.run_dir, overwrite)  # before any env or model is built
-    if leader:
         console.print(
-            f"run [bold]{config.run_dir}[/]: {'resuming' if resume else 'training'} {config.model} "
-            f"on {', '.join(e.id for e in config.mixture)} for {config.steps} steps "
+            f"run [bold]{run.run_dir}[/]: {'resuming' if resume else 'training'} {run.model} "
+            f"on {', '.join(e.id for e in run.mixture)} for {run.steps} steps "
             f"(metrics.jsonl, rollouts/ and the policy go there)"
         )
-    with TrainSteps(config.steps) if leader else contextlib.nullcontext() as steps:
-        if launched():
-            metrics = train_distributed(config, resume is not None, overwrite, steps)
-            if metrics is None:  # a follower rank: the leader reports
-                return 0
-        else:
-            trainer = Trainer(config)
-            metrics = trainer.run(  # closes the trainer's runtime
-                resume=resume is not None,
-                overwrite=overwrite,
-                on_step=steps,
-                on_episode=steps.episode if steps is not None else None,
-            )
+        steps = shown.enter_context(TrainSteps(run.steps))
+
+    def step(record: dict[str, Any]) -> None:
+        if steps is not None:
+            steps(record)
+
+    def episode(trajectory: Any) -> None:
+        if steps is not None:
+            steps.episode(trajectory)
+
+    with ExitStack() as shown:
+        metrics = train(
+            config, resume=resume, overwrite=overwrite, ray_address=ray_address,
+            on_start=started, on_step=step, on_episode=episode,
+        )  # fmt: skip
+    if metrics is None or config is None:  # a follower rank: the leader reports
+        return 0
     for line in finished(Path(config.run_dir)):
         console.print(line, markup=False)
     return 0
