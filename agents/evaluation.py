@@ -11,7 +11,7 @@ from typing import Any, cast
 from toolgym.agents.collector import RolloutCollector, requests_for, summarize
 from toolgym.agents.engines import SamplingParams, engine_class, make_engine
 from toolgym.agents.engines.base import Capabilities, HoldsTokenizer, ReadsImages
-from toolgym.agents.loading import load_tokenizer
+from toolgym.agents.models.loading import load_tokenizer
 from toolgym.agents.render_vision import make_renderer
 from toolgym.agents.rollout import RolloutConfig
 from toolgym.agents.runtime import Runtime

@@ -42,7 +42,7 @@ class EngineWriter:
         or vllm): rendered with the engine's tokenizer, or the model's own where the engine
         holds none."""
         from toolgym.agents.engines import make_engine
-        from toolgym.agents.loading import load_tokenizer
+        from toolgym.agents.models.loading import load_tokenizer
 
         engine = make_engine(kind, model=str(model_dir))
         tokenizer = engine.tokenizer if engine.capabilities.tokenizer else load_tokenizer(model_dir)

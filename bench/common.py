@@ -19,7 +19,7 @@ def tiny_model(path: str | None, size: str = "tiny") -> Path:
     """The model at `path`, or a fresh one of `size` in a temporary directory."""
     if path:
         return Path(path)
-    from toolgym.agents.modelinit import init_model
+    from toolgym.agents.models.fresh import init_model
 
     return init_model(Path(tempfile.mkdtemp(prefix="toolgym-bench-")), "qwen2", size, seed=0)
 

@@ -148,7 +148,7 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=3)
     parser.add_argument("--no-vllm", action="store_true", help="leave the vllm engine out")
     args = parser.parse_args()
-    from toolgym.agents.device import resolve_precision
+    from toolgym.agents.models.device import resolve_precision
 
     model = tiny_model(args.model, size="mini")
     precision = resolve_precision(args.device)

@@ -26,7 +26,7 @@ from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
 from toolgym.agents.render_vision import make_renderer
-from toolgym.agents.server import ModelServer
+from toolgym.agents.serving.server import ModelServer
 from toolgym.agents.trajectory import Trajectory
 
 TOOLS = [{"type": "function", "function": {

@@ -42,7 +42,7 @@ from common import HeldOut, steps_to_threshold
 
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
-from toolgym.training.plot import plot_runs
+from toolgym.training.run.plot import plot_runs
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 DEFAULT_CONFIG = {

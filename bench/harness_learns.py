@@ -34,14 +34,14 @@ from toolgym.agents.gateway.harness import CallableHarness
 from toolgym.agents.gateway.result_reward import result_reward
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
-from toolgym.agents.loading import load_model, load_tokenizer
+from toolgym.agents.models.loading import load_model, load_tokenizer
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.runtime import Runtime
 from toolgym.config import load_config
 from toolgym.envs.ref import EnvRef
 from toolgym.imports import load_callable
 from toolgym.training.config import TrainConfig
-from toolgym.training.sft import SFTConfig, sft
+from toolgym.training.supervised.sft import SFTConfig, sft
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = f"{ROOT / 'examples' / 'agents' / 'arithmetic_openai.py'}:solve"

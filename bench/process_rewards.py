@@ -40,8 +40,8 @@ from common import HeldOut, steps_to_threshold
 
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
-from toolgym.training.metrics_log import env_steps_spent
-from toolgym.training.plot import plot_runs
+from toolgym.training.run.metrics import env_steps_spent
+from toolgym.training.run.plot import plot_runs
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 SEARCH = CONFIGS / "search_gigpo_prm.yaml"

@@ -89,9 +89,9 @@ def main() -> None:
     here = str(Path(__file__).resolve().parent)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
     sys.path.insert(0, here)
-    from toolgym.agents.ray_cluster import import_ray
-    from toolgym.agents.ray_engines import RayEngines
-    from toolgym.agents.ray_envs import RayRuntime
+    from toolgym.agents.ray.cluster import import_ray
+    from toolgym.agents.ray.engines import RayEngines
+    from toolgym.agents.ray.envs import RayRuntime
 
     ray = import_ray()
     cpus = max(*args.actors, *args.engine_actors)

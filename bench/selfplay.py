@@ -38,8 +38,8 @@ from common import HeldOut, tiny_model
 
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
-from toolgym.training.sft import SFTConfig
-from toolgym.training.warm_start import WarmStart, warm_start
+from toolgym.training.supervised.sft import SFTConfig
+from toolgym.training.supervised.warm_start import WarmStart, warm_start
 
 ROOT = Path(__file__).resolve().parent.parent
 

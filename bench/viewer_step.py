@@ -21,7 +21,7 @@ from pathlib import Path
 from aiohttp.test_utils import TestClient, TestServer
 
 from toolgym.agents.trajectory import read_jsonl
-from toolgym.training.run_directory import kept_steps, rollouts_path
+from toolgym.training.run.files import kept_steps, rollouts_path
 from toolgym.viewer.runs import open_runs
 from toolgym.viewer.server import build_app
 

@@ -26,12 +26,12 @@ import numpy as np
 
 from toolgym.agents.engines import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
-from toolgym.agents.modelinit import init_model
+from toolgym.agents.models.fresh import init_model
 from toolgym.agents.render_vision import make_renderer
 from toolgym.agents.rollout import EpisodeRequest, RolloutConfig, run_episode
 from toolgym.envs.gui.miniwob import MiniWoBEnv
 from toolgym.envs.resources import Resources
-from toolgym.training.batch import build_batch, token_logprobs
+from toolgym.training.update.batch import build_batch, token_logprobs
 
 VARIANTS = {
     "outline": {},

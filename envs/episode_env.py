@@ -1,6 +1,6 @@
 """The env seam: what an episode runs on, wherever the env lives (this process or a Ray actor).
 `make` returns one, pools lend them, and the rollout steps them; a toolgym `Env` is one, and so
-is agents/ray_envs.py's `RemoteEnv`. What they return is the env's to get right and the
+is agents/ray/envs.py's `RemoteEnv`. What they return is the env's to get right and the
 rollout's to check (rollout.py bounds every observation, reward and info)."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from toolgym.errors import EnvBuildError, ToolgymError
 
 class Pool(Protocol):
     """What an episode runs on: live instances of one env, lent and given back. `EnvPool`
-    keeps them in this process; a runtime may keep them elsewhere (agents/ray_envs.py)."""
+    keeps them in this process; a runtime may keep them elsewhere (agents/ray/envs.py)."""
 
     name: str
     env_id: str

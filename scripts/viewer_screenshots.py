@@ -16,7 +16,7 @@ from playwright.sync_api import sync_playwright
 
 from toolgym.agents.trajectory import read_jsonl
 from toolgym.envs.gui.browser import find_chromium
-from toolgym.training.run_directory import kept_steps
+from toolgym.training.run.files import kept_steps
 
 
 def main() -> None:

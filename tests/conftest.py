@@ -116,7 +116,7 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], object]) -> 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny qwen2-architecture model with a locally trained tokenizer (built once)."""
-    from toolgym.agents.modelinit import init_model
+    from toolgym.agents.models.fresh import init_model
 
     return built_once(
         tmp_path_factory, "tiny-model", lambda out: init_model(out, "qwen2", "tiny", seed=0)
@@ -126,7 +126,7 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def mini_model_dir(tmp_path_factory):
     """The `mini` model: the smallest size whose attention heads vLLM's CPU build runs."""
-    from toolgym.agents.modelinit import init_model
+    from toolgym.agents.models.fresh import init_model
 
     return built_once(
         tmp_path_factory, "mini-model", lambda out: init_model(out, "qwen2", "mini", seed=0)

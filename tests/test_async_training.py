@@ -10,8 +10,8 @@ from test_trainer import SMALL
 
 from toolgym.config import load_config
 from toolgym.errors import ConfigError
-from toolgym.training import checkpoint
 from toolgym.training.config import TrainConfig
+from toolgym.training.run import checkpoint
 from toolgym.training.trainer import Trainer
 
 
@@ -197,7 +197,7 @@ def test_masked_stale_turns_stay_in_the_sequence_but_out_of_the_loss(
     import numpy as np
 
     from toolgym.agents.trajectory import Step, Trajectory
-    from toolgym.training.batch import build_batch
+    from toolgym.training.update.batch import build_batch
 
     def step(start, end, version):
         return Step(start, end, [-0.5] * (end - start), "a", [], 0.0, 0, 1, policy_version=version)

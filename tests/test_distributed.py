@@ -16,13 +16,13 @@ import torch
 from tests.conftest import FIXTURES, ROOT
 from toolgym.config import load_config
 from toolgym.errors import ConfigError
-from toolgym.training import checkpoint
-from toolgym.training.batch import TokenBatch
 from toolgym.training.builders import check_distributed
 from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import Ranks, join, micro_batches
-from toolgym.training.learner import Leader
+from toolgym.training.run import checkpoint
 from toolgym.training.trainer import Trainer
+from toolgym.training.update.batch import TokenBatch
+from toolgym.training.update.learner import Leader
 
 RECIPE = ROOT / "configs" / "maze_gigpo.yaml"
 # a KL term (a sharded reference) and the decoupled loss (proximal log-probabilities scored
@@ -153,7 +153,7 @@ def test_what_a_distributed_run_cannot_do_is_refused_before_anything_loads(tmp_p
 
 
 def test_without_ray_the_ray_setting_says_how_to_install_it(monkeypatch):
-    from toolgym.agents.ray_cluster import import_ray
+    from toolgym.agents.ray.cluster import import_ray
 
     monkeypatch.setitem(sys.modules, "ray", None)  # as if it were not installed
     with pytest.raises(ConfigError, match=r"install it with: pip install 'toolgym\[dist\]'"):

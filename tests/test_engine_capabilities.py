@@ -14,7 +14,7 @@ from toolgym.agents.engines import (
     TakesFullWeights,
     engine_class,
 )
-from toolgym.training.weight_sync import SYNCS, lora, sync_way
+from toolgym.training.update.weight_sync import SYNCS, lora, sync_way
 
 
 @pytest.mark.parametrize("name", list(ENGINES))

@@ -1,4 +1,4 @@
-"""Token fidelity (training/fidelity.py): the gap between the engine's log-probabilities and
+"""Token fidelity (training/update/fidelity.py): the gap between the engine's log-probabilities and
 the learner's over the trained tokens, and the warning a run gives when it grows."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
-from toolgym.training.fidelity import FidelityMeter, warn_on_fidelity
+from toolgym.training.update.fidelity import FidelityMeter, warn_on_fidelity
 
 
 def test_the_gap_is_measured_over_the_trained_tokens_only():

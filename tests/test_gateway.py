@@ -21,7 +21,7 @@ from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.trajectory import EpisodeEnd, Trajectory
 from toolgym.envs.maze import MazeEnv
-from toolgym.training.batch import build_batch
+from toolgym.training.update.batch import build_batch
 
 TOOLS = MazeEnv().tool_schemas()
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from conftest import serve, teach
-from toolgym.agents.device import resolve_precision
+from toolgym.agents.models.device import resolve_precision
 from toolgym.agents.trajectory import Step, Trajectory, TrajectoryGroup
 from toolgym.config import load_config
 from toolgym.errors import ConfigError, RunFailedError

@@ -135,7 +135,7 @@ def test_no_bench_imports_the_cli():
 
 def test_the_trainer_reads_in_one_sitting():
     """The trainer holds the loop and its phases; playing episodes (training/player.py) and
-    the run directory (training/run_directory.py) live beside it, so it stays under 350."""
+    the run directory (training/run/directory.py) live beside it, so it stays under 350."""
     lines = (ROOT / "training" / "trainer.py").read_text().count("\n")
     assert lines < 350, f"training/trainer.py is {lines} lines"
 

@@ -16,7 +16,7 @@ from conftest import run_cli
 from toolgym.agents.trajectory import read_jsonl
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
-from toolgym.training.metrics_log import read_metrics
+from toolgym.training.run.files import read_metrics
 from toolgym.training.trainer import Trainer
 
 pytestmark = pytest.mark.timeout(600)

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from toolgym.agents.trajectory import Step, Trajectory
-from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.config import LossSection
 from toolgym.training.losses.aggregate import aggregate, normalizer_for
 from toolgym.training.losses.ppo_clip import ppo_clip_loss
+from toolgym.training.update.batch import build_batch, token_logprobs
 
 
 def loss_of(new, old, adv, mask=None, config=None, **kw):
@@ -222,7 +222,7 @@ def test_scoring_only_the_loss_columns_equals_scoring_every_position(tiny_model_
     those of the full logits, also from a model that ignores `logits_to_keep`."""
     from transformers import AutoModelForCausalLM
 
-    from toolgym.training.batch import TokenBatch
+    from toolgym.training.update.batch import TokenBatch
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     generator = torch.Generator().manual_seed(0)

@@ -38,7 +38,7 @@ def test_model_init_llama_is_a_normal_model_directory(cli, tmp_path):
 
 
 def test_same_seed_same_model(tmp_path):
-    from toolgym.agents.modelinit import init_model
+    from toolgym.agents.models.fresh import init_model
 
     a, b = init_model(tmp_path / "a", seed=3), init_model(tmp_path / "b", seed=3)
     assert (a / "tokenizer.json").read_bytes() == (b / "tokenizer.json").read_bytes()

@@ -314,7 +314,7 @@ def test_lora_adapters_load_serve_and_unload(
 def test_streamed_text_decodes_token_by_token_to_the_whole_text(tiny_tokenizer, text):
     """Each token is decoded against only the chunk before it; the released pieces must still
     join to the full decode (cut at the stop), never split a character."""
-    from toolgym.agents.server_stream import ChoiceText
+    from toolgym.agents.serving.stream import ChoiceText
 
     ids = tiny_tokenizer.encode(text, add_special_tokens=False)
     whole = tiny_tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)

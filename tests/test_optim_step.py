@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from toolgym.training.optim_step import optimizer_step
+from toolgym.training.update.optim_step import optimizer_step
 
 
 def test_a_finite_step_moves_the_weights_and_sets_the_lr():

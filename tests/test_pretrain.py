@@ -9,11 +9,11 @@ import random
 import pytest
 
 from conftest import run_cli
-from toolgym.agents.corpus import CorpusSpec, documents
-from toolgym.agents.corpus.kinds import KINDS
-from toolgym.agents.corpus.probes import PROBES
-from toolgym.agents.corpus.repeats import periodic_row
-from toolgym.agents.corpus.strings import Strings
+from toolgym.agents.models.corpus import CorpusSpec, documents
+from toolgym.agents.models.corpus.kinds import KINDS
+from toolgym.agents.models.corpus.probes import PROBES
+from toolgym.agents.models.corpus.repeats import periodic_row
+from toolgym.agents.models.corpus.strings import Strings
 
 
 def test_corpus_is_a_pure_function_of_its_seed():

@@ -85,7 +85,7 @@ def hand_made_group(vocab: int, rewards: list[float], seed: int = 0):
 
 @pytest.fixture
 def prm(tiny_model_dir):
-    from toolgym.agents.device import resolve_precision
+    from toolgym.agents.models.device import resolve_precision
     from toolgym.training.rewards import RunContext, make_source
 
     context = RunContext(str(tiny_model_dir), resolve_precision("cpu", "float32"), steps=4)
@@ -95,7 +95,7 @@ def prm(tiny_model_dir):
 def test_the_prms_micro_batched_gradient_is_the_dpo_losss_own(prm):
     """The update back-propagates each sequence's summed logprob times dL/d(sum), two
     sequences at a time; that must equal back-propagating the DPO loss over the group whole."""
-    from toolgym.training.batch import build_batch, token_logprobs
+    from toolgym.training.update.batch import build_batch, token_logprobs
 
     group = hand_made_group(prm.model.config.vocab_size, [1.0, 0.0, 1.0, 0.0, 0.0])
     flat = group.trajectories
@@ -119,7 +119,7 @@ def test_the_prm_scores_steps_before_it_learns_from_them(prm):
     """At the start the PRM is the behaviour policy, so every step's reward is beta times
     the gap between the model's logprobs and the recorded ones; after `prepare` its weights
     have moved (there were pairs) and its metrics say how many."""
-    from toolgym.training.batch import build_batch, token_logprobs
+    from toolgym.training.update.batch import build_batch, token_logprobs
 
     group = hand_made_group(prm.model.config.vocab_size, [1.0, 0.0, 0.0])
     before = {n: p.clone() for n, p in prm.model.state_dict().items()}

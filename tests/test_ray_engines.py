@@ -21,7 +21,7 @@ from toolgym.training.config import TrainConfig
 from toolgym.training.trainer import Trainer
 
 ray = pytest.importorskip("ray", reason="Ray is the dist extra; `make install` installs it")
-from toolgym.agents.ray_engines import RayEngines  # noqa: E402
+from toolgym.agents.ray.engines import RayEngines  # noqa: E402
 
 RECIPE = ROOT / "configs" / "maze_gigpo.yaml"
 SAMPLING = SamplingParams(max_tokens=24, temperature=1.0, seed=5)

@@ -17,7 +17,7 @@ from toolgym.training.quickstart_recipe import ENV_ARGS
 from toolgym.training.trainer import Trainer
 
 ray = pytest.importorskip("ray", reason="Ray is the dist extra; `make install` installs it")
-from toolgym.agents.ray_envs import RayEnvPool, RayRuntime  # noqa: E402
+from toolgym.agents.ray.envs import RayEnvPool, RayRuntime  # noqa: E402
 
 RECIPE = ROOT / "configs" / "maze_gigpo.yaml"
 MAZE = ENV_ARGS  # the quickstart's mazes, which its SFT policy plays

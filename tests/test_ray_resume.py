@@ -18,7 +18,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT
-from toolgym.training import checkpoint
+from toolgym.training.run import checkpoint
 
 pytest.importorskip("ray", reason="Ray is the dist extra; `make install` installs it")
 

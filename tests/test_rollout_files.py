@@ -145,7 +145,7 @@ def test_replay_plays_no_stored_task_the_env_would_not_take_from_a_client(tmp_pa
     loopback page is refused in words, and the code is never imported."""
     import asyncio
 
-    from toolgym.training.rescore import by_replay
+    from toolgym.training.run.rescore import by_replay
 
     marker = tmp_path / "imported"
     (tmp_path / "evil.py").write_text(

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from toolgym.training import checkpoint
-from toolgym.training.metrics_log import METRICS, read_metrics
+from toolgym.training.run import checkpoint
+from toolgym.training.run.files import METRICS, read_metrics
 
 SMALL = [
     "env.kwargs={size: 2, max_turns: 3}", "rollout.tasks_per_step=2", "rollout.rollouts_per_task=2",

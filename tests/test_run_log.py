@@ -13,9 +13,9 @@ from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
 from toolgym.training.exploration import exploration_metrics, signal_metrics
 from toolgym.training.player import rollout_metrics
-from toolgym.training.run_advice import Advisor, Settings
-from toolgym.training.run_log import step_line, summary_lines
-from toolgym.training.run_summary import run_summary
+from toolgym.training.run.advice import Advisor, Settings
+from toolgym.training.run.log import step_line, summary_lines
+from toolgym.training.run.summary import run_summary
 from toolgym.training.trainer import Trainer
 
 

@@ -11,7 +11,7 @@ from toolgym.agents.render import ChatRenderer
 from toolgym.envs.search.simulator_data import holds, read_results
 from toolgym.envs.search.world import World
 from toolgym.tools.search.engines.simulated import NOISY, USEFUL
-from toolgym.training.simulator_sft import demonstrations, examples
+from toolgym.training.supervised.simulator_sft import demonstrations, examples
 
 
 def test_holds_matches_whole_normalised_phrases():

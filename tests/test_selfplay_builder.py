@@ -9,8 +9,8 @@ from test_async_training import Recording, config
 import fixture_envs  # noqa: F401 (registers fixture/ProposeMaze-v0)
 from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
-from toolgym.training import checkpoint
 from toolgym.training.config import SelfPlaySection
+from toolgym.training.run import checkpoint
 from toolgym.training.selfplay.builder import SelfPlay
 from toolgym.training.selfplay.pool import TaskPool
 from toolgym.training.selfplay.validation import Rules

@@ -19,8 +19,8 @@ from test_async_training import Recording
 from toolgym.agents.trajectory import read_jsonl
 from toolgym.config import load_config
 from toolgym.errors import ConfigError
-from toolgym.training import checkpoint
 from toolgym.training.config import TrainConfig
+from toolgym.training.run import checkpoint
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -142,7 +142,7 @@ def maze_editor_dir(tool_calling_model_dir, tmp_path_factory):
     scripted proposer's), so its proposals are valid and get scored."""
     from conftest import built_once, teach
     from toolgym.agents.demonstrations import demonstrations
-    from toolgym.agents.loading import load_model, load_tokenizer
+    from toolgym.agents.models.loading import load_model, load_tokenizer
     from toolgym.agents.render import ChatRenderer
     from toolgym.envs.maze import ProposeMazeEnv
     from toolgym.envs.tasks import TaskDraw

@@ -9,8 +9,14 @@ from toolgym.agents.demonstrations import demonstrations
 from toolgym.agents.render import ChatRenderer
 from toolgym.envs import SeedTasks
 from toolgym.envs.tasks import content_key
-from toolgym.training.sft import SFTConfig, demonstration_nll, imitation_batch, sft, sft_draws
-from toolgym.training.warm_start import WarmStart, warm_start
+from toolgym.training.supervised.sft import (
+    SFTConfig,
+    demonstration_nll,
+    imitation_batch,
+    sft,
+    sft_draws,
+)
+from toolgym.training.supervised.warm_start import WarmStart, warm_start
 
 
 def train(n):

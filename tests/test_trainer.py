@@ -21,11 +21,12 @@ from toolgym.agents.collector import GroupRequest
 from toolgym.config import load_config, validate
 from toolgym.envs import SeedTasks
 from toolgym.errors import ConfigError
-from toolgym.training import checkpoint
 from toolgym.training.builders import build_parts, build_reward_stage
 from toolgym.training.config import TrainConfig
-from toolgym.training.metrics_log import env_steps_spent, read_metrics
 from toolgym.training.rewards import SOURCES
+from toolgym.training.run import checkpoint
+from toolgym.training.run.files import read_metrics
+from toolgym.training.run.metrics import env_steps_spent
 from toolgym.training.trainer import Trainer
 
 SMALL = [
@@ -586,7 +587,7 @@ def test_a_reward_source_from_the_config_reaches_the_advantages(tool_calling_mod
 
 
 def test_device_and_dtype_selection_on_cpu():
-    from toolgym.agents.device import resolve_precision
+    from toolgym.agents.models.device import resolve_precision
 
     if not torch.cuda.is_available():
         assert resolve_precision() == resolve_precision("auto", "auto")
@@ -624,7 +625,7 @@ def test_the_learning_rate_warms_up_then_decays():
 
 
 def test_each_step_shares_its_tasks_by_weight():
-    from toolgym.training.mixture import allot
+    from toolgym.training.groups.allotment import allot
 
     assert all(sorted(allot([3, 1], k, 8)) == [0] * 6 + [1] * 2 for k in range(50))
     counts = [allot([0.3, 0.7], k, 8).count(0) for k in range(1000)]
@@ -725,7 +726,7 @@ def test_a_set_on_the_test_split_plays_mazes_neither_training_nor_the_eval_split
 
 def test_a_fine_tuned_models_env_settings_fill_what_the_config_leaves_unset(tmp_path):
     from toolgym.envs.saved_settings import write_env_settings
-    from toolgym.training.run_setup import with_model_env_settings
+    from toolgym.training.run.setup import with_model_env_settings
 
     write_env_settings(tmp_path, "toolgym/Maze-v0", {"size": 3, "hints": False}, False)
     filled, _ = with_model_env_settings(load_config(TrainConfig, None, [f"model={tmp_path}"]))

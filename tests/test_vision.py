@@ -30,10 +30,10 @@ from toolgym.config import load_config
 from toolgym.envs import SeedTasks
 from toolgym.envs.gui.miniwob import MiniWoBEnv
 from toolgym.errors import ConfigError
-from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.config import TrainConfig
-from toolgym.training.sft import SFTConfig, demonstration_nll, sft
+from toolgym.training.supervised.sft import SFTConfig, demonstration_nll, sft
 from toolgym.training.trainer import Trainer
+from toolgym.training.update.batch import build_batch, token_logprobs
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from typing import Any
 
 import torch
 
-from toolgym.agents.device import Precision, resolve_precision
 from toolgym.agents.engines import (
     Capabilities,
     PolicyContext,
@@ -19,7 +18,13 @@ from toolgym.agents.engines import (
     engine_class,
     policy_engine,
 )
-from toolgym.agents.loading import check_model_dir, is_vision_model, load_model, load_tokenizer
+from toolgym.agents.models.device import Precision, resolve_precision
+from toolgym.agents.models.loading import (
+    check_model_dir,
+    is_vision_model,
+    load_model,
+    load_tokenizer,
+)
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.render_vision import make_renderer
 from toolgym.agents.runtime import Runtime
@@ -29,9 +34,7 @@ from toolgym.errors import ConfigError
 from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import Ranks, rank_device, shard
 from toolgym.training.groups import GroupBuilder, TaskGroups
-from toolgym.training.learner import Learner
 from toolgym.training.lora import with_lora
-from toolgym.training.optim_step import adamw
 from toolgym.training.player import Player
 from toolgym.training.rewards import (
     RewardStage,
@@ -43,8 +46,10 @@ from toolgym.training.rewards.base import Continue
 from toolgym.training.selfplay.builder import SelfPlay
 from toolgym.training.selfplay.domains import domain_class
 from toolgym.training.selfplay.pool import TaskPool
-from toolgym.training.snapshot import SolverSnapshot
-from toolgym.training.weight_sync import TrainedWeights
+from toolgym.training.selfplay.snapshot import SolverSnapshot
+from toolgym.training.update.learner import Learner
+from toolgym.training.update.optim_step import adamw
+from toolgym.training.update.weight_sync import TrainedWeights
 
 
 @dataclass
@@ -125,7 +130,7 @@ def build_runtime(config: TrainConfig) -> Runtime:
     """The run's runtime: env pools in this process, or Ray actors when ray.address is set."""
     if config.ray.address is None:
         return Runtime()
-    from toolgym.agents.ray_envs import RayRuntime
+    from toolgym.agents.ray.envs import RayRuntime
 
     return RayRuntime(config.ray.address, config.ray.env_actors, config.ray.env_cpus)
 
@@ -229,7 +234,7 @@ def build_engine(
     sharded (distributed) or when it is a snapshot (`own_weights`)."""
     kind = config.engine.kind
     if config.ray.engine_actors:
-        from toolgym.agents.ray_engines import RayEngines
+        from toolgym.agents.ray.engines import RayEngines
 
         ray = config.ray
         return RayEngines(

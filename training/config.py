@@ -482,7 +482,7 @@ class TrainConfig(ConfigModel):
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection)
     """How often the run writes what it resumes from (RUN_DIR/checkpoint)."""
     ray: RaySection = Field(default_factory=RaySection)
-    """Env pools as Ray actors across a cluster's nodes (agents/ray_envs.py)."""
+    """Env pools as Ray actors across a cluster's nodes (agents/ray/envs.py)."""
     distributed: DistributedSection = Field(default_factory=DistributedSection)
     """A run launched as several processes (`torchrun --nproc-per-node N -m toolgym train`):
     the weights are sharded across them (FSDP2), rank 0 plays the episodes."""

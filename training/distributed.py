@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from toolgym.errors import ConfigError
-from toolgym.training.batch import TokenBatch
+from toolgym.training.update.batch import TokenBatch
 
 LAUNCH_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 

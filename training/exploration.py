@@ -2,7 +2,7 @@
 
 Group-relative methods learn only from differences within a group: a group whose rollouts
 all did the same thing, or all earned the same, gives the update nothing. These figures say
-so per step (the run log warns on them, run_log.py):
+so per step (the run log warns on them, run/log.py):
 
     explore/distinct_per_group   distinct action sequences per group, over its size (1: every
                                  rollout differed; 1/G: all G did exactly the same)

@@ -13,8 +13,8 @@ from typing import Any
 from toolgym.agents.trajectory import Trajectory
 from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import launched
-from toolgym.training.run_directory import check_run_dir
-from toolgym.training.run_setup import saved_run_config, with_model_env_settings
+from toolgym.training.run.directory import check_run_dir
+from toolgym.training.run.setup import saved_run_config, with_model_env_settings
 
 
 def train(
@@ -64,8 +64,8 @@ def _distributed(
     the metrics, the others follow it and return None."""
     from toolgym.training.builders import build_follower, check_distributed
     from toolgym.training.distributed import join, leave
-    from toolgym.training.learner import follow
     from toolgym.training.trainer import Trainer
+    from toolgym.training.update.learner import follow
 
     check_distributed(config)
     ranks = join(config.device, config.distributed.timeout_s)

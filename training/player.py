@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from toolgym.agents.actor_load import ReportsActors
 from toolgym.agents.collector import (
     BranchRequest,
     GroupRequest,
@@ -23,6 +22,7 @@ from toolgym.agents.collector import (
 )
 from toolgym.agents.engines import PolicyEngine, SamplingParams
 from toolgym.agents.policy_gate import PolicyGate
+from toolgym.agents.ray.actor_load import ReportsActors
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import Prefix, RolloutConfig
 from toolgym.agents.runtime import Runtime

@@ -4,16 +4,16 @@
               (player.py) and handed over by the stream (stream.py): by default
               tasks_per_step tasks x rollouts_per_task rollouts with the current policy, the
               tasks drawn from each env's train split and shared among a mixture's envs by
-              weight (mixture.py), on env instances the runtime keeps across episodes
+              weight (groups/allotment.py), on env instances the runtime keeps across episodes
     score     the reward stage: each step's named components, weighted into its reward
     advantage per group (GRPO / RLOO / GiGPO), each step's value onto its response tokens
     update    PPO-clip, ppo_epochs passes; each pass takes one optimizer step per mini-batch
               (optim.minibatches), accumulating gradients over its micro-batches
-    sync      hand the new weights to the engine, its way (weight_sync.py)
+    sync      hand the new weights to the engine, its way (update/weight_sync.py)
     log       metrics (rollout/, reward/, adv/, signal/, explore/, train/, perf/, time/,
-              eval/, async/), and the step's line and warnings into the run log (run_log.py)
+              eval/, async/), and the step's line and warnings into the run log (run/log.py)
     evaluate  every eval.every_steps on each env's eval split (never trained on)
-    checkpoint atomically, in the run directory (run_directory.py)
+    checkpoint atomically, in the run directory (run/directory.py)
 
 Synchronous training is the stream at max_staleness 0 with the engine sharing the trained
 weights: no group starts before the previous step's weights land, so each batch is exactly
@@ -39,16 +39,14 @@ from typing import Any
 import numpy as np
 
 from toolgym.agents.collector import require_unmasked, tool_exceptions
-from toolgym.agents.device import peak_memory_gb
-from toolgym.agents.loading import check_model_dir
+from toolgym.agents.models.device import peak_memory_gb
+from toolgym.agents.models.loading import check_model_dir
 from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.errors import RunFailedError, one_line
 from toolgym.log import get_logger
-from toolgym.training import checkpoint
 from toolgym.training.advantages.metrics import advantage_metrics
-from toolgym.training.batch import build_batch
 from toolgym.training.builders import (
     PolicyParts,
     build_groups,
@@ -62,16 +60,19 @@ from toolgym.training.config import TrainConfig
 from toolgym.training.credit import assign_credit
 from toolgym.training.distributed import Ranks
 from toolgym.training.exploration import exploration_metrics, signal_metrics
-from toolgym.training.fidelity import warn_on_fidelity
 from toolgym.training.groups import Collect, GroupBuilder, group_metrics
-from toolgym.training.learner import Leader, Learner, Learns
-from toolgym.training.metrics_log import MetricsLog, env_steps_spent, read_metrics
 from toolgym.training.player import Player, probe_tasks, rollout_metrics
 from toolgym.training.rewards.base import Continuation
-from toolgym.training.run_directory import HasState, RunDirectory, SavedPolicy
-from toolgym.training.run_log import RunLog
+from toolgym.training.run import checkpoint
+from toolgym.training.run.directory import HasState, RunDirectory, SavedPolicy
+from toolgym.training.run.files import read_metrics
+from toolgym.training.run.log import RunLog
+from toolgym.training.run.metrics import MetricsLog, env_steps_spent
 from toolgym.training.stream import GroupStream, batch_metrics
-from toolgym.training.weight_sync import SYNCS, sync_way
+from toolgym.training.update.batch import build_batch
+from toolgym.training.update.fidelity import warn_on_fidelity
+from toolgym.training.update.learner import Leader, Learner, Learns
+from toolgym.training.update.weight_sync import SYNCS, sync_way
 
 log = get_logger(__name__)
 
@@ -290,7 +291,7 @@ class Trainer:
         return out
 
     def sync(self) -> None:
-        """Hand the updated weights to the engine (see weight_sync.py)."""
+        """Hand the updated weights to the engine (see update/weight_sync.py)."""
         self.player.adapter = self.runtime.run(self.gate.swap(self.send_weights))
 
     async def send_weights(self) -> str | None:

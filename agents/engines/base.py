@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_chec
 from toolgym.errors import ToolgymError
 
 if TYPE_CHECKING:
-    from toolgym.agents.device import Precision
+    from toolgym.agents.models.device import Precision
     from toolgym.agents.vision import ImageEncoder
 
 

@@ -30,7 +30,6 @@ from typing import Any, ClassVar
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from toolgym.agents.device import Precision, resolve_precision
 from toolgym.agents.engines.base import (
     Capabilities,
     Completion,
@@ -41,7 +40,8 @@ from toolgym.agents.engines.base import (
 )
 from toolgym.agents.engines.hf_batch import Row, RunningBatch
 from toolgym.agents.engines.hf_contexts import ContextStore, weights_stamp
-from toolgym.agents.loading import check_model_dir, load_model, load_tokenizer
+from toolgym.agents.models.device import Precision, resolve_precision
+from toolgym.agents.models.loading import check_model_dir, load_model, load_tokenizer
 from toolgym.agents.vision import ImageEncoder, ImageError, ImageInputs
 from toolgym.errors import ToolgymError
 from toolgym.log import get_logger

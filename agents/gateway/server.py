@@ -5,7 +5,7 @@ A call names its session in the URL (`/s/SESSION/v1/chat/completions`: the base_
 harness is handed), in an `X-Session-Id` header or in the request's `user` field, and
 carries that session's key as its bearer token. A call naming no session, an unknown or
 ended one, or another session's key is refused in words (400, 404, 401). The chat is the
-model server's (chat_reply.py: tools, tool_choice, log-probabilities, stream), with these
+model server's (serving/chat_reply.py: tools, tool_choice, log-probabilities, stream), with these
 differences: the reply is sampled as the session says (the run's temperature, whatever the
 harness asks), one choice per call, a stream sends the reply whole once it is sampled (the
 chunk shapes the openai client reads), and `model` is echoed, not checked. A call the
@@ -32,15 +32,15 @@ from typing import Any, NamedTuple
 
 from aiohttp import ClientPayloadError, web
 
-from toolgym.agents.chat_reply import ChatReplies
-from toolgym.agents.chat_request import template_messages, template_tools, tool_choice
 from toolgym.agents.engines.base import Completion, Engine, SamplingParams
 from toolgym.agents.gateway.admission import Admission
 from toolgym.agents.gateway.conversation import reply_key
 from toolgym.agents.gateway.session import BudgetSpent, Prompt, Session, SessionSettings
 from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.server_protocol import (
+from toolgym.agents.serving.chat_reply import ChatReplies
+from toolgym.agents.serving.chat_request import template_messages, template_tools, tool_choice
+from toolgym.agents.serving.protocol import (
     ApiError,
     ChatRequest,
     api_errors,

@@ -260,7 +260,7 @@ def model_pretrain(
     """Pretrain a built-in size on CPU on generated text that teaches copying and tool calls."""
     from toolgym.cli.models import pretrain_command
     from toolgym.cli.train import env_kwargs
-    from toolgym.training.pretrain import PretrainConfig
+    from toolgym.training.supervised.pretrain import PretrainConfig
 
     kwargs = env_kwargs(env_arg or [])
     config = PretrainConfig(
@@ -467,7 +467,7 @@ def plot(
 ) -> None:
     """Draw learning curves of runs side by side as a PNG."""
     from toolgym.cli.show import console
-    from toolgym.training.plot import DEFAULT_METRICS, plot_runs
+    from toolgym.training.run.plot import DEFAULT_METRICS, plot_runs
 
     path = plot_runs(run_dirs, out, metric or DEFAULT_METRICS, x)
     console.print(f"wrote {path}")

@@ -9,7 +9,7 @@ from toolgym.cli.show import console
 
 
 def init_command(arch: str, size: str, out: Path, seed: int) -> int:
-    from toolgym.agents.modelinit import init_model
+    from toolgym.agents.models.fresh import init_model
 
     path = init_model(out, arch, size, seed)
     console.print(
@@ -22,7 +22,7 @@ def serve_command(
     model_dir: Path, host: str, port: int, served_model_name: str | None, max_body_mb: int = 16,
     max_choices: int = 256, threads: int = 0,
 ) -> int:  # fmt: skip
-    from toolgym.agents.server import ServerLimits, serve_model
+    from toolgym.agents.serving.server import ServerLimits, serve_model
     from toolgym.cores import size_compute_pools
 
     if not (model_dir / "config.json").is_file():
@@ -40,10 +40,10 @@ def serve_command(
 def pretrain_command(out: Path, config: Any, distances: list[int], probes: int) -> int:
     import json
 
-    from toolgym.agents.corpus.probes import run_probes
+    from toolgym.agents.models.corpus.probes import run_probes
     from toolgym.cli.progress import Ticker
     from toolgym.errors import ConfigError
-    from toolgym.training.pretrain import RECORD, pretrain
+    from toolgym.training.supervised.pretrain import RECORD, pretrain
 
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a directory for the model")
@@ -70,8 +70,8 @@ def pretrain_command(out: Path, config: Any, distances: list[int], probes: int) 
 
 
 def probe_command(model_dir: Path, distances: list[int], n: int) -> int:
-    from toolgym.agents.corpus.probes import run_probes
-    from toolgym.agents.loading import load_model, load_tokenizer
+    from toolgym.agents.models.corpus.probes import run_probes
+    from toolgym.agents.models.loading import load_model, load_tokenizer
 
     model = load_model(model_dir)
     tokenizer = load_tokenizer(model_dir)

@@ -20,7 +20,7 @@ from rich.progress import (
 )
 
 from toolgym.cli.show import console
-from toolgym.training.run_log import clock, step_line
+from toolgym.training.run.log import clock, step_line
 
 BAR_EVERY_S = 0.1
 """A bar is redrawn at most this often (its figures are computed no more often)."""

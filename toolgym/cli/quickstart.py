@@ -53,12 +53,12 @@ KINDS = {"held-out": ("Maze-v0", "test"), "4x4": ("4x4",)}
 def quickstart_command(
     out: Path, steps: int, seed: int, engine: str = "hf", size: str | None = None
 ) -> int:
-    from toolgym.agents.modelinit import init_model
+    from toolgym.agents.models.fresh import init_model
     from toolgym.cli.progress import TrainSteps
     from toolgym.cli.train import sft_command
     from toolgym.config import load_config
     from toolgym.training.config import TrainConfig
-    from toolgym.training.plot import plot_runs
+    from toolgym.training.run.plot import plot_runs
     from toolgym.training.trainer import Trainer
 
     size = model_size(engine, size)

@@ -99,7 +99,7 @@ def trajectories_file(path: Path, step: int | None) -> Path:
 def kept_files(path: Path) -> dict[int, Path]:
     """A run directory's kept rollouts, a file per step, by step in order."""
     from toolgym.errors import ConfigError
-    from toolgym.training.run_directory import ROLLOUTS, kept_steps
+    from toolgym.training.run.files import ROLLOUTS, kept_steps
 
     if not path.is_dir():
         raise ConfigError(f"{path} does not exist")
@@ -115,7 +115,7 @@ def kept_files(path: Path) -> dict[int, Path]:
 def chosen_files(path: Path, step: int | None) -> dict[int | None, Path]:
     """A file as given (its step unknown); a run directory's kept rollouts of `step`, or of
     every step, by step."""
-    from toolgym.training.run_directory import step_of
+    from toolgym.training.run.files import step_of
 
     if path.is_file():
         return {step_of(path): trajectories_file(path, step)}
@@ -136,7 +136,7 @@ def rescore_command(
     import asyncio
 
     from toolgym.cli.train import env_kwargs
-    from toolgym.training import rescore
+    from toolgym.training.run import rescore
 
     trajectories = [t for f in chosen_files(path, step).values() for t in readable(f)]
     masked = sum(t.masked for t in trajectories)
@@ -185,7 +185,7 @@ def first_problem(rows: list[Any]) -> str:
 def replay_settings(path: Path, given: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     """Each env name's id and kwargs in a run directory's config.json (its mixture and
     transfer sets), with `given` (--env-arg) over them; none for a file."""
-    from toolgym.training.run_setup import saved_run_config
+    from toolgym.training.run.setup import saved_run_config
 
     if not path.is_dir():
         return {}

@@ -54,12 +54,12 @@ def data_command(out: Path, server_url: str | None, index: Path | None, world_se
 
 def sft_command(data: Path, model: Path, out: Path, epochs: int, lr: float, batch_size: int,
                 noisy_per_query: int, seed: int, samples: int, doc_tokens: int) -> int:  # fmt: skip
-    from toolgym.agents.loading import load_model, load_tokenizer
+    from toolgym.agents.models.loading import load_model, load_tokenizer
     from toolgym.agents.render import ChatRenderer
     from toolgym.cli.progress import Ticker
     from toolgym.envs.search.simulator_data import read_results
-    from toolgym.training.sft import SFTConfig, demonstration_nll, sft
-    from toolgym.training.simulator_sft import demonstrations
+    from toolgym.training.supervised.sft import SFTConfig, demonstration_nll, sft
+    from toolgym.training.supervised.simulator_sft import demonstrations
 
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a directory for the model")
@@ -105,7 +105,7 @@ def sft_command(data: Path, model: Path, out: Path, epochs: int, lr: float, batc
 def report_command(data: Path, simulator: Path, samples: int, doc_tokens: int) -> int:
     from toolgym.agents.writer import EngineWriter
     from toolgym.envs.search.simulator_data import read_results
-    from toolgym.training.simulator_quality import quality
+    from toolgym.training.supervised.simulator_quality import quality
 
     if not (simulator / "config.json").is_file():
         raise ConfigError(f"{simulator} is not a model directory (no config.json)")

@@ -39,8 +39,8 @@ def sft_command(
     with_envs: list[str] | None = None,
 ) -> int:
     from toolgym.cli.progress import Ticker
-    from toolgym.training.sft import SFTConfig
-    from toolgym.training.warm_start import Demonstrated, WarmStart, warm_start
+    from toolgym.training.supervised.sft import SFTConfig
+    from toolgym.training.supervised.warm_start import Demonstrated, WarmStart, warm_start
 
     plan = WarmStart(
         env_id, env_kwargs(env_args), episodes,
@@ -130,8 +130,8 @@ def train_command(
 
 def finished(run_dir: Path) -> list[str]:
     """A finished run's summary in words (its summary.json), and where its files are."""
-    from toolgym.training.run_log import RUN_LOG, summary_lines
-    from toolgym.training.run_summary import SUMMARY, read_summary
+    from toolgym.training.run.files import RUN_LOG, SUMMARY, read_summary
+    from toolgym.training.run.log import summary_lines
 
     summary = read_summary(run_dir)
     lines = summary_lines(summary) if summary else [f"finished {run_dir}"]

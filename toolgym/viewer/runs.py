@@ -16,10 +16,15 @@ from typing import Any
 from toolgym.agents.trajectory import Trajectory, read_jsonl
 from toolgym.errors import ConfigError
 from toolgym.http import BadRequest
-from toolgym.training.metrics_log import METRICS, read_metrics
-from toolgym.training.run_directory import kept_steps, rollouts_path
-from toolgym.training.run_log import RUN_LOG
-from toolgym.training.run_summary import SUMMARY, read_summary
+from toolgym.training.run.files import (
+    METRICS,
+    RUN_LOG,
+    SUMMARY,
+    kept_steps,
+    read_metrics,
+    read_summary,
+    rollouts_path,
+)
 
 STEPS_KEPT_PARSED = 8
 """Step files held parsed at once (the least recently opened goes first)."""

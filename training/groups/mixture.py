@@ -1,5 +1,5 @@
 """A mixture of group builders: each step's groups are shared among builders by weight (the
-same low-discrepancy allotment as a mixture of envs, training/mixture.py), each builder
+same low-discrepancy allotment as a mixture of envs, training/groups/allotment.py), each builder
 asked for its share, all of them at once. Its state is its builders' states, by name.
 
 A self-play step beside plain tasks is a mixture of a proposer-solver builder and the
@@ -14,8 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from toolgym.agents.trajectory import TrajectoryGroup
+from toolgym.training.groups.allotment import allot
 from toolgym.training.groups.base import BuildContext, GroupBuilder
-from toolgym.training.mixture import allot
 
 
 class BuilderMixture:

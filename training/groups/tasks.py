@@ -1,5 +1,5 @@
 """The default group builder: each step's groups are tasks drawn from the envs' train
-splits, shared among a mixture's envs by weight (training/mixture.py), each played
+splits, shared among a mixture's envs by weight (training/groups/allotment.py), each played
 `rollouts_per_task` times. Slot g of a step draws task g of its env's train split, so step k
 always trains on the same tasks and a resume needs no state."""
 
@@ -12,8 +12,8 @@ from toolgym.agents.collector import GroupRequest
 from toolgym.agents.trajectory import TrajectoryGroup
 from toolgym.envs.tasks import TaskSource
 from toolgym.training.config import EnvSection
+from toolgym.training.groups.allotment import allot, step_slots
 from toolgym.training.groups.base import BuildContext
-from toolgym.training.mixture import allot, step_slots
 
 
 class TaskGroups:

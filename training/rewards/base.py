@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 
 if TYPE_CHECKING:  # the registry (and with it the config) imports this module: no torch
-    from toolgym.agents.device import Precision
+    from toolgym.agents.models.device import Precision
 
 
 class RewardSource(Protocol):

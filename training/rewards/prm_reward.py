@@ -26,21 +26,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolgym.agents.device import Precision
-from toolgym.agents.loading import load_model
+from toolgym.agents.models.device import Precision
+from toolgym.agents.models.loading import load_model
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.agents.vision import ImageEncoder
 from toolgym.config import validate
 from toolgym.errors import ConfigError, one_line
-from toolgym.training.batch import build_batch, token_logprobs
 from toolgym.training.lora import LoraSection, with_lora
-from toolgym.training.optim_step import adamw, optimizer_step
 from toolgym.training.process.implicit_prm import dpo_loss, preference_pairs
 from toolgym.training.rewards.base import RunContext
 from toolgym.training.rewards.prepared import PreparedScores
 from toolgym.training.rewards.prm_settings import PRMSettings
 from toolgym.training.rewards.stage import RewardError
 from toolgym.training.schedule import lr_factor
+from toolgym.training.update.batch import build_batch, token_logprobs
+from toolgym.training.update.optim_step import adamw, optimizer_step
 
 
 class ImplicitPRMReward(PreparedScores):

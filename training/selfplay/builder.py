@@ -15,7 +15,7 @@ A step:
      pool tops the batch up (`s{step}.pool{k}:solver`, `s{step}.reference{k}:solver`).
   4. A proposer's reward is its rule's (proposer_rewards.py) from its task's solve rate: the
      solvers' training episodes score it, no extra rollouts; with `scorer: snapshot`, as
-     many episodes by a frozen copy of the policy do (training/snapshot.py), handed on
+     many episodes by a frozen copy of the policy do (training/selfplay/snapshot.py), handed on
      untrained as `{proposer's trajectory id}:snapshot`. A task refused by a stage earns
      `invalid_penalty`, one that could not be read `format_penalty` (Absolute Zero's -0.5
      and -1); a proposal whose solvers all failed to run is masked (unknown).

@@ -11,7 +11,7 @@ const CURVES = [
   ["train/kl_ref", "train/approx_kl"],
   ["train/entropy"],
   ["train/clip_fraction"],
-  // token fidelity: the engine's log-probabilities against the learner's (training/fidelity.py)
+  // token fidelity: the engine's log-probabilities against the learner's (training/update/fidelity.py)
   ["train/fidelity_gap_mean", "train/fidelity_gap_max"],
   ["train/fidelity_over"],
   ["async/staleness_mean", "async/staleness_max"],

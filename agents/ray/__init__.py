@@ -1,0 +1,1 @@
+"""Scaling out on Ray: env pools and engines as actors, and what they report."""

@@ -1,0 +1,1 @@
+"""A run's record: its directory, checkpoint, metrics, log, summary, advice and plots, and rescoring."""

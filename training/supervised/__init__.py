@@ -1,0 +1,1 @@
+"""Supervised training: pretraining, SFT on demonstrations (the warm start), the search simulator's SFT."""
