@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from toolgym.envs.held_out import opening_item
+from toolgym.envs.tasks.held_out import opening_item
 from toolgym.errors import ConfigError, ToolgymError, one_line
 
 Message = dict[str, Any]

@@ -1,7 +1,7 @@
 """How held out each shipped recipe's evaluation is: for every config under configs/, its env
 as the recipe sets it up, the distinct items among its first 3,000 training draws, its eval
 draws (as many as the recipe evaluates) and the share of those that training draws too. An
-item is what the policy sees at reset (envs/held_out.py), so two seeds that open alike count
+item is what the policy sees at reset (envs/tasks/held_out.py), so two seeds that open alike count
 once. No baseline: the figure is the share itself, and 2% is what a held-out set may share.
 
 An env that cannot be built here (a search recipe without its index, a Ray or GPU recipe)
@@ -18,8 +18,8 @@ import asyncio
 from pathlib import Path
 
 from toolgym.config import load_config
-from toolgym.envs.held_out import shared_share, split_items
 from toolgym.envs.registration import make
+from toolgym.envs.tasks.held_out import shared_share, split_items
 from toolgym.errors import one_line
 from toolgym.training.config import TrainConfig
 

@@ -5,7 +5,6 @@ Importing this package registers the built-in envs with toolgym and with Gymnasi
 """
 
 from toolgym.envs.builtin import register_builtin_envs
-from toolgym.envs.content_tasks import ContentTasks
 from toolgym.envs.core import INFO_KEYS, Env, Message, make_info
 from toolgym.envs.pool import EnvBuildError, EnvPool
 from toolgym.envs.ref import EnvRef
@@ -13,6 +12,7 @@ from toolgym.envs.registration import EnvSpec, make, register, registered_ids, s
 from toolgym.envs.resources import Resources
 from toolgym.envs.spaces import MessagesSpace, TextSpace
 from toolgym.envs.tasks import ListTasks, SeedTasks, TaskDraw, TaskSource
+from toolgym.envs.tasks.content import ContentTasks
 from toolgym.envs.tool_env import EpisodeOverError, Outcome, ToolEnv
 
 register_builtin_envs()

@@ -26,11 +26,11 @@ import gymnasium
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from toolgym.envs.core import INFO_KEYS, RESULT_LIMIT, Env
-from toolgym.envs.held_out import shared_share, split_items
 from toolgym.envs.resources import Resources
 from toolgym.envs.reward_probes import probe
 from toolgym.envs.spaces import message_problem
 from toolgym.envs.tasks import TaskSource, content_key
+from toolgym.envs.tasks.held_out import shared_share, split_items
 from toolgym.envs.tool_env import ToolEnv
 from toolgym.errors import one_line
 from toolgym.tools.records import ToolCall
@@ -330,7 +330,7 @@ async def _tasks(factory: Callable[[], Any]) -> str | None:
         if not isinstance(source, TaskSource):
             raise CheckFailed(
                 f"task_source() returned a {type(source).__name__}, not a TaskSource (SeedTasks, "
-                "ContentTasks, ListTasks or a subclass, envs/tasks.py)"
+                "ContentTasks, ListTasks or a subclass, envs/tasks/__init__.py)"
             )
         train, held = source.head("train", 8), source.head("eval", 8)
         if not train:
@@ -381,7 +381,7 @@ async def _held_out_items(factory: Callable[[], Any]) -> str | None:
         if declared:
             return f"{leak} (declared: {declared})"
         return (
-            f"{leak}; split the tasks by content (envs/content_tasks.py, or a task list, "
+            f"{leak}; split the tasks by content (envs/tasks/content.py, or a task list, "
             "which splits by content), or say why they are shared in the env's `shared_items`"
         )
     if held_size is not None and 0 < held_size < ITEM_DRAWS["eval"]:

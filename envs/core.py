@@ -27,7 +27,7 @@ Field by field:
                  characters), kept in the trajectory beside the text the policy read.
 - reset(seed, options={"task": task}) is deterministic: the same task and seed give the same
   initial state, so a group of N rollouts starts identically. Tasks come from the env's
-  `task_source()` (envs/tasks.py) in named splits; the default, `SeedTasks`, makes each
+  `task_source()` (envs/tasks/__init__.py) in named splits; the default, `SeedTasks`, makes each
   task a seed ({"seed": s}, reset with seed=s), for envs that generate their tasks.
 - Instances are reused: `areset` on a live instance starts a new episode that must not
   depend on earlier ones. What is expensive to make and can be shared between instances (an
@@ -164,7 +164,7 @@ class Env(gymnasium.Env[list[Message], str]):
 
     def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
         """`task` as sent by a client of a served env (`--allow-client-tasks`), checked for
-        play, or a ConfigError saying what a client may not set (envs/client_tasks.py). An
+        play, or a ConfigError saying what a client may not set (envs/tasks/client.py). An
         env takes no client tasks unless it says which fields are plain data: a task's
         fields may name files or code that only the server's operator may choose."""
         raise ConfigError(

@@ -10,7 +10,7 @@ from shipped_envs import shipped_env_ids
 import fixture_envs
 import toolgym
 from toolgym.envs.checker import check_env
-from toolgym.envs.held_out import shared_share, split_items
+from toolgym.envs.tasks.held_out import shared_share, split_items
 
 SHIPPED = shipped_env_ids()
 

@@ -76,7 +76,8 @@ def test_the_settings_reference_is_generated_from_the_config_and_complete():
 def test_checking_a_shipped_config_loads_no_torch_and_no_env():
     """Registries are light (names, settings classes, import paths): importing the config
     and validating any shipped config (a tool reading one, a launcher) costs no torch and
-    no env (a module of an env's package beyond what `import toolgym` registers with)."""
+    no env (a module on the way to any registered env's class, beyond those `import toolgym`
+    loads to register them)."""
     import subprocess
     import sys
 
@@ -86,8 +87,11 @@ def test_checking_a_shipped_config_loads_no_torch_and_no_env():
         "from toolgym.training.config import TrainConfig\n"
         f"for path in {sorted(str(p) for p in (ROOT / 'configs').glob('*.yaml'))!r}:\n"
         "    load_config(TrainConfig, path, ['model=m'])\n"
-        "envs = [m for m in sys.modules if m.startswith('toolgym.envs.') and m not in registered\n"
-        "        and (m.count('.') > 2 or hasattr(sys.modules[m], '__path__'))]\n"
+        "from toolgym.envs.registration import registered_ids, spec\n"
+        "homes = {spec(i).entry_point.partition(':')[0] for i in registered_ids()}\n"
+        "envs = [m for m in sys.modules if m not in registered and any(\n"
+        "        m == h or m.startswith(h + '.') or h.startswith(m + '.') and m != 'toolgym.envs'\n"
+        "        for h in homes)]\n"
         "print(' '.join(envs + [m for m in sys.modules if m.partition('.')[0] == 'torch']))"
     )
     loaded = subprocess.run(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolgym.envs.content_tasks import ContentTasks, split_of
 from toolgym.envs.maze.env import MazeEnv
+from toolgym.envs.tasks.content import ContentTasks, split_of
 from toolgym.errors import ConfigError
 
 

@@ -211,3 +211,36 @@ def test_the_circle_check_sees_a_circle(tmp_path, monkeypatch):
     modules = {f"toolgym.envs.{name}": tmp_path / f"{name}.py" for name in files}
     monkeypatch.setattr(sys.modules[__name__], "source_modules", lambda: modules)
     assert import_circles() == [["toolgym.envs.a", "toolgym.envs.b"]]
+
+
+ROOM_LIMIT = 15
+LARGER_ROOMS = {
+    "envs": "the framework a user's env is written against (its contract, the tool env, "
+    "registration, pools, shared resources, the checker): each imported by its own path",
+}
+
+
+def test_each_top_folder_holds_at_most_15_modules_beside_its_sub_folders():
+    """A folder of many files has several jobs: its sub-folders name them."""
+    crowded = {}
+    for folder in FOLDERS:
+        modules = [p for p in (ROOT / folder).glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > ROOM_LIMIT and folder not in LARGER_ROOMS:
+            crowded[folder] = len(modules)
+    assert crowded == {}
+    for folder in LARGER_ROOMS:
+        assert len(list((ROOT / folder).glob("*.py"))) - 1 <= ROOM_LIMIT + 1, folder
+
+
+def test_the_viewer_reads_a_run_through_one_light_module():
+    """training/run/files.py names a run's files and reads them without torch or the trainer,
+    so the viewer starts fast and reads any run, whatever trained it."""
+    reads = {
+        name
+        for path in (ROOT / "toolgym" / "viewer").glob("*.py")
+        for _, name in imported_names(path, f"toolgym.viewer.{path.stem}")
+        if name.startswith("toolgym.training")
+    }
+    assert reads == {"toolgym.training.run.files"}
+    files = ROOT / "training" / "run" / "files.py"
+    assert {n for _, n in imported_names(files, "toolgym.training.run.files")} <= {"toolgym.errors"}

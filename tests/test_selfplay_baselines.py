@@ -9,8 +9,8 @@ import logging
 import numpy as np
 
 from toolgym.agents.trajectory import Step, Trajectory
-from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.training.advantages import GroupRewards, compute_advantages
 from toolgym.training.config import SelfPlaySection
 from toolgym.training.selfplay.builder import SelfPlay

@@ -11,8 +11,8 @@ import asyncio
 import pytest
 
 from toolgym.agents.trajectory import Step, Trajectory, TrajectoryGroup
-from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.training.config import SelfPlaySection
 from toolgym.training.groups.base import BuildContext
 from toolgym.training.selfplay.builder import SelfPlay

@@ -7,8 +7,8 @@ from __future__ import annotations
 from test_async_training import Recording, config
 
 import fixture_envs  # noqa: F401 (registers fixture/ProposeMaze-v0)
-from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.training.config import SelfPlaySection
 from toolgym.training.run import checkpoint
 from toolgym.training.selfplay.builder import SelfPlay

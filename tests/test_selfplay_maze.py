@@ -10,11 +10,11 @@ import re
 import pytest
 
 import toolgym
-from toolgym.envs.content_tasks import ContentTasks, split_of
 from toolgym.envs.maze.layout import generate
 from toolgym.envs.maze.maps import parse_map, shortest_path
-from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
+from toolgym.envs.tasks.content import ContentTasks, split_of
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.errors import ConfigError
 from toolgym.training.selfplay.domains.maze import MazeDomain
 from toolgym.training.selfplay.validation import Proposal

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from toolgym.envs.proposed import ProposedTask, Provenance
+from toolgym.envs.tasks.proposed import ProposedTask, Provenance
 from toolgym.errors import ConfigError
 from toolgym.training.selfplay.pool import TaskPool
 

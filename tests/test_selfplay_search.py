@@ -135,7 +135,7 @@ def test_hostile_questions_are_refused_with_their_reason(hostile):
 def test_no_distractor_holds_the_task_s_answer():
     """A question its own evidence cannot answer must not pass on a distractor that can:
     documents holding the answer are never shown as distractors."""
-    from toolgym.envs.proposed import ProposedTask
+    from toolgym.envs.tasks.proposed import ProposedTask
 
     def task(question, answer, documents):
         return ProposedTask(kind="search.1hop", instruction=question, answer=answer,

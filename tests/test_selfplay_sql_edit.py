@@ -13,10 +13,10 @@ import pytest
 
 import toolgym
 from toolgym.agents.trajectory import Step, Trajectory
-from toolgym.envs.content_tasks import ContentTasks
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.sql.env import held_out_question
 from toolgym.envs.sql.slips import held_values, literal, quoted_values
+from toolgym.envs.tasks.content import ContentTasks
 from toolgym.training.selfplay.domains.sql import SQLDomain
 from toolgym.training.selfplay.domains.sql_edit import SQLEditDomain
 from toolgym.training.selfplay.validation import read_task, validate

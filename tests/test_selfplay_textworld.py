@@ -85,7 +85,7 @@ def test_a_proposed_game_is_built_once_and_its_solvers_play_it():
     assert result["check"]["steps"] == 7 and result["check"]["error"] is None
     assert json.loads(result["instruction"])["name"] == "heist"
     assert verdict(result) is None
-    from toolgym.envs.proposed import ProposedTask
+    from toolgym.envs.tasks.proposed import ProposedTask
 
     task = DOMAIN.solver_task(ProposedTask.model_validate(result))
     assert asyncio.run(win(task)) == (1.0, True)

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from toolgym.envs import client_tasks
 from toolgym.envs.arithmetic.calculator import evaluate
-from toolgym.envs.content_tasks import ContentTasks
-from toolgym.envs.task_loading import GradesAnswers, load_tasks, source_grade
 from toolgym.envs.tasks import TaskSource, needs_keys
+from toolgym.envs.tasks import client as client_tasks
+from toolgym.envs.tasks.content import ContentTasks
+from toolgym.envs.tasks.loading import GradesAnswers, load_tasks, source_grade
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.tools.records import ToolCall
 from toolgym.tools.tool import ToolCallError, tool

@@ -30,12 +30,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym.envs import client_tasks
 from toolgym.envs.code.math_problems import check_templates, generate_problem
 from toolgym.envs.code.sandbox_access import EpisodeSession, SandboxConfig, UsesSandbox
-from toolgym.envs.content_tasks import ContentTasks
-from toolgym.envs.task_loading import GradesAnswers, load_tasks, source_grade
 from toolgym.envs.tasks import TaskSource, choose_task, needs_keys
+from toolgym.envs.tasks import client as client_tasks
+from toolgym.envs.tasks.content import ContentTasks
+from toolgym.envs.tasks.loading import GradesAnswers, load_tasks, source_grade
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.parsers import XmlTagParser

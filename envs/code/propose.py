@@ -36,8 +36,8 @@ from toolgym.envs.code.programs import (
 )
 from toolgym.envs.code.reason import INDUCTION_PAIRS, generated_task, prompt
 from toolgym.envs.code.sandbox_access import SandboxConfig, UsesSandbox
-from toolgym.envs.proposed import example_lines, example_tasks
 from toolgym.envs.tasks import SeedTasks, TaskSource
+from toolgym.envs.tasks.proposed import example_lines, example_tasks
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.sandbox import SandboxPool

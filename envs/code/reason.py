@@ -36,8 +36,8 @@ from toolgym.envs.code.programs import (
     static_problem,
 )
 from toolgym.envs.code.sandbox_access import SandboxConfig, UsesSandbox
-from toolgym.envs.content_tasks import ContentTasks
 from toolgym.envs.tasks import ListTasks, TaskSource, choose_task
+from toolgym.envs.tasks.content import ContentTasks
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.parsers import XmlTagParser

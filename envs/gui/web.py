@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-from toolgym.envs import client_tasks
 from toolgym.envs.gui.browser_env import BrowserEnv
 from toolgym.envs.tasks import ListTasks, TaskSource, choose_task
+from toolgym.envs.tasks import client as client_tasks
 from toolgym.errors import ConfigError
 from toolgym.imports import load_callable
 

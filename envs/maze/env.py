@@ -33,12 +33,12 @@ import random
 from collections.abc import Hashable
 from typing import Any, Literal
 
-from toolgym.envs.content_tasks import HELD_OUT, ContentTasks, check_held_out
 from toolgym.envs.maze import game
 from toolgym.envs.maze.layout import CARVINGS, DIRECTIONS, MazeLayout, generate
 from toolgym.envs.maze.maps import parse_map
 from toolgym.envs.maze.solver import solve
 from toolgym.envs.tasks import TaskSource
+from toolgym.envs.tasks.content import HELD_OUT, ContentTasks, check_held_out
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall

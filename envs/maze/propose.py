@@ -31,11 +31,11 @@ import random
 from collections.abc import Hashable
 from typing import Any
 
-from toolgym.envs.content_tasks import split_of
 from toolgym.envs.maze import game
 from toolgym.envs.maze.env import Direction, MazeEnv
 from toolgym.envs.maze.layout import DIRECTIONS, MazeLayout, neighbour
 from toolgym.envs.maze.maps import check_reachable, parse_map, shortest_path
+from toolgym.envs.tasks.content import split_of
 from toolgym.envs.tool_env import Outcome
 from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall

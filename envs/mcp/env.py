@@ -33,8 +33,8 @@ from typing import Any
 
 from toolgym.envs.answer_rewards import answer_reward, checked_reward
 from toolgym.envs.arithmetic.env import generate_task
-from toolgym.envs.task_loading import GradesAnswers, load_tasks, source_grade
 from toolgym.envs.tasks import SeedTasks, TaskSource, choose_task, needs_keys
+from toolgym.envs.tasks.loading import GradesAnswers, load_tasks, source_grade
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall

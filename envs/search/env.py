@@ -40,11 +40,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from toolgym.envs import client_tasks
 from toolgym.envs.search.engine import choose_engine
 from toolgym.envs.search.scoring import exact_match, f1
 from toolgym.envs.search.world import World
 from toolgym.envs.tasks import ListTasks, TaskSource
+from toolgym.envs.tasks import client as client_tasks
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError
 from toolgym.tools.parsers import XmlTagParser

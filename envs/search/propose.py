@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolgym.envs.proposed import MAX_INSTRUCTION_CHARS, example_lines, example_tasks
 from toolgym.envs.search.env import SearchEnv
+from toolgym.envs.tasks.proposed import MAX_INSTRUCTION_CHARS, example_lines, example_tasks
 from toolgym.envs.tool_env import Outcome
 from toolgym.tools.records import ToolCall
 from toolgym.tools.tool import tool

@@ -44,8 +44,6 @@ from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym.envs import client_tasks
-from toolgym.envs.content_tasks import ContentTasks, split_of
 from toolgym.envs.needs import Need
 from toolgym.envs.sql.access import Databases, SQLConfig, ensure_generated
 from toolgym.envs.sql.generate import default_db_ids
@@ -55,6 +53,8 @@ from toolgym.envs.sql.results import QueryError, QueryLimits, QueryResult
 from toolgym.envs.sql.slips import slip
 from toolgym.envs.sql.table import format_table
 from toolgym.envs.tasks import ListTasks, TaskSource, choose_task, needs_keys
+from toolgym.envs.tasks import client as client_tasks
+from toolgym.envs.tasks.content import ContentTasks, split_of
 from toolgym.envs.tool_env import Outcome, ToolEnv
 from toolgym.errors import ConfigError, did_you_mean
 from toolgym.tools.parsers import XmlTagParser

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolgym.envs.proposed import (
+from toolgym.envs.sql.env import SQLEnv, result_digest
+from toolgym.envs.sql.results import QueryError, QueryResult
+from toolgym.envs.sql.slips import quoted_values, slipped_queries
+from toolgym.envs.tasks import SeedTasks
+from toolgym.envs.tasks.proposed import (
     MAX_ANSWER_CHARS,
     MAX_INSTRUCTION_CHARS,
     example_lines,
     example_tasks,
 )
-from toolgym.envs.sql.env import SQLEnv, result_digest
-from toolgym.envs.sql.results import QueryError, QueryResult
-from toolgym.envs.sql.slips import quoted_values, slipped_queries
-from toolgym.envs.tasks import SeedTasks
 from toolgym.envs.tool_env import Outcome
 from toolgym.tools.parsers import XmlTagParser
 from toolgym.tools.records import ToolCall

@@ -26,8 +26,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolgym.envs.proposed import MAX_INSTRUCTION_CHARS, example_lines, example_tasks
 from toolgym.envs.tasks import SeedTasks, TaskSource
+from toolgym.envs.tasks.proposed import MAX_INSTRUCTION_CHARS, example_lines, example_tasks
 from toolgym.envs.textworld.env import default_cache_dir
 from toolgym.envs.textworld.process import GameError, GameProcess
 from toolgym.envs.textworld.spec_maker import random_spec

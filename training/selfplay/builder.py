@@ -45,9 +45,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from toolgym.agents.collector import GroupRequest
 from toolgym.agents.trajectory import TrajectoryGroup
-from toolgym.envs.proposed import ProposedTask, Provenance
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.tasks import TaskDraw
+from toolgym.envs.tasks.proposed import ProposedTask, Provenance
 from toolgym.log import get_logger
 from toolgym.training.config import SelfPlaySection
 from toolgym.training.groups.base import BuildContext, Collect

@@ -16,7 +16,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from toolgym.envs.proposed import ProposedTask
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.errors import lookup
 
 Policy = Callable[[list[ProposedTask], int, random.Random], list[ProposedTask]]

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from toolgym.agents.trajectory import ResultError, Trajectory
-from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.search.scoring import normalize_answer
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.tools.parsers import PARSERS
 from toolgym.tools.parsers.base import parse_safely
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from toolgym.envs.code.programs import KINDS, same_value
 from toolgym.envs.code.reason import generated_task, prompt
-from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.training.selfplay.validation import Proposal, Rules, Stage
 
 SANDBOX = ("backend", "pool_size", "memory_mb")

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolgym.envs.content_tasks import HELD_OUT
 from toolgym.envs.maze.env import MazeEnv
 from toolgym.envs.maze.maps import parse_map, shortest_path
 from toolgym.envs.maze.propose import KIND, held_out_maze
-from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.registration import make
+from toolgym.envs.tasks.content import HELD_OUT
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.errors import ConfigError
 from toolgym.training.selfplay.validation import Proposal, Stage
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from toolgym.agents.trajectory import TrajectoryGroup
 from toolgym.envs import make
-from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.search.scoring import normalize_answer
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.training.selfplay.validation import Proposal, Rules, Stage
 
 REFERENCE_INDICES = 10**6

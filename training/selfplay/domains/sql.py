@@ -19,12 +19,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.registration import make
 from toolgym.envs.search.scoring import normalize_answer
 from toolgym.envs.sql.determinism import nondeterminism
 from toolgym.envs.sql.env import SQLEnv, held_out_question
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.errors import ConfigError
 from toolgym.training.selfplay.validation import Proposal, Rules, Stage
 

@@ -9,7 +9,7 @@ question no edit changed, then the sql domain's `execution`, `skill` and `held o
 
 from __future__ import annotations
 
-from toolgym.envs.proposed import ProposedTask
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.training.selfplay.domains.sql import SQLDomain, execution, skill
 from toolgym.training.selfplay.validation import Proposal, Rules, Stage
 

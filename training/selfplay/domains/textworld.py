@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolgym.envs.proposed import ProposedTask
 from toolgym.envs.ref import EnvRef
+from toolgym.envs.tasks.proposed import ProposedTask
 from toolgym.envs.textworld.propose import compact
 from toolgym.envs.textworld.spec_maker import random_spec
 from toolgym.training.selfplay.validation import Proposal, Rules, Stage

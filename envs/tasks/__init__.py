@@ -5,7 +5,7 @@ Three kinds:
   {"seed": base + i}, each split in its own range of 10^9 seeds, so train and eval seeds are
   disjoint by construction; two seeds may still generate alike tasks where the env has few
   distinct ones, so generators that can name their item use:
-- `ContentTasks` (envs/content_tasks.py), the built-in generators' (Maze, Arithmetic,
+- `ContentTasks` (envs/tasks/content.py), the built-in generators' (Maze, Arithmetic,
   MathCode, CodeReason): the same seed ranges, each keeping only the seeds whose item (what
   the seed generates) belongs to that split by a hash of the item.
 - `ListTasks`, for a fixed list (JSONL or Python dicts): splits given explicitly (a mapping
