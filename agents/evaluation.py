@@ -21,7 +21,7 @@ from toolgym.envs.saved_settings import MergedSettings, merge_env_kwargs, read_e
 from toolgym.errors import ConfigError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvalPlan:
     env_id: str
     model: str

@@ -161,7 +161,8 @@ def test_one_env_arg_to_eval_keeps_the_other_saved_settings(tiny_model_dir, tmp_
     # from Python the library plays what the command played: the same settings and task
     from toolgym.agents.evaluation import EvalPlan, evaluate, setting
 
-    plan = EvalPlan("toolgym/Maze-v0", str(model), {"max_turns": 1}, episodes=1, max_tokens=4)
+    plan = EvalPlan(env_id="toolgym/Maze-v0", model=str(model), env_kwargs={"max_turns": 1},
+                    episodes=1, max_tokens=4)  # fmt: skip
     chosen = setting(plan)
     assert chosen.env_kwargs == {"size": 6, "max_turns": 1} and chosen.tool_schemas is False
     (in_python,) = evaluate(plan, chosen)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
+import typer
 from rich.table import Table
 
 from toolgym.cli.show import console
@@ -98,3 +99,16 @@ def compare_command(before_path: Path, after_path: Path) -> int:
             f"left out: {paired.only_before} item(s) only before, {paired.only_after} only after"
         )
     return 0
+
+
+def compare(
+    before: Annotated[
+        Path, typer.Argument(help="Trajectories JSONL of one policy (toolgym eval --out).")
+    ],
+    after: Annotated[
+        Path, typer.Argument(help="Trajectories JSONL of the other, on the same items.")
+    ],
+) -> None:
+    """Paired difference in success between two evaluations, on the items both played."""
+
+    raise typer.Exit(compare_command(before_path=before, after_path=after))

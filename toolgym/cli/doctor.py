@@ -9,7 +9,9 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from rich.markup import escape
 
 from toolgym.cli.show import console
@@ -184,3 +186,17 @@ def doctor_command(config_path: Path | None, overrides: list[str]) -> int:
             return 1
         console.print(f"[green]{config_path} has everything it needs here.[/]")
     return 0
+
+
+def doctor(
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="section.field=value overrides of --config.")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(help="A training config: exit 1 only if it needs what is missing here."),
+    ] = None,
+) -> None:
+    """What this machine can run: sandboxes, Chromium, PostgreSQL, Ray, a GPU, vLLM, disk."""
+
+    raise typer.Exit(doctor_command(config_path=config, overrides=overrides or []))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.markup import escape
 from rich.table import Table
 
+from toolgym.cli.options import EnvArgs
 from toolgym.cli.show import console
 
 MARKS = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "warn": "[yellow]![/]", "skip": "[dim]-[/]"}
@@ -54,3 +56,29 @@ def check_command(env_id: str, seed: int, kwargs: dict[str, Any] | None = None) 
         return 1
     console.print("[green]All checks passed.[/]")
     return 0
+
+
+def list_envs(
+    filter: Annotated[
+        str | None,
+        typer.Option(
+            "--filter", "-f", help="Only ids or descriptions holding this text (any case)."
+        ),
+    ] = None,
+) -> None:
+    """List the registered environments (a table on a terminal, one per line off one)."""
+
+    raise typer.Exit(list_command(text=filter))
+
+
+def check(
+    env_id: Annotated[
+        str, typer.Argument(help="Env id, e.g. toolgym/Maze-v0 or mypkg.envs:my/Env-v0")
+    ],
+    seed: Annotated[int, typer.Option(help="Seed of the first checked episode.")] = 0,
+    env_arg: EnvArgs = None,
+) -> None:
+    """Check that an environment honours the toolgym Env contract."""
+    from toolgym.cli.train import env_kwargs
+
+    raise typer.Exit(check_command(env_id=env_id, seed=seed, kwargs=env_kwargs(env_arg or [])))

@@ -5,46 +5,29 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import typer
 from rich.table import Table
 
+from toolgym.cli.options import EnvArgs, Plays, ToolSchemas
 from toolgym.cli.progress import Ticker
 from toolgym.cli.show import console
 
+if TYPE_CHECKING:
+    from toolgym.agents.evaluation import EvalPlan
 
-def eval_command(
-    env_id: str,
-    engine_name: str,
-    model: str,
-    base_url: str | None,
-    tokenizer: str | None,
-    episodes: int,
-    seed: int,
-    max_tokens: int,
-    temperature: float,
-    max_turns: int | None,
-    max_context: int,
-    concurrency: int,
-    out: Path | None,
-    env_args: list[str],
-    tool_schemas: bool | None = True,
-    split: str = "eval",
-    plays: int = 1,
-) -> int:
+
+def eval_command(plan: EvalPlan, out: Path | None) -> int:
+    """Play the plan's episodes, print how the policy did, keep them in `out`."""
     from toolgym.agents.collector import require_unmasked, summarize
-    from toolgym.agents.evaluation import EvalPlan, evaluate, setting
+    from toolgym.agents.evaluation import evaluate, setting
     from toolgym.agents.trajectory import write_jsonl
-    from toolgym.cli.train import env_kwargs
 
-    plan = EvalPlan(
-        env_id, model, env_kwargs(env_args), engine_name, base_url, tokenizer, episodes, split,
-        seed, max_tokens, temperature, max_turns, max_context, concurrency, tool_schemas, plays,
-    )  # fmt: skip
     chosen = setting(plan)  # unknown ids and bad env arguments fail here, before any model
-    out = out or Path("runs") / f"eval-{env_id.replace('/', '_').replace(':', '_')}.jsonl"
+    out = out or Path("runs") / f"eval-{plan.env_id.replace('/', '_').replace(':', '_')}.jsonl"
     check_writable(out)  # before the evaluation that would fill it
-    for line in chosen.merged.notes(tokenizer or model) if chosen.merged else []:
+    for line in chosen.merged.notes(plan.tokenizer or plan.model) if chosen.merged else []:
         console.print(line, markup=False)
     start = time.perf_counter()
     with ExitStack() as stack:
@@ -52,14 +35,14 @@ def eval_command(
         trajectories = evaluate(plan, chosen, progress.draws, progress.episode)
     stats = summarize(trajectories, time.perf_counter() - start)
     path = write_jsonl(trajectories, out)
-    console.print(results_table(f"{env_id} · {engine_name} · {model}", stats))
+    console.print(results_table(f"{plan.env_id} · {plan.engine} · {plan.model}", stats))
     console.print(f"trajectories: {path}")
     if stats.tool_exception_rate:
         console.print(
             f"[red]{stats.tool_exception_rate:.1%} of tool calls raised[/] (a bug in the env's "
             "tools, not the policy's mistake); the trajectories' `error` fields say where"
         )
-    require_unmasked(trajectories, f"evaluating {env_id}")
+    require_unmasked(trajectories, f"evaluating {plan.env_id}")
     return 0
 
 
@@ -130,3 +113,52 @@ def check_writable(path: Path) -> None:
             pass
     except OSError as exc:
         raise ConfigError(f"--out {path} cannot be written: {exc.strerror}") from None
+
+
+def evaluate(
+    env_id: Annotated[str, typer.Argument(help="Env id, e.g. toolgym/Maze-v0")],
+    model: Annotated[str, typer.Option(help="Model directory (hf) or served model name (openai).")],
+    engine: Annotated[str, typer.Option(help="hf, openai or vllm.")] = "hf",
+    base_url: Annotated[str | None, typer.Option(help="Server URL for --engine openai.")] = None,
+    tokenizer: Annotated[
+        str | None, typer.Option(help="Tokenizer to render prompts with (default: --model).")
+    ] = None,
+    n: Annotated[int, typer.Option("-n", min=1, help="Tasks: the first n tasks of --split.")] = 50,
+    plays: Plays = 1,
+    seed: Annotated[int, typer.Option(min=0, help="Seeds the sampling.")] = 0,
+    split: Annotated[
+        str, typer.Option(help="Task split to play: eval (held out from training), train, test.")
+    ] = "eval",
+    max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per model turn.")] = 256,
+    temperature: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Sampling temperature: 0 is greedy, as the evaluation inside a training run "
+            "(eval.temperature); 1 samples as training rollouts do.",
+        ),
+    ] = 0.0,
+    max_turns: Annotated[
+        int | None, typer.Option(min=1, help="Turn limit (default: the env's).")
+    ] = None,
+    max_context: Annotated[int, typer.Option(min=16, help="Token budget per episode.")] = 4096,
+    concurrency: Annotated[int, typer.Option(min=1, help="Episodes at once.")] = 32,
+    out: Annotated[
+        Path | None, typer.Option(help="Trajectories JSONL (default runs/eval-ENV.jsonl).")
+    ] = None,
+    env_arg: EnvArgs = None,
+    tool_schemas: ToolSchemas = None,
+) -> None:
+    """Evaluate a policy on an env: success, turns, tool-call validity, tokens."""
+
+    from toolgym.agents.evaluation import EvalPlan
+    from toolgym.cli.train import env_kwargs
+
+    plan = EvalPlan(
+        env_id=env_id, model=model, env_kwargs=env_kwargs(env_arg or []), engine=engine,
+        base_url=base_url, tokenizer=tokenizer, episodes=n, split=split, seed=seed,
+        max_tokens=max_tokens, temperature=temperature, max_turns=max_turns,
+        max_context_tokens=max_context, concurrency=concurrency, tool_schemas=tool_schemas,
+        plays=plays,
+    )  # fmt: skip
+    raise typer.Exit(eval_command(plan, out))

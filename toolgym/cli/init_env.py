@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from toolgym.cli.env_templates import package_files
 from toolgym.cli.show import console
@@ -37,3 +40,23 @@ def init_env_command(name: str, out: Path | None, mcp: bool = False) -> int:
         markup=False,
     )
     return 0
+
+
+def init_env(
+    name: Annotated[str, typer.Argument(help="The package name, e.g. word_games.")],
+    out: Annotated[
+        Path | None, typer.Option(help="Folder to write (default: ./NAME); must be new or empty.")
+    ] = None,
+    mcp: Annotated[
+        bool,
+        typer.Option(
+            "--mcp",
+            help="Serve the env's peek tool from an MCP server in the package "
+            "(the installed MCP SDK's MCPServer), reached through MCPTools.",
+        ),
+    ] = False,
+) -> None:
+    """Write a new environment package (env, tasks, config, entry point, test) that installs
+    as is."""
+
+    raise typer.Exit(init_env_command(name=name, out=out, mcp=mcp))

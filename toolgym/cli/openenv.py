@@ -5,8 +5,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from toolgym.cli.options import EnvArgs
 from toolgym.errors import ConfigError
 
 PROTOCOLS = ("openenv",)
@@ -47,3 +50,42 @@ def without_gradio() -> Iterator[None]:
     finally:
         if sys.modules.get("gradio", False) is None:
             del sys.modules["gradio"]
+
+
+def serve_env(
+    env_id: Annotated[str, typer.Argument(help="An env's id, e.g. toolgym/Arithmetic-v0.")],
+    protocol: Annotated[str, typer.Option(help="The protocol to serve: openenv.")] = "openenv",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    max_sessions: Annotated[
+        int, typer.Option(min=1, help="Most client sessions (envs) alive at once.")
+    ] = 32,
+    idle_timeout: Annotated[
+        float, typer.Option(min=0, help="Close a session idle this many seconds (0: never).")
+    ] = 600.0,
+    allow_client_tasks: Annotated[
+        bool,
+        typer.Option(
+            help="Let a client reset to a task of its own (checked by the env: plain data, "
+            "never code, a file or a loopback address); by default clients play the env's "
+            "own tasks by seed and split."
+        ),
+    ] = False,
+    env_arg: EnvArgs = None,
+) -> None:
+    """Serve an env to another stack's clients (OpenEnv's), one env per session."""
+    from toolgym.cli.train import env_kwargs
+
+    kwargs = env_kwargs(env_arg or [])
+    raise typer.Exit(
+        serve_env_command(
+            env_id=env_id,
+            kwargs=kwargs,
+            protocol=protocol,
+            host=host,
+            port=port,
+            max_sessions=max_sessions,
+            idle_timeout_s=idle_timeout,
+            allow_client_tasks=allow_client_tasks,
+        )
+    )

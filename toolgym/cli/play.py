@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.markup import escape
 
+from toolgym.cli.options import EnvArgs
 from toolgym.cli.show import console, show_message, show_tools
 from toolgym.tools.records import ToolCall
 
@@ -197,3 +199,24 @@ def _json_type(value: Any) -> str:
     if isinstance(value, str):
         return "string"
     return "array" if isinstance(value, list) else "object"
+
+
+def play(
+    env_id: Annotated[str, typer.Argument(help="Env id, e.g. toolgym/Maze-v0")],
+    seed: Annotated[
+        int, typer.Option(help="Episode seed (the same seed gives the same task).")
+    ] = 0,
+    screenshot: Annotated[
+        Path | None,
+        typer.Option(help="Browser envs: keep a PNG of the page here, redrawn after every turn."),
+    ] = None,
+    env_arg: EnvArgs = None,
+) -> None:
+    """Play an episode in the terminal by typing tool calls."""
+    from toolgym.cli.train import env_kwargs
+
+    raise typer.Exit(
+        play_command(
+            env_id=env_id, seed=seed, screenshot=screenshot, kwargs=env_kwargs(env_arg or [])
+        )
+    )

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import typer
 from rich.table import Table
 
 from toolgym.cli.compare import item_success, pair
@@ -185,3 +186,26 @@ def show_episode(trainer: Any) -> None:
         show_message({"role": "assistant", "content": step.action})
         for message in step.observation:
             show_message(message)
+
+
+def quickstart(
+    out: Annotated[
+        Path, typer.Option(help="Folder for the models, the run and the curves.")
+    ] = Path("runs/quickstart"),
+    steps: Annotated[int, typer.Option(help="GiGPO steps.")] = 40,
+    seed: Annotated[int, typer.Option(help="Seeds the model, the data and the sampling.")] = 0,
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="hf, or vllm (vLLM's CPU build after `make vllm`; the model is then the mini "
+            "size, the smallest whose attention heads vLLM's CPU kernels run)."
+        ),
+    ] = "hf",
+    size: Annotated[
+        str | None,
+        typer.Option(help="The model's size (default: tiny on hf, mini on vllm)."),
+    ] = None,
+) -> None:
+    """The main job: a tiny model trains on Maze on CPU (SFT, then GiGPO), scored on held-out mazes."""
+
+    raise typer.Exit(quickstart_command(out=out, steps=steps, seed=seed, engine=engine, size=size))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.markup import escape
 
 from toolgym.cli.show import console, show_message, shown
@@ -218,3 +219,78 @@ def schema_command() -> int:
 
     print(json.dumps(rollout_json_schema(), indent=2))
     return 0
+
+
+def rollouts_show(
+    path: Annotated[
+        Path, typer.Argument(help="A trajectories JSONL file, or a training run's directory.")
+    ],
+    index: Annotated[
+        int, typer.Option(help="Which trajectory (0-based; negative counts from the end).")
+    ] = 0,
+    step: Annotated[
+        int | None,
+        typer.Option(help="A run directory's step to show (default: its last kept step)."),
+    ] = None,
+) -> None:
+    """Pretty-print one trajectory with coloured roles."""
+
+    raise typer.Exit(show_command(path=path, index=index, step=step))
+
+
+def rollouts_rescore(
+    path: Annotated[
+        Path, typer.Argument(help="A trajectories JSONL file, or a training run's directory.")
+    ],
+    reward: Annotated[
+        str,
+        typer.Option(
+            help="'replay' (the env's own check: each episode's actions replayed in a fresh "
+            "env) or a reward source: format, length, function, ..."
+        ),
+    ],
+    reward_arg: Annotated[
+        list[str] | None,
+        typer.Option(help="The reward source's argument as name=value (repeatable)."),
+    ] = None,
+    env_arg: Annotated[
+        list[str] | None,
+        typer.Option(help="For replay: an env argument as name=value, over the run's own."),
+    ] = None,
+    step: Annotated[
+        int | None, typer.Option(help="A run directory's step (default: every kept step).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Write each episode's scores (JSONL).")] = None,
+) -> None:
+    """Score stored episodes again and report how far the new score agrees with the stored."""
+
+    raise typer.Exit(
+        rescore_command(
+            path=path,
+            reward=reward,
+            reward_args=reward_arg or [],
+            env_args=env_arg or [],
+            step=step,
+            out=out,
+        )
+    )
+
+
+def rollouts_export(
+    path: Annotated[
+        Path, typer.Argument(help="A trajectories JSONL file, or a training run's directory.")
+    ],
+    out: Annotated[Path, typer.Option(help="The Parquet file to write.")],
+    step: Annotated[
+        int | None, typer.Option(help="A run directory's step (default: every kept step).")
+    ] = None,
+) -> None:
+    """Write stored episodes as a Parquet table, a row per episode."""
+
+    raise typer.Exit(export_command(path=path, out=out, step=step))
+
+
+def rollouts_schema() -> None:
+    """Print the rollout schema (a line of a trajectories file) as JSON Schema."""
+
+    raise typer.Exit(schema_command())

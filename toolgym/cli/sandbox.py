@@ -6,6 +6,9 @@ import asyncio
 import sys
 import time
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from toolgym.cli.show import console
 from toolgym.errors import ConfigError
@@ -62,3 +65,64 @@ def serve_command(
     )
     serve(server.app(), host, port, announce=None)
     return 0
+
+
+def serve_sandbox(
+    backend: Annotated[
+        str, typer.Option(help="bubblewrap, docker (or local: unisolated).")
+    ] = "bubblewrap",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    pool_size: Annotated[int, typer.Option(help="Sandboxes kept warm.")] = 4,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Runs at once (default: the pool size).")
+    ] = None,
+    max_timeout: Annotated[
+        float, typer.Option(help="Largest run_timeout honoured, in seconds (more is cut to it).")
+    ] = 30.0,
+    memory_mb: Annotated[int, typer.Option(help="Memory limit of a run, in MiB.")] = 1024,
+    max_body_mb: Annotated[int, typer.Option(help="Largest request body, in MiB.")] = 32,
+) -> None:
+    """Serve a warm sandbox pool over SandboxFusion's API (POST /run_code, GET /health)."""
+
+    raise typer.Exit(serve_command(backend=backend, host=host, port=port, pool_size=pool_size, concurrency=concurrency, max_timeout=max_timeout, memory_mb=memory_mb, max_body_mb=max_body_mb))  # fmt: skip
+
+
+def sandbox_build_image(
+    tag: Annotated[str, typer.Option(help="Image name to build.")] = "toolgym-sandbox:latest",
+    suite: Annotated[
+        str | None, typer.Option(help="Debian release for debootstrap (default: this host's).")
+    ] = None,
+    mirror: Annotated[str | None, typer.Option(help="Debian mirror for debootstrap.")] = None,
+    base: Annotated[
+        str | None,
+        typer.Option(help="Build FROM this image instead (where a registry is reachable)."),
+    ] = None,
+) -> None:
+    """Build the Docker backend's image locally (debootstrap + docker import; needs root)."""
+
+    raise typer.Exit(build_image_command(tag=tag, suite=suite, mirror=mirror, base=base))
+
+
+def sandbox_run(
+    code: Annotated[str | None, typer.Argument(help="The code to run.")] = None,
+    file: Annotated[Path | None, typer.Option(help="Run this file instead.")] = None,
+    language: Annotated[str, typer.Option(help="python or bash.")] = "python",
+    backend: Annotated[str, typer.Option(help="bubblewrap, docker or local.")] = "bubblewrap",
+    timeout: Annotated[float, typer.Option(help="Wall-clock limit, in seconds.")] = 10.0,
+    memory_mb: Annotated[int, typer.Option(help="Memory limit, in MiB.")] = 1024,
+    stdin: Annotated[bool, typer.Option(help="Pass this command's stdin to the code.")] = False,
+) -> None:
+    """Run code once in a sandbox and exit with its exit code."""
+
+    raise typer.Exit(
+        run_command(
+            code=code,
+            file=file,
+            language=language,
+            backend=backend,
+            timeout=timeout,
+            memory_mb=memory_mb,
+            stdin=stdin,
+        )
+    )

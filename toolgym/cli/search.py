@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from toolgym.cli.show import console
 from toolgym.errors import ConfigError
@@ -144,3 +146,109 @@ def serve_command(
     console.print(f"serving {what} on http://{host}:{port}/retrieve")
     serve(app, host, port, announce=None)  # a client that disconnects drops its queries
     return 0
+
+
+def index_build(
+    corpus: Annotated[Path, typer.Option(help='JSONL corpus, one {"id", "contents"} a line.')],
+    out: Annotated[Path, typer.Option(help="Index directory to write.")],
+    kind: Annotated[str, typer.Option(help="bm25, dense or hybrid (both, fused by RRF).")] = "bm25",
+    faiss: Annotated[str, typer.Option(help="Dense index: flat, hnsw or ivfpq.")] = "flat",
+    encoder: Annotated[
+        str | None, typer.Option(help="Local sentence-transformers model directory.")
+    ] = None,
+    e5: Annotated[bool, typer.Option(help="Prefix 'query: ' / 'passage: ' (E5 models).")] = False,
+    force: Annotated[bool, typer.Option(help="Replace OUT if it is not empty.")] = False,
+) -> None:
+    """Index a corpus for `toolgym serve search` and the search envs."""
+
+    raise typer.Exit(
+        index_command(
+            corpus=corpus, out=out, kind=kind, faiss=faiss, encoder=encoder, e5=e5, force=force
+        )
+    )
+
+
+def serve_search(
+    index: Annotated[
+        Path | None, typer.Option(help="Index directory from `toolgym index build`.")
+    ] = None,
+    simulator: Annotated[
+        str | None,
+        typer.Option(help="Model directory that writes the documents (a simulated engine)."),
+    ] = None,
+    simulator_url: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible server that writes the documents (e.g. vLLM)."),
+    ] = None,
+    simulator_model: Annotated[
+        str | None, typer.Option(help="The model name to ask --simulator-url for.")
+    ] = None,
+    simulator_engine: Annotated[
+        str,
+        typer.Option(help="The engine --simulator writes with: hf, or vllm (`make vllm`)."),
+    ] = "hf",
+    noise: Annotated[
+        tuple[float, float, float],
+        typer.Option(help="Noise schedule p_start p_end base, read at a request's step."),
+    ] = (0.0, 0.5, 4.0),
+    total_steps: Annotated[
+        int, typer.Option(help="Training steps the schedule spans, when a request gives none.")
+    ] = 1,
+    doc_tokens: Annotated[int, typer.Option(help="Most tokens per written document.")] = 96,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature of the writer.")] = 1.0,
+    cache: Annotated[int, typer.Option(help="Seeded documents kept in memory.")] = 4096,
+    max_documents: Annotated[
+        int, typer.Option(help="Most documents one request may ask to be written (queries x topk).")
+    ] = 8192,
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    topk: Annotated[int, typer.Option(help="Results per query when a request gives none.")] = 3,
+    max_topk: Annotated[int, typer.Option(help="Largest topk a request may ask for.")] = 100,
+    max_queries: Annotated[
+        int, typer.Option(help="Most queries in one request (Search-R1 sends a whole batch's).")
+    ] = 16384,
+    max_body_mb: Annotated[int, typer.Option(help="Largest request body, in MiB.")] = 64,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Threads for the encoder or writer model (0: this process's share of the host).",
+        ),
+    ] = 0,
+) -> None:
+    """Serve an index, or a model that writes the results, over Search-R1's retriever API
+    (POST /retrieve, GET /health)."""
+
+    sim = Simulator(
+        model_dir=simulator, url=simulator_url, model=simulator_model, noise=noise,
+        total_steps=total_steps, doc_tokens=doc_tokens, temperature=temperature, cache=cache,
+        max_documents=max_documents, engine_kind=simulator_engine,
+    )  # fmt: skip
+    raise typer.Exit(serve_command(
+        index=index, simulator=sim, host=host, port=port, topk=topk, max_topk=max_topk,
+        max_queries=max_queries, max_body_mb=max_body_mb, threads=threads,
+    ))  # fmt: skip
+
+
+def search_world(
+    corpus: Annotated[
+        Path, typer.Option(help='JSONL corpus to write, one {"id", "contents"} a line.')
+    ],
+    questions: Annotated[
+        Path | None,
+        typer.Option(help='Also write questions, one {"question", "answers"} a line (tasks=).'),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Which synthetic world.")] = 0,
+    size: Annotated[str, typer.Option(help="small, medium or large.")] = "small",
+    n: Annotated[int, typer.Option("-n", min=1, help="Questions per hop count.")] = 200,
+    hops: Annotated[
+        list[int] | None, typer.Option(help="Hop counts to ask (repeatable; default 1 and 2).")
+    ] = None,
+) -> None:
+    """Write the synthetic world's documents (a corpus to index) and questions about it."""
+
+    raise typer.Exit(
+        world_command(
+            corpus=corpus, questions=questions, seed=seed, size=size, n=n, hops=hops or [1, 2]
+        )
+    )

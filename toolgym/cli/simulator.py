@@ -7,6 +7,9 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from toolgym.cli.show import console
 from toolgym.errors import ConfigError
@@ -128,3 +131,80 @@ def report_command(data: Path, simulator: Path, samples: int, doc_tokens: int) -
         )
     (simulator / "simulator_quality.json").write_text(json.dumps(report, indent=1) + "\n")
     return 0
+
+
+def search_simulator_data(
+    out: Annotated[Path, typer.Option(help="JSONL file to write the labelled results to.")],
+    server_url: Annotated[
+        str | None, typer.Option(help="A Search-R1 /retrieve server to play against.")
+    ] = None,
+    index: Annotated[Path | None, typer.Option(help="An index directory to play against.")] = None,
+    world_seed: Annotated[int, typer.Option(help="The synthetic world the questions are on.")] = 0,
+    world_size: Annotated[str, typer.Option(help="small, medium or large.")] = "small",
+    questions: Annotated[int, typer.Option(help="Questions per hop count.")] = 200,
+    hops: Annotated[
+        list[int] | None, typer.Option(help="Hop counts to ask (repeatable; default 1 and 2).")
+    ] = None,
+    topk: Annotated[int, typer.Option(help="Real results kept per query.")] = 5,
+) -> None:
+    """Label a real engine's results for the world's questions: useful if it holds the answer."""
+
+    raise typer.Exit(
+        data_command(
+            out=out,
+            server_url=server_url,
+            index=index,
+            world_seed=world_seed,
+            world_size=world_size,
+            questions=questions,
+            hops=hops or [1, 2],
+            topk=topk,
+        )
+    )
+
+
+def search_simulator_sft(
+    data: Annotated[Path, typer.Option(help="Labelled results from `simulator-data`.")],
+    model: Annotated[Path, typer.Option(help="Model directory to fine-tune.")],
+    out: Annotated[Path, typer.Option(help="Directory to write the simulator to.")],
+    epochs: Annotated[int, typer.Option(min=1, help="Passes over the documents.")] = 40,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
+    batch_size: Annotated[int, typer.Option(min=1, help="Documents per optimizer step.")] = 16,
+    noisy_per_query: Annotated[
+        int, typer.Option(help="Best-ranked noisy results kept per query.")
+    ] = 1,
+    seed: Annotated[int, typer.Option(help="Shuffling seed.")] = 0,
+    samples: Annotated[
+        int, typer.Option(help="Documents written per query and kind for the report (0: none).")
+    ] = 2,
+    doc_tokens: Annotated[int, typer.Option(help="Most tokens per document.")] = 128,
+) -> None:
+    """Fine-tune a model to write useful or noisy documents on demand (ZeroSearch)."""
+
+    raise typer.Exit(
+        sft_command(
+            data=data,
+            model=model,
+            out=out,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            noisy_per_query=noisy_per_query,
+            seed=seed,
+            samples=samples,
+            doc_tokens=doc_tokens,
+        )
+    )
+
+
+def search_simulator_report(
+    data: Annotated[Path, typer.Option(help="Labelled results from `simulator-data`.")],
+    simulator: Annotated[Path, typer.Option(help="Model directory that writes the documents.")],
+    samples: Annotated[int, typer.Option(help="Documents written per query and kind.")] = 2,
+    doc_tokens: Annotated[int, typer.Option(help="Most tokens per document.")] = 128,
+) -> None:
+    """How often a simulator's documents hold the answer, next to the real engine's."""
+
+    raise typer.Exit(
+        report_command(data=data, simulator=simulator, samples=samples, doc_tokens=doc_tokens)
+    )

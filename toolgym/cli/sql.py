@@ -6,6 +6,9 @@ import json
 import signal
 import threading
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from toolgym.cli.show import console
 from toolgym.errors import ConfigError
@@ -88,3 +91,66 @@ def generate_command(
         f"wrote {len(ids)} databases to {out / 'databases'} and {questions} questions to {out / 'questions.jsonl'}"
     )
     return 0
+
+
+def sql_serve_postgres(
+    dir: Annotated[
+        Path, typer.Option("--dir", help="Folder for the server's data (made if missing).")
+    ],
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5432,
+    databases: Annotated[
+        str | None,
+        typer.Option(
+            help="Generated database ids, comma-separated (e.g. shop_0,clinic_1; shop_wide_0 "
+            "names made-up values)."
+        ),
+    ] = None,
+    per_domain: Annotated[
+        int, typer.Option(min=1, help="Without --databases: databases per domain.")
+    ] = 2,
+    detach: Annotated[bool, typer.Option(help="Leave the server running and return.")] = False,
+) -> None:
+    """Start a throwaway PostgreSQL on loopback with the generated databases and a read-only role."""
+
+    raise typer.Exit(
+        serve_postgres_command(
+            folder=dir, port=port, databases=databases, per_domain=per_domain, detach=detach
+        )
+    )
+
+
+def sql_stop_postgres(
+    dir: Annotated[Path, typer.Option("--dir", help="The folder given to serve-postgres.")],
+) -> None:
+    """Stop a server started with serve-postgres --detach."""
+
+    raise typer.Exit(stop_postgres_command(folder=dir))
+
+
+def sql_generate(
+    out: Annotated[Path, typer.Option(help="Folder for databases/ and questions.jsonl.")],
+    questions: Annotated[int, typer.Option(help="Questions to write.")] = 100,
+    databases: Annotated[
+        str | None,
+        typer.Option(
+            help="Generated database ids, comma-separated (shop_wide_0 names made-up values)."
+        ),
+    ] = None,
+    per_domain: Annotated[
+        int, typer.Option(min=1, help="Without --databases: databases per domain.")
+    ] = 2,
+    templates: Annotated[
+        str | None, typer.Option(help="Question templates, comma-separated (default: all).")
+    ] = None,
+) -> None:
+    """Write the generated databases (SQLite) and questions (Spider-shaped JSONL)."""
+
+    raise typer.Exit(
+        generate_command(
+            out=out,
+            questions=questions,
+            databases=databases,
+            per_domain=per_domain,
+            templates=templates,
+        )
+    )

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import typer
 from rich.markup import escape
 
 from toolgym.cli.show import console
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
 
 BUILD_TIMEOUT_S = 60.0
 """The most one spec may take to plan and compile (the planner stops itself sooner)."""
+
+TEXTWORLD_MAX_JOBS = 64
+"""Game workers `textworld generate` runs at most: each is a forked game process of ~70 MB."""
 
 
 def generate_command(
@@ -155,3 +160,43 @@ async def _make_games(
     finally:
         await worker.close()
     return names
+
+
+def textworld_generate(
+    out: Annotated[Path, typer.Option(help="Folder for the games (.z8, .json) and tasks.jsonl.")],
+    specs: Annotated[
+        Path | None,
+        typer.Option("--from", help="Game specs, one JSON object a line (docs: text games)."),
+    ] = None,
+    game: Annotated[
+        str | None,
+        typer.Option(help='Generation settings as JSON, e.g. \'{"family": "cooking", "go": 6}\'.'),
+    ] = None,
+    count: Annotated[int, typer.Option(help="With --game: how many games (seeds).")] = 10,
+    first_seed: Annotated[int, typer.Option(help="With --game: the first seed.")] = 0,
+    eval_count: Annotated[
+        int, typer.Option("--eval", help="With --game: the last N games form the eval split.")
+    ] = 0,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=TEXTWORLD_MAX_JOBS,
+            help=f"With --game: games made at once (default: the CPUs, at most {TEXTWORLD_MAX_JOBS}).",
+        ),
+    ] = None,
+) -> None:
+    """Compile games into a folder with a tasks.jsonl for the env's tasks= setting."""
+
+    workers = jobs or min(os.cpu_count() or 1, TEXTWORLD_MAX_JOBS)
+    raise typer.Exit(
+        generate_command(
+            out=out,
+            specs=specs,
+            game=game,
+            count=count,
+            first_seed=first_seed,
+            eval_count=eval_count,
+            workers=workers,
+        )
+    )

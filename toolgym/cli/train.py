@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 import yaml
 
+from toolgym.cli.options import EnvArgs, ToolSchemas
 from toolgym.cli.show import console
 
 
@@ -137,3 +139,71 @@ def finished(run_dir: Path) -> list[str]:
     lines = summary_lines(summary) if summary else [f"finished {run_dir}"]
     return [*lines, f"policy: {run_dir / 'policy'}, log: {run_dir / RUN_LOG}, summary: "
                     f"{run_dir / SUMMARY}, curves: toolgym plot {run_dir}"]  # fmt: skip
+
+
+def supervised(
+    env_id: Annotated[str, typer.Argument(help="Env id whose scripted solver demonstrates.")],
+    model: Annotated[Path, typer.Option(help="Model directory to start from.")],
+    out: Annotated[Path, typer.Option(help="Where to save the fine-tuned model.")],
+    episodes: Annotated[int, typer.Option(min=1, help="Demonstration episodes.")] = 200,
+    epochs: Annotated[int, typer.Option(min=1, help="Passes over the demonstrations.")] = 3,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-3,
+    batch_size: Annotated[int, typer.Option(min=1, help="Sequences per optimizer step.")] = 16,
+    seed: Annotated[
+        int, typer.Option(help="First training task demonstrated; also seeds the SFT.")
+    ] = 0,
+    env_arg: EnvArgs = None,
+    tool_schemas: ToolSchemas = None,
+    mistakes: Annotated[
+        float,
+        typer.Option(
+            help="Share of turns that play the env's mistake_action instead of the solver's "
+            "(kept in context, not imitated), so the model learns to recover from errors."
+        ),
+    ] = 0.0,
+    with_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Another env whose demonstrations are mixed in, as many episodes, with the "
+            "same env args (repeatable): a self-play proposer beside its solver."
+        ),
+    ] = None,
+) -> None:
+    """Supervised warm start on an env's scripted demonstrations (learn the tool-call format)."""
+
+    code = sft_command(env_id=env_id, model=model, out=out, episodes=episodes, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed, env_args=env_arg or [], tool_schemas=tool_schemas, mistake_rate=mistakes, with_envs=with_env or [])  # fmt: skip
+    raise typer.Exit(code)
+
+
+def train(
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="section.field=value overrides, e.g. optim.lr=1e-5")
+    ] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML config file.")] = None,
+    resume: Annotated[
+        Path | None, typer.Option(help="Continue the run in this directory from its checkpoint.")
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option(help="Start over in a run directory that holds a run (deletes it).")
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the env pools (and ray.engine_actors) as Ray actors on this cluster: auto, "
+            "HOST:PORT or local "
+            "(sets ray.address; needs pip install 'toolgym[dist]')."
+        ),
+    ] = None,
+) -> None:
+    """Train a policy with GRPO / RLOO / GiGPO on an env (see training/config.py)."""
+
+    given = [*(overrides or []), *([f"ray.address={ray_address}"] if ray_address else [])]
+    raise typer.Exit(
+        train_command(
+            config_path=config,
+            overrides=given,
+            resume=resume,
+            overwrite=overwrite,
+            ray_address=ray_address,
+        )
+    )

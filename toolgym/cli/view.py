@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import webbrowser
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from toolgym.cli.show import console
 
@@ -29,3 +32,18 @@ def view_command(paths: list[Path], host: str, port: int, open_browser: bool) ->
 
     serve(build_app(runs, host), host, port, announce)
     return 0
+
+
+def view(
+    runs: Annotated[list[Path], typer.Argument(help="Training run directories to view.")],
+    host: Annotated[
+        str, typer.Option(help="Address to serve on; anything but loopback exposes the runs.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8765,
+    open_browser: Annotated[
+        bool, typer.Option("--open/--no-open", help="Open the page in a browser.")
+    ] = True,
+) -> None:
+    """See runs in a local web app: curves, each step's episodes, each turn's credit."""
+
+    raise typer.Exit(view_command(paths=runs, host=host, port=port, open_browser=open_browser))
