@@ -46,8 +46,8 @@ from toolgym.training.run.plot import plot_runs
 CONFIGS = Path(__file__).parent.parent / "configs"
 SEARCH = CONFIGS / "search_gigpo_prm.yaml"
 FAR = CONFIGS / "maze_far_gigpo.yaml"
-PRM = "{source: implicit_prm, role: process, kwargs: {beta: 0.05, lr: 1.0e-4}}"
-MC = "{source: mc_values, role: process, kwargs: {continuations: 2, budget: 'entropy:2'}}"
+PRM = "{source: implicit_prm, scores: process, kwargs: {beta: 0.05, lr: 1.0e-4}}"
+MC = "{source: mc_values, scores: process, kwargs: {continuations: 2, budget: 'entropy:2'}}"
 TASKS: dict[str, dict[str, tuple[Path, list[str]]]] = {
     "maze": {
         "gigpo": (CONFIGS / "maze_gigpo.yaml", []),

@@ -159,7 +159,7 @@ def test_reward_sources_play_and_learn_on_the_loop_while_groups_stream(
     from test_trainer import PRM
 
     rewards = (
-        "rewards=[{source: env}, {source: mc_values, role: process, kwargs: {continuations: 2}}]"
+        "rewards=[{source: env}, {source: mc_values, scores: process, kwargs: {continuations: 2}}]"
     )
     trainer = Recording(config(tool_calling_model_dir, tmp_path, "steps=2", "mode=async", rewards))
     metrics = trainer.run()

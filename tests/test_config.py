@@ -106,10 +106,10 @@ def test_checking_a_shipped_config_loads_no_torch_and_no_env():
         ("rewards=[{source: judgee}]", r"rewards.0.source: .*'judgee' is not one of .*'judge'"),
         ("rewards=[{source: format, kwargs: {invalidd: -1}}]", r"rewards.0: .*'invalidd'"),
         (
-            "rewards=[{source: implicit_prm, role: process, kwargs: {bta: 1}}]",
+            "rewards=[{source: implicit_prm, scores: process, kwargs: {bta: 1}}]",
             r"(?s)rewards.0: .*bta: unknown setting. Did you mean: beta\?",
         ),
-        ("rewards=[{source: mc_values}]", r"rewards.0: .*scores steps: give it role: process"),
+        ("rewards=[{source: mc_values}]", r"rewards.0: .*scores steps: give it scores: process"),
         ("engine.kind=hff", r"engine.kind: .*'hff' is not one of .*Did you mean: hf\?"),
         ("max_staleness=2", r"max_staleness: unknown setting. Did you mean async_training"),
         ("async_training.extra_groups=2", r"async_training.extra_groups: for mode: async"),

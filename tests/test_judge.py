@@ -133,7 +133,7 @@ def test_a_step_the_judge_failed_on_entirely_stops_the_run(
     tool_calling_model_dir, silent_server, tmp_path
 ):
     rewards = (
-        "rewards=[{source: env}, {source: judge, role: process, "
+        "rewards=[{source: env}, {source: judge, scores: process, "
         f"kwargs: {{base_url: '{silent_server}', timeout_s: 1}}}}]"
     )
     config = load_config(TrainConfig, None, [

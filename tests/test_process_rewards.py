@@ -139,7 +139,7 @@ def test_the_prm_scores_steps_before_it_learns_from_them(prm):
     other = hand_made_group(prm.model.config.vocab_size, [1.0], seed=1)
     with pytest.raises(ValueError, match="not among the step's prepared groups"):
         prm(other.trajectories[0])
-    with pytest.raises(ValueError, match="role: process"):
+    with pytest.raises(ValueError, match="scores: process"):
         asyncio.run(
             prm.prepare([other], None)
         )  # as an outcome source it would have no returns to learn from

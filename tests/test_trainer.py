@@ -247,7 +247,7 @@ def test_kl_to_the_frozen_start_policy(tool_calling_model_dir, tmp_path, lora):
 
 PRM = (
     "rewards=[{source: env}, {source: function, name: bonus, kwargs: {path: "
-    "'fixture_rewards:first_member_bonus'}}, {source: implicit_prm, role: process, kwargs: "
+    "'fixture_rewards:first_member_bonus'}}, {source: implicit_prm, scores: process, kwargs: "
     "{lr: 0.001}}]"
 )
 """An implicit PRM that learns every step (each group's first rollout earns an outcome
@@ -437,7 +437,7 @@ def test_a_process_reward_joins_the_advantages_as_a_step_term(tool_calling_model
     """The env pays nothing, so GRPO's episode term is 0 and every advantage is the step
     term: the one step with process reward 1 sits above the group's mean, every other below."""
     rewards = (
-        "rewards=[{source: env}, {source: function, name: hint, role: process, "
+        "rewards=[{source: env}, {source: function, name: hint, scores: process, "
         "kwargs: {path: 'fixture_rewards:first_step_bonus'}}]"
     )
     base = [f"model={tool_calling_model_dir}", "steps=1", "tensorboard=false",
@@ -472,7 +472,7 @@ def test_monte_carlo_values_branch_every_step_and_average_the_continuations(
     step shares: each step's value must be its trajectory's own outcome."""
     rewards = (
         "rewards=[{source: function, name: even, kwargs: {path: 'fixture_rewards:first_action_even'}}, "
-        "{source: mc_values, role: process, kwargs: {continuations: 2}}]"
+        "{source: mc_values, scores: process, kwargs: {continuations: 2}}]"
     )
     config = load_config(TrainConfig, None, [
         f"model={tool_calling_model_dir}", f"run_dir={tmp_path}", "steps=1", "tensorboard=false",
@@ -505,7 +505,7 @@ def test_an_env_step_budget_counts_branches_ends_with_an_evaluation_and_survives
     """`max_env_steps` ends the run after the step that spends it, Monte-Carlo branches
     counted; the run still ends evaluated and saved, and a resumed run counts what the
     steps before it spent."""
-    mc = "rewards=[{source: env}, {source: mc_values, role: process, kwargs: {continuations: 1}}]"
+    mc = "rewards=[{source: env}, {source: mc_values, scores: process, kwargs: {continuations: 1}}]"
     base = [f"model={tool_calling_model_dir}", "tensorboard=false", "eval.every_steps=100", *SMALL]
     config = load_config(
         TrainConfig, None, [*base, f"run_dir={tmp_path / 'mc'}", "steps=20", "max_env_steps=1", mc]

@@ -285,7 +285,7 @@ def build_reward_stage(
     )
     return RewardStage(
         [
-            WeightedSource(r.label, make_source(r.source, context, **r.kwargs), r.weight, r.role)
+            WeightedSource(r.label, make_source(r.source, context, **r.kwargs), r.weight, r.scores)
             for r in config.rewards
         ]
     )

@@ -55,13 +55,13 @@ class EvalSetSection(EnvSection):
 
 class RewardSection(ConfigModel):
     source: Annotated[str, Choices("toolgym.training.rewards:SOURCES")]
-    """A reward source from training/rewards; its role and kwargs are checked as the config
+    """A reward source from training/rewards; what it scores and its kwargs are checked as the config
     loads."""
     name: str | None = None
     """The component's name in Step.rewards and in reward/NAME metrics (default: source)."""
     weight: float = 1.0
     """Its weight in the per-step reward the advantages read."""
-    role: Literal["outcome", "process"] = "outcome"
+    scores: Literal["outcome", "process"] = "outcome"
     """outcome: summed into the returns the estimator normalises; process: a per-step
     score, normalised over the group's steps and added to the advantage (advantage.step_alpha)."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -73,12 +73,19 @@ class RewardSection(ConfigModel):
     def label(self) -> str:
         return self.name or self.source
 
+    @model_validator(mode="before")
+    @classmethod
+    def _scores_not_role(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "role" in data:  # its name before `role` meant env roles only
+            raise ConfigError(f"rewards: `role: {data['role']}` is now `scores: {data['role']}`")
+        return data
+
     @model_validator(mode="after")
     def _source_takes_these(self) -> RewardSection:
-        """Its role and kwargs are checked as the config loads, not after the model has."""
+        """What it scores and its kwargs are checked as the config loads, not after the model has."""
         from toolgym.training.rewards import check_source
 
-        check_source(self.source, self.role, self.kwargs)
+        check_source(self.source, self.scores, self.kwargs)
         return self
 
 
@@ -116,7 +123,7 @@ class AdvantageSection(ConfigModel):
     """How rewards become advantages: GRPO (group-normalized returns), RLOO (leave-one-out
     baseline) or GiGPO (GRPO plus step-level groups of identical states)."""
     step_alpha: float = 1.0
-    """Weight of the normalised process-reward step term (rewards with role: process)."""
+    """Weight of the normalised process-reward step term (rewards with scores: process)."""
     anchor_similarity: float | None = Field(None, gt=0, le=1)
     """GiGPO's anchor groups (and adv/anchor_coverage): None joins steps whose env state_key
     is equal; a number s in (0, 1] also joins steps whose observations acted on share at

@@ -1,7 +1,7 @@
 """Reward sources, one per file, picked by name from SOURCES; the stage that combines them.
 
 The registry names each source's class by its import path, loaded when a source is made:
-the config checks a source's role and settings against it without loading any source (a
+the config checks what a source scores and its settings against it without loading any source (a
 learned PRM's torch included)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class SourceKind:
 
     target: str
     """Its class, "package.module:Class", imported when a source is made."""
-    roles: tuple[str, ...] = ("outcome", "process")
+    scores: tuple[str, ...] = ("outcome", "process")
     """What it may score: the trajectory's outcome, its steps (a process reward), or both."""
     needs_context: bool = False
     """It belongs to a training run (a model of its own, continuations, the run's loop) and
@@ -63,12 +63,12 @@ SOURCES: dict[str, SourceKind] = {
 }
 
 
-def check_source(name: str, role: str, kwargs: dict[str, Any]) -> None:
+def check_source(name: str, scores: str, kwargs: dict[str, Any]) -> None:
     """A ConfigError for a source asked to score what it cannot or given arguments it does
     not take, found while the config loads: before any env or model is built."""
     kind = lookup(SOURCES, name, "reward source")
-    if role not in kind.roles:
-        raise ConfigError(f"reward source '{name}' scores steps: give it role: process")
+    if scores not in kind.scores:
+        raise ConfigError(f"reward source '{name}' scores steps: give it scores: process")
     if kind.settings is not None:
         validate(kind.settings, kwargs)
         return

@@ -1,5 +1,5 @@
 """A judge as a reward source (`source: judge`): a language model that scores each step (with
-`role: process`) or each whole trajectory (`per: trajectory`, an outcome) against a rubric.
+`scores: process`) or each whole trajectory (`per: trajectory`, an outcome) against a rubric.
 
 Any engine serves: an OpenAI-compatible chat endpoint (`base_url`: `toolgym serve model`,
 vLLM, a hosted API with its key in the environment variable `api_key_env`), or a model

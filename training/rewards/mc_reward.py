@@ -1,4 +1,4 @@
-"""Monte-Carlo step values as a reward source (`source: mc_values`, with `role: process`).
+"""Monte-Carlo step values as a reward source (`source: mc_values`, with `scores: process`).
 
 Every training step, for each unmasked trajectory, the budget picks steps to branch from
 (training/process/mc_values.py); from the state after each, restored by replaying the
@@ -36,7 +36,7 @@ from toolgym.training.rewards.stage import RewardError
 
 
 class MCSettings(ConfigModel):
-    """The settings of `{source: mc_values, role: process, kwargs: {...}}`, step values
+    """The settings of `{source: mc_values, scores: process, kwargs: {...}}`, step values
     estimated by continuing each trajectory from its intermediate states
     (training/rewards/mc_reward.py)."""
 
@@ -73,7 +73,7 @@ class MCValueReward(PreparedScores):
         """Branch every unmasked trajectory of the step where the budget says, and keep each
         step's value."""
         if returns is None:
-            raise RewardError("mc_values scores steps: give it `role: process`")
+            raise RewardError("mc_values scores steps: give it `scores: process`")
         t0 = time.perf_counter()
         kept = [
             (t, r)

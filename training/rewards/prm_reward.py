@@ -1,4 +1,4 @@
-"""The implicit PRM as a reward source (`source: implicit_prm`, with `role: process`).
+"""The implicit PRM as a reward source (`source: implicit_prm`, with `scores: process`).
 
 A language model of its own, loaded from the policy's starting weights (or `model`), that
 learns online from outcomes alone: at every training step it first scores the step's
@@ -71,7 +71,7 @@ class ImplicitPRMReward(PreparedScores):
         self, groups: Sequence[TrajectoryGroup], returns: Sequence[Sequence[float]] | None
     ) -> None:
         if returns is None:
-            raise RewardError("implicit_prm scores steps: give it `role: process`")
+            raise RewardError("implicit_prm scores steps: give it `scores: process`")
         t0 = time.perf_counter()
         kept = [
             [(t, r) for t, r in zip(g.trajectories, row, strict=True) if not t.masked and t.steps]

@@ -14,7 +14,7 @@ from toolgym.training.schedule import DECAYS
 
 
 class PRMSettings(ConfigModel):
-    """The settings of `{source: implicit_prm, role: process, kwargs: {...}}`, a process
+    """The settings of `{source: implicit_prm, scores: process, kwargs: {...}}`, a process
     reward model learned online from outcomes (training/rewards/prm_reward.py)."""
 
     model: str | None = None
@@ -34,7 +34,7 @@ class PRMSettings(ConfigModel):
     prefer: Literal["success", "return"] = "success"
     """What makes one trajectory of a group preferred to another: success over failure
     (an outcome return above 0), or a higher outcome return. The return is the sum of the
-    run's outcome rewards (those with role: outcome)."""
+    run's outcome rewards (those with scores: outcome)."""
     lora: LoraSection | None = None
     """Train a LoRA adapter on its weights instead of all of them: {r, alpha,
     target_modules}, as in the run's lora section."""

@@ -37,7 +37,7 @@ class RewardError(ToolgymError, ValueError):
     """A reward source gave something that cannot be trained on."""
 
 
-ROLES = ("outcome", "process")
+SCORES = ("outcome", "process")
 
 
 @dataclass(frozen=True)
@@ -45,19 +45,20 @@ class WeightedSource:
     name: str
     source: RewardSource
     weight: float
-    role: str = "outcome"
+    scores: str = "outcome"
+    """What it scores: the episode's outcome, or its steps (a process reward)."""
 
 
 class RewardStage:
     def __init__(self, sources: Sequence[WeightedSource]) -> None:
         self.sources = list(sources)
-        unknown = [s.role for s in self.sources if s.role not in ROLES]
+        unknown = [s.scores for s in self.sources if s.scores not in SCORES]
         if unknown:
-            raise ValueError(f"reward roles {unknown}: choose among {ROLES}")
+            raise ValueError(f"rewards scoring {unknown}: choose among {SCORES}")
 
     @property
     def has_process(self) -> bool:
-        return any(s.role == "process" for s in self.sources)
+        return any(s.scores == "process" for s in self.sources)
 
     async def aclose(self) -> None:
         """Close what sources hold open (a judge's connections or model)."""
@@ -114,19 +115,19 @@ class RewardStage:
         return [[self._combine(t, "outcome") for t in g.trajectories] for g in groups]
 
     async def _prepare(
-        self, role: str, groups: Sequence[TrajectoryGroup], returns: list[list[float]] | None
+        self, scores: str, groups: Sequence[TrajectoryGroup], returns: list[list[float]] | None
     ) -> None:
         for entry in self.sources:
-            if entry.role == role and isinstance(entry.source, PreparesScores):
+            if entry.scores == scores and isinstance(entry.source, PreparesScores):
                 await entry.source.prepare(groups, returns)
 
-    def _combine(self, trajectory: Trajectory, role: str) -> np.ndarray:
-        """The weighted sum of the `role` sources' values for each step."""
+    def _combine(self, trajectory: Trajectory, scores: str) -> np.ndarray:
+        """The weighted sum of the values of the sources that score `scores`, for each step."""
         total = np.zeros(len(trajectory.steps))
         if trajectory.masked:
             return total
         for entry in self.sources:
-            if entry.role != role:
+            if entry.scores != scores:
                 continue
             try:
                 values = list(entry.source(trajectory))
