@@ -18,8 +18,7 @@ from toolgym.agents.writer import EngineWriter
 from toolgym.envs.pool import EnvPool, Pool
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.registration import make
-from toolgym.envs.resources import Resources
-from toolgym.envs.search.engine import WRITER
+from toolgym.envs.resources import WRITER, Resources
 
 R = TypeVar("R")
 

@@ -31,6 +31,10 @@ from toolgym.log import get_logger
 log = get_logger(__name__)
 T = TypeVar("T")
 
+WRITER = "writer"
+"""The provider that turns a model directory into a text writer (a `Writer`,
+tools/search/engines/simulated.py): supplied by the runtime, which holds generation engines."""
+
 
 class Resources:
     """Resources by key, made on first request, closed in reverse order by `aclose`.

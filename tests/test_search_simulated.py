@@ -18,7 +18,7 @@ from toolgym.agents.rollout import RolloutConfig
 from toolgym.agents.runtime import Runtime
 from toolgym.agents.writer import EngineWriter
 from toolgym.envs import EnvRef, ListTasks, Resources
-from toolgym.envs.search.engine import WRITER
+from toolgym.envs.resources import WRITER
 from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
 from toolgym.tools.search.engines.base import Controls

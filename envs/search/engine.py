@@ -21,14 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolgym.envs.resources import Resources
+from toolgym.envs.resources import WRITER, Resources
 from toolgym.envs.search.world import World
 from toolgym.errors import ConfigError
 from toolgym.tools.search.corpus import write_corpus
 from toolgym.tools.search.engines.base import Hit, SearchEngine
-
-WRITER = "writer"
-"""The provider that turns a model directory into a `Writer` (tools/search/engines/simulated.py)."""
 
 
 @dataclass(frozen=True)
