@@ -11,14 +11,16 @@ import time
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from toolgym.errors import one_line
 from toolgym.log import get_logger
-from toolgym.training.config import TrainConfig
 from toolgym.training.run.advice import Advisor, Settings
 from toolgym.training.run.files import RUN_LOG, read_metrics, read_summary
 from toolgym.training.run.summary import run_summary, write_summary
+
+if TYPE_CHECKING:  # the CLI's progress reads this module: no config, numpy or torch
+    from toolgym.training.config import TrainConfig
 
 log = get_logger(__name__)
 
