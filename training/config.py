@@ -55,8 +55,8 @@ class EvalSetSection(EnvSection):
 
 class RewardSection(ConfigModel):
     source: Annotated[str, Choices("toolgym.training.rewards:SOURCES")]
-    """A reward source from training/rewards; what it scores and its kwargs are checked as the config
-    loads."""
+    """A reward source from training/rewards; what it scores and its kwargs are checked as
+    the config loads."""
     name: str | None = None
     """The component's name in Step.rewards and in reward/NAME metrics (default: source)."""
     weight: float = 1.0
@@ -76,13 +76,14 @@ class RewardSection(ConfigModel):
     @model_validator(mode="before")
     @classmethod
     def _scores_not_role(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "role" in data:  # its name before `role` meant env roles only
+        if isinstance(data, dict) and "role" in data:  # `role` is the part the policy plays
             raise ConfigError(f"rewards: `role: {data['role']}` is now `scores: {data['role']}`")
         return data
 
     @model_validator(mode="after")
     def _source_takes_these(self) -> RewardSection:
-        """What it scores and its kwargs are checked as the config loads, not after the model has."""
+        """What it scores and its kwargs are checked as the config loads, not once the model
+        has."""
         from toolgym.training.rewards import check_source
 
         check_source(self.source, self.scores, self.kwargs)
@@ -163,7 +164,10 @@ def _not_an_estimator(name: str, estimators: dict[str, Any]) -> str:
     if name in estimators:
         return f"advantage.{name}: the {name} estimator takes no settings"
     hint = f" Did you mean {' or '.join(homes)}?" if homes else did_you_mean(name, estimators)
-    return f"advantage.{name}: unknown setting (an estimator's settings go under advantage.NAME).{hint}"
+    return (
+        f"advantage.{name}: unknown setting (an estimator's settings go under "
+        f"advantage.NAME).{hint}"
+    )
 
 
 class OptimSection(ConfigModel):

@@ -85,18 +85,14 @@ sql_app = typer.Typer(
     help="SQL databases: generate them, serve them from a throwaway PostgreSQL.",
     no_args_is_help=True,
 )
-app.add_typer(model_app, name="model")
-app.add_typer(serve_app, name="serve")
-app.add_typer(rollouts_app, name="rollouts")
-app.add_typer(index_app, name="index")
-app.add_typer(search_app, name="search")
-app.add_typer(sandbox_app, name="sandbox")
 textworld_app = typer.Typer(
     help="Text adventure games: generate them from specs or settings.", no_args_is_help=True
 )
-app.add_typer(sql_app, name="sql")
-app.add_typer(textworld_app, name="textworld")
-
+for group, name in [
+    (model_app, "model"), (serve_app, "serve"), (rollouts_app, "rollouts"), (index_app, "index"),
+    (search_app, "search"), (sandbox_app, "sandbox"), (sql_app, "sql"), (textworld_app, "textworld"),
+]:  # fmt: skip
+    app.add_typer(group, name=name)
 
 app.command("list")(envs.list_envs)
 app.command("check")(envs.check)

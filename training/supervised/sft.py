@@ -29,6 +29,8 @@ class SFTConfig:
     """Sequences per optimizer step."""
     micro_batch_size: int = 8
     grad_clip: float = 1.0
+    weight_decay: float = 0.01
+    """AdamW's decoupled weight decay (torch's default, which the warm starts were measured with)."""
     seed: int = 0
 
 
@@ -57,7 +59,7 @@ def sft(
     kept = [d for d in demos if not d.trajectory.masked and any(d.imitate)]
     if not kept:
         raise ValueError("no demonstration to learn from")
-    optimizer = adamw(model, config.lr)
+    optimizer = adamw(model, config.lr, config.weight_decay)
     rng = random.Random(config.seed)
     losses: list[float] = []
     total = config.epochs * -(-len(kept) // config.batch_size)
