@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import os
 import shutil
 import subprocess
@@ -283,11 +284,53 @@ def wait_until_answers(url: str, process: subprocess.Popen[Any], within_s: float
             time.sleep(0.2)
 
 
+def listening_pids(port: int) -> set[int]:
+    """The processes holding a listening TCP socket on loopback `port` (Linux's /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                    inodes.add(fields[9])
+    holders = set()
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        with contextlib.suppress(OSError):
+            if os.readlink(fd).removeprefix("socket:[").removesuffix("]") in inodes:
+                holders.add(int(fd.parts[2]))
+    return holders
+
+
 def serve(args: list[str], what: str) -> Iterator[str]:
     """Run `toolgym ARGS --port P` as a real process on loopback until /health answers; yield
     its base URL, stop it afterwards. Its output goes to a file (a pipe nobody reads would
-    fill and stall a server that logs)."""
-    import tempfile
+    fill and stall a server that logs). A free port can be taken by another worker's server
+    before this one binds it, and that server would then answer /health: the port must be
+    held by this process, else it starts again on another."""
+    for _ in range(5):
+        process, url, output = _start(args, what)
+        if process.pid in listening_pids(int(url.rpartition(":")[2])):
+            break
+        process.kill()
+        process.wait()
+        output.close()
+    else:
+        raise RuntimeError(f"the {what} never held the port it was given")
+    PROCESSES[url] = process
+    try:
+        yield url
+    finally:  # also when a test closes the generator itself (GeneratorExit at the yield)
+        PROCESSES.pop(url, None)
+        output.close()
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _start(args: list[str], what: str) -> tuple[subprocess.Popen[str], str, Any]:
+    """`toolgym ARGS --port P` on a free port, once something answers its /health."""
     import time
     import urllib.request
 
@@ -304,24 +347,13 @@ def serve(args: list[str], what: str) -> Iterator[str]:
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
                 if response.status == 200:
-                    break
+                    return process, url, output
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
                 output.seek(0)
                 raise RuntimeError(f"the {what} did not start:\n{output.read()}") from None
             time.sleep(0.2)
-    PROCESSES[url] = process
-    try:
-        yield url
-    finally:  # also when a test closes the generator itself (GeneratorExit at the yield)
-        PROCESSES.pop(url, None)
-        output.close()
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 @pytest.fixture(scope="session")
