@@ -16,6 +16,8 @@ token by behaviour.py's correction.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from toolgym.errors import lookup
@@ -42,9 +44,7 @@ def ppo_clip_loss(
     policy the ratio is taken against, ...) over masked tokens. `config`: the run's loss
     section (default: its defaults)."""
     config = config or LossSection()
-    correction: Correction = load_callable(
-        lookup(CORRECTIONS, config.mode, "loss mode"), "loss mode"
-    )
+    correction = _correction(config.mode)
     anchor = old_logprobs
     weight = None
     if config.needs_proximal:
@@ -101,3 +101,10 @@ def _behaviour_metrics(
 def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
     m = mask.to(values.dtype)
     return float((values.detach() * m).sum() / m.sum().clamp(min=1))
+
+
+@functools.cache
+def _correction(mode: str) -> Correction:
+    """The weight function `loss.mode` names, imported once (the loss runs every micro-batch)."""
+    found: Correction = load_callable(lookup(CORRECTIONS, mode, "loss mode"), "loss mode")
+    return found
