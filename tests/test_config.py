@@ -126,6 +126,8 @@ def test_checking_a_shipped_config_loads_no_torch_and_no_env():
             r"(?s)advantage: .*gamma: Input should be less than or equal to 1",
         ),
         ("advantage.rloo.x=1", r"advantage.rloo: the rloo estimator takes no settings"),
+        ("advantage.gigpo=5", r"advantage.gigpo: give the gigpo estimator's settings as a mapping"),
+        ("advantage.gigpo=null", r"advantage.gigpo: .* as a mapping, not NoneType"),
     ],
 )
 def test_a_bad_reward_source_its_kwargs_or_an_engine_kind_fail_as_the_config_loads(override, error):

@@ -141,7 +141,12 @@ class AdvantageSection(ConfigModel):
             settings = ESTIMATORS[name].settings if name in ESTIMATORS else None
             if settings is None:
                 raise ConfigError(_not_an_estimator(name, ESTIMATORS))
-            extra[name] = validate(settings, value if isinstance(value, dict) else dict(value))
+            if isinstance(value, settings):  # an already checked config, copied or assigned
+                continue
+            if not isinstance(value, dict):
+                raise ConfigError(f"advantage.{name}: give the {name} estimator's settings as a "
+                                  f"mapping, not {type(value).__name__}")  # fmt: skip
+            extra[name] = validate(settings, value)
         for name, kind in ESTIMATORS.items():  # every estimator's, so a saved config shows all
             if kind.settings is not None and name not in extra:
                 extra[name] = kind.settings()
