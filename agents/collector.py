@@ -1,4 +1,5 @@
-"""Collect groups of N rollouts per task, many episodes at once under a concurrency limit.
+"""Collect groups of N rollouts per task, many episodes at once under a concurrency limit,
+each in the one episode frame (`play_pooled`) whoever plays it.
 
 Every member of a group starts from the same task and seed (what group-relative advantages
 compare); each episode runs on its own timeline, on an env instance taken from its env's
@@ -13,6 +14,7 @@ through its `pools` (the runtime's, in a run).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -20,8 +22,9 @@ from typing import Any, Protocol
 
 from toolgym.agents.engines.base import Engine
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.rollout import EpisodeRequest, Prefix, RolloutConfig, run_pooled
-from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
+from toolgym.agents.rollout import EnvLoop, EpisodeRequest, Prefix, RolloutConfig
+from toolgym.agents.trajectory import EpisodeEnd, Trajectory, TrajectoryGroup
+from toolgym.envs.episode_env import EpisodeEnv
 from toolgym.envs.pool import Pool
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.tasks import TaskDraw
@@ -192,8 +195,8 @@ def grouped(
 
 
 class PlaysGroups(Protocol):
-    """What plays a run's group requests: envs' own loops (RolloutCollector), or an agent
-    harness through the gateway (gateway/collector.py)."""
+    """What plays a run's group requests: a `Collector`, with the env's own loop or an agent
+    harness through the gateway as its way to play."""
 
     async def collect(
         self,
@@ -203,8 +206,49 @@ class PlaysGroups(Protocol):
     ) -> list[TrajectoryGroup]: ...
 
 
-class RolloutCollector:
-    """Runs the requested groups with at most `concurrency` episodes at once.
+class PlaysEpisode(Protocol):
+    """A way to play one episode on an env instance the frame holds: the env's own loop
+    (`EnvLoop`), or an agent harness through the gateway (gateway/collector.py)."""
+
+    async def play(self, env: EpisodeEnv, traj: Trajectory, request: EpisodeRequest) -> None:
+        """Play `request` into `traj`; never raises for the env's, the engine's or the agent's
+        failures: they end `traj` masked (`ENV_FAILED` or `TIMEOUT` retires the instance)."""
+        ...
+
+
+RETIRED = (EpisodeEnd.ENV_FAILED, EpisodeEnd.TIMEOUT)
+"""How an episode ended when its env instance is closed, not reused: it failed, or it may
+still be busy with a call the timeout left."""
+
+
+async def play_pooled(pool: Pool, request: EpisodeRequest, way: PlaysEpisode) -> Trajectory:
+    """The one frame of every episode: the trajectory the request names, an instance from
+    `pool`, the wall clock, and the instance given back after the episode or retired. A way
+    to play that raises (its own bug) masks the episode instead of failing its batch."""
+    traj = request.trajectory(pool.env_id, pool.name)
+    try:
+        env = await pool.acquire()
+    except Exception as exc:
+        traj.end, traj.infra_error = EpisodeEnd.INFRA_ERROR, str(exc)
+        return traj
+    start = time.perf_counter()
+    try:
+        await way.play(env, traj, request)
+    except Exception as exc:
+        traj.end = EpisodeEnd.ENV_FAILED
+        traj.infra_error = f"playing the episode failed: {type(exc).__name__}: {one_line(exc)}"
+    finally:
+        traj.elapsed_s = time.perf_counter() - start
+        if traj.end in RETIRED:
+            await pool.retire(env)
+        else:
+            pool.release(env)
+    return traj
+
+
+class Collector:
+    """Plays the requested groups, each episode in the frame (`play_pooled`) with `way`, at
+    most `concurrency` at once.
 
     Args:
         pools: the pool each request's env runs on (`Runtime.pool_for`, or `pools_of`).
@@ -213,15 +257,13 @@ class RolloutCollector:
 
     def __init__(
         self,
-        engine: Engine,
-        renderer: ChatRenderer,
-        config: RolloutConfig,
+        way: PlaysEpisode,
         pools: PoolSource,
         *,
         concurrency: int = 64,
         on_episode: Callable[[Trajectory], None] | None = None,
     ) -> None:
-        self.engine, self.renderer, self.config, self.pools = engine, renderer, config, pools
+        self.way, self.pools = way, pools
         self.concurrency, self.on_episode = concurrency, on_episode
         self.masked_total = 0
 
@@ -242,6 +284,42 @@ class RolloutCollector:
             for member in range(r.size)
         ]  # fmt: skip
         return grouped(requests, await self._run(episodes))
+
+    async def _run(self, episodes: list[tuple[Pool, EpisodeRequest]]) -> list[Trajectory]:
+        """Every episode (its pool and request), at most `concurrency` at once."""
+        limit = asyncio.Semaphore(self.concurrency)
+
+        async def one(pool: Pool, episode: EpisodeRequest) -> Trajectory:
+            async with limit:
+                traj = await play_pooled(pool, episode, self.way)
+            if self.on_episode is not None:
+                self.on_episode(traj)
+            return traj
+
+        results = await asyncio.gather(*(one(pool, e) for pool, e in episodes))
+        self.masked_total += sum(t.masked for t in results)
+        return list(results)
+
+
+class RolloutCollector(Collector):
+    """Groups played by the env's own loop (`EnvLoop`); and continuations of episodes
+    already played, which only a replayable env loop can give."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        renderer: ChatRenderer,
+        config: RolloutConfig,
+        pools: PoolSource,
+        *,
+        concurrency: int = 64,
+        on_episode: Callable[[Trajectory], None] | None = None,
+    ) -> None:
+        super().__init__(
+            EnvLoop(engine, renderer, config), pools, concurrency=concurrency,
+            on_episode=on_episode,
+        )  # fmt: skip
+        self.engine, self.renderer, self.config = engine, renderer, config
 
     async def branch(
         self,
@@ -264,18 +342,3 @@ class RolloutCollector:
             out.append(list(results[at : at + r.size]))
             at += r.size
         return out
-
-    async def _run(self, episodes: list[tuple[Pool, EpisodeRequest]]) -> list[Trajectory]:
-        """Every episode (its pool and request), at most `concurrency` at once."""
-        limit = asyncio.Semaphore(self.concurrency)
-
-        async def one(pool: Pool, episode: EpisodeRequest) -> Trajectory:
-            async with limit:
-                traj = await run_pooled(pool, self.engine, self.renderer, self.config, episode)
-            if self.on_episode is not None:
-                self.on_episode(traj)
-            return traj
-
-        results = await asyncio.gather(*(one(pool, e) for pool, e in episodes))
-        self.masked_total += sum(t.masked for t in results)
-        return list(results)

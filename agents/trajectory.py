@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import itertools
 import json
+import math
 from collections.abc import Hashable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -24,11 +25,12 @@ from toolgym.errors import ConfigError, ToolgymError, one_line
 Message = dict[str, Any]
 R = TypeVar("R")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The rollout schema's version, written with every trajectory (`schema_version`) and
 documented in docs/rollouts.md. A reader takes its own version and earlier ones (a line
 without one is version 0, the same fields) and refuses a later one by name. It moves when a
-field changes meaning or goes; a field added with a default keeps it."""
+field changes meaning or goes; a field added with a default keeps it. Version 2: `Step.reward`
+is the env's alone (a harness's result, a proposer's reward moved to `Trajectory.scores`)."""
 
 
 class ResultError(ToolgymError, ValueError):
@@ -55,6 +57,8 @@ class Step:
     action: str
     observation: list[Message]
     reward: float
+    """The env's reward for this step, as `astep` returned it: no one else writes it (scores
+    of the whole episode are `Trajectory.scores`)."""
     state_key: Hashable
     """The state the action was taken in (GiGPO groups steps by it)."""
     next_state_key: Hashable
@@ -66,8 +70,8 @@ class Step:
     env_s: float = 0.0
     policy_version: int = 0
     rewards: dict[str, float] = field(default_factory=dict)
-    """Named reward components (the env's and any added by the reward stage), weighted
-    into what the advantages read; `reward` stays the env's own."""
+    """Named reward components, written by the reward stage alone (one per configured source:
+    the env's, a recorded score, a judge's), weighted into what the advantages read."""
     result: Any = None
     """What the env handed back beside the observation (its info's "result": e.g. a task
     a proposer wrote), plain JSON data; read it typed with `Trajectory.results_as`."""
@@ -109,6 +113,11 @@ class Trajectory:
     solved: bool | None = None
     """The env's verdict of success (its info's "solved" at the end); None where the env
     gives none, and `success` falls back to a positive return."""
+    scores: dict[str, float] = field(default_factory=dict)
+    """Named scores of the whole episode, recorded while it was played by what knows them
+    (`record`: the gateway's `result` of a harness's answer, self-play's `proposer` reward).
+    They are no step's reward: the reward source of the same name gives each to the last
+    step's `rewards`."""
     segment_starts: list[int] = field(default_factory=list)
     """Offsets in token_ids where another context starts: an episode played through the
     gateway whose harness rewrote its history holds several token sequences one after
@@ -116,7 +125,15 @@ class Trajectory:
 
     @property
     def total_reward(self) -> float:
-        return float(sum(s.reward for s in self.steps))
+        """The env's rewards and the recorded scores, summed: the episode's return."""
+        return float(sum(s.reward for s in self.steps) + sum(self.scores.values()))
+
+    def record(self, name: str, score: float) -> None:
+        """Record the episode's score `name` (one hook for every score made beside the env's:
+        the reward stage reads it through its registered source, never from `Step.reward`)."""
+        if not math.isfinite(score):
+            raise ValueError(f"score {name!r} of {self.id} is {score}: scores must be finite")
+        self.scores[name] = float(score)
 
     @property
     def success(self) -> bool:
@@ -281,6 +298,11 @@ def _check_shape(trajectory: Trajectory) -> None:
         raise TypeError("its 'id' and 'env_id' must be strings")
     if not isinstance(trajectory.messages, list) or not isinstance(trajectory.token_ids, list):
         raise TypeError("its 'messages' and 'token_ids' must be lists")
+    scores = trajectory.scores
+    if not isinstance(scores, dict) or any(
+        isinstance(v, bool) or not isinstance(v, int | float) for v in scores.values()
+    ):
+        raise TypeError("its 'scores' must map names to numbers")
     for k, step in enumerate(trajectory.steps):
         numbers = (step.reward, step.generate_s, step.env_s)
         if any(isinstance(v, bool) or not isinstance(v, int | float) for v in numbers):

@@ -40,9 +40,10 @@ from common import tiny_model
 from transformers import AutoTokenizer
 
 import toolgym
+from toolgym.agents.collector import play_pooled
 from toolgym.agents.engines.base import Capabilities, Completion, SamplingParams
 from toolgym.agents.render import ChatRenderer
-from toolgym.agents.rollout import EpisodeRequest, RolloutConfig, run_pooled
+from toolgym.agents.rollout import EnvLoop, EpisodeRequest, RolloutConfig
 from toolgym.envs import EnvPool
 from toolgym.envs.maze import game
 from toolgym.envs.maze.layout import generate
@@ -138,9 +139,8 @@ def runner(
 
             async def one(seed: int) -> int:
                 async with limit:
-                    traj = await run_pooled(
-                        pool, Replay(turns[seed]), renderer, config, EpisodeRequest(seed=seed)
-                    )
+                    loop = EnvLoop(Replay(turns[seed]), renderer, config)
+                    traj = await play_pooled(pool, EpisodeRequest(seed=seed), loop)
                 assert traj.terminated, traj.infra_error
                 return len(traj.steps)
 

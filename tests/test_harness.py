@@ -272,7 +272,7 @@ def test_a_harness_run_trains_and_evaluates_through_the_gateway(
         f"model={tiny_model_dir}", f"run_dir={run}", "steps=2", "rollout.tasks_per_step=2",
         "eval.episodes=4", "eval.every_steps=2", "optim.minibatches=1",
         "optim.micro_batch_size=8", f"harness.agent={EXAMPLE.parent / agent}:solve",
-        'rewards=[{"source": "env"}, {"source": "format", "kwargs": {"invalid": -0.2}}]',
+        'rewards=[{"source": "result"}, {"source": "format", "kwargs": {"invalid": -0.2}}]',
         *overrides, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]

@@ -89,7 +89,7 @@ def step(builder: SelfPlay, collect: Scripted, number: int) -> list[TrajectoryGr
 
 def rewards(groups: list[TrajectoryGroup]) -> list[float]:
     proposers = [t for g in groups if g.group_id.endswith(":proposer") for t in g.trajectories]
-    return [t.steps[-1].reward for t in sorted(proposers, key=lambda t: int(t.id[1:]))]
+    return [t.scores["proposer"] for t in sorted(proposers, key=lambda t: int(t.id[1:]))]
 
 
 def test_a_step_whose_proposals_fail_still_trains_the_solver_on_its_whole_batch():

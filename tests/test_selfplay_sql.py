@@ -191,4 +191,4 @@ def test_a_task_the_domain_cannot_hand_to_its_solvers_is_refused_not_raised():
                        SelfPlaySection(domain="sql"), solvers=4)  # fmt: skip
     asyncio.run(builder._validate([proposal], ctx=None))
     assert proposal.rejected == "solver task: the check raised KeyError: 'db_id'"
-    assert proposal.trajectory.steps[-1].reward == -0.5  # read, then refused
+    assert proposal.trajectory.scores == {"proposer": -0.5}  # read, then refused

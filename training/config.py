@@ -480,7 +480,8 @@ class TrainConfig(ConfigModel):
     envs: list[EnvSection] = Field(default_factory=list)
     """A weighted mixture of envs (or of one env's task sets under different names)."""
     rewards: list[RewardSection] = Field(default_factory=lambda: [RewardSection(source="env")])
-    """The reward sources whose weighted sum the advantages read (default: the env's)."""
+    """The reward sources whose weighted sum the advantages read (default: the env's; with a
+    harness, the agent's `result`; in self-play, the env's and the `proposer` reward)."""
     rollout: RolloutSection = Field(default_factory=RolloutSection)
     """How each step's episodes are collected."""
     advantage: AdvantageSection = Field(default_factory=AdvantageSection)
@@ -523,6 +524,19 @@ class TrainConfig(ConfigModel):
     harness: HarnessSection | None = None
     """Play each episode with an agent harness through the gateway instead of the env's own
     loop; the env gives the tasks, their held-out split and (reward: env) the checker."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_scores_are_rewards(cls, data: Any) -> Any:
+        """By default a harness run is paid the agent's result, and self-play pays proposers
+        their reward besides the env's: the scores recorded while episodes play."""
+        if not isinstance(data, dict) or "rewards" in data:
+            return data
+        if data.get("harness") is not None:
+            return {**data, "rewards": [{"source": "result"}]}
+        if data.get("selfplay") is not None:
+            return {**data, "rewards": [{"source": "env"}, {"source": "proposer"}]}
+        return data
 
     @model_validator(mode="after")
     def _geometry(self) -> TrainConfig:
@@ -590,7 +604,19 @@ class TrainConfig(ConfigModel):
             )
         return self
 
+    def _recorded_scores_read(self) -> None:
+        """A score recorded while episodes play trains nothing unless a reward reads it."""
+        sources = {r.source for r in self.rewards}
+        if self.harness is not None and "result" not in sources:
+            raise ConfigError("harness: the agent's result is paid through the reward source "
+                              "`result`: add {source: result} to rewards")  # fmt: skip
+        play = self.selfplay
+        if play is not None and "proposer" not in sources and "proposer" not in play.frozen:
+            raise ConfigError("selfplay: proposers are paid through the reward source "
+                              "`proposer`: add {source: proposer} to rewards")  # fmt: skip
+
     def _harness_fits(self) -> None:
+        self._recorded_scores_read()
         if self.harness is None:
             return
         if self.selfplay is not None:

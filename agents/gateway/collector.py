@@ -4,8 +4,9 @@ of the agent at once, each copy one gateway session (one episode), scored by its
 An episode: an env instance from the request's pool is reset with the task (its opening is
 the agent's `task.prompt`, and it keeps the task's answer for the checker); a session is
 opened; the agent runs against the session's URL, within the episode timeout and an idle
-timeout (no call for that long: abandoned); the result is scored; the reward goes on the
-episode's last call. Whose fault a failure is goes by where it happened, never by what the
+timeout (no call for that long: abandoned); the result is scored and recorded as the
+trajectory's `result` score (the reward source of that name gives it to the last call;
+`Step.reward` stays the env's). Whose fault a failure is goes by where it happened, never by what the
 agent says: an agent that raises, exits with an error, hangs or is abandoned before it ever
 called the model could not be run (masked); once the policy has replied, the agent's failure
 is the policy's doing (a framework's turn limit, a reply it could not parse, a loop the
@@ -24,11 +25,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from toolgym.agents.collector import GroupRequest, PoolSource, grouped
+from toolgym.agents.collector import Collector, GroupRequest, PoolSource
 from toolgym.agents.gateway.harness import Harness, HarnessFailed, HarnessTask
 from toolgym.agents.gateway.result_reward import ResultReward
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import Session, SessionSettings
+from toolgym.agents.rollout import EpisodeRequest
 from toolgym.agents.trajectory import EpisodeEnd, Trajectory, TrajectoryGroup
 from toolgym.agents.vision import text_only
 from toolgym.envs.episode_env import EpisodeEnv
@@ -45,18 +47,18 @@ class HarnessLimits:
     """Agents running at once."""
 
 
-class HarnessCollector:
-    """Plays GroupRequests with a harness, as RolloutCollector plays them with envs."""
+class HarnessCollector(Collector):
+    """Groups played by an agent harness through the gateway (`HarnessEpisode`), in the same
+    frame as the env's own loop."""
 
     def __init__(
         self, gateway: Gateway, harness: Harness, reward: ResultReward,
         settings: SessionSettings, pools: PoolSource, limits: HarnessLimits = HarnessLimits(),
         on_episode: Callable[[Trajectory], None] | None = None,
     ) -> None:  # fmt: skip
-        self.gateway, self.harness, self.reward = gateway, harness, reward
-        self.settings, self.pools, self.limits = settings, pools, limits
-        self.on_episode = on_episode
-        self.masked_total = 0
+        way = HarnessEpisode(gateway, harness, reward, settings, limits)
+        super().__init__(way, pools, concurrency=limits.concurrency, on_episode=on_episode)
+        self.harness = harness
 
     async def collect(
         self,
@@ -64,63 +66,42 @@ class HarnessCollector:
         adapter: str | None = None,
         options: dict[str, Any] | None = None,
     ) -> list[TrajectoryGroup]:
-        """One group per request, in order; `options` go to every reset besides the task."""
-        limit = asyncio.Semaphore(self.limits.concurrency)
-        settings = replace(self.settings, adapter=adapter)
-
-        async def one(request: GroupRequest, member: int) -> Trajectory:
-            async with limit:
-                traj = await self._episode(request, member, settings, options)
-            if self.on_episode is not None:
-                self.on_episode(traj)
-            return traj
-
-        played = await asyncio.gather(*(one(r, m) for r in requests for m in range(r.size)))
-        self.masked_total += sum(t.masked for t in played)
-        unmasked = [t for t in played if not t.masked]
+        """One group per request, in order; `options` go to every reset besides the task. An
+        agent that never reaches the gateway stops the run: nothing would ever be learned."""
+        groups = await super().collect(requests, adapter, options)
+        unmasked = [t for g in groups for t in g.trajectories if not t.masked]
         if unmasked and not any(t.steps for t in unmasked):
             raise RunFailedError(
                 f"none of the {len(unmasked)} episodes the agent finished made a model call "
                 f"through the gateway ({self.harness.name}): the agent must send its calls to "
                 "the base_url and api_key it is given"
             )
-        return grouped(requests, played)
+        return groups
 
-    async def _episode(
-        self, request: GroupRequest, member: int, settings: SessionSettings,
-        options: dict[str, Any] | None,
-    ) -> Trajectory:  # fmt: skip
-        pool = self.pools(request.env)
-        draw = request.draw
-        traj = Trajectory(f"{request.group_id}:{member}", request.group_id, pool.env_id,
-                          draw.seed, env_name=pool.name, role=request.role, task=draw.task)  # fmt: skip
-        start = time.perf_counter()
-        try:
-            env = await pool.acquire()
-        except Exception as exc:
-            return _masked(traj, EpisodeEnd.INFRA_ERROR, f"no env instance: {one_line(exc)}")
-        healthy = True
-        try:
-            healthy = await self._play(env, traj, settings, {**(options or {}), "task": draw.task})
-        finally:
-            traj.elapsed_s = time.perf_counter() - start
-            if healthy:
-                pool.release(env)
-            else:
-                await pool.retire(env)
-        return traj
 
-    async def _play(
-        self, env: EpisodeEnv, traj: Trajectory, settings: SessionSettings,
-        options: dict[str, Any],
-    ) -> bool:  # fmt: skip
-        """Play one episode into `traj`; whether the env instance may be used again."""
+class HarnessEpisode:
+    """The harness as a way to play an episode: the env instance, reset with the task, keeps
+    the answer for the checker; the agent plays against a gateway session; its result is
+    scored, as the trajectory's `result` score."""
+
+    def __init__(
+        self, gateway: Gateway, harness: Harness, reward: ResultReward,
+        settings: SessionSettings, limits: HarnessLimits,
+    ) -> None:  # fmt: skip
+        self.gateway, self.harness, self.reward = gateway, harness, reward
+        self.settings, self.limits = settings, limits
+
+    async def play(self, env: EpisodeEnv, traj: Trajectory, request: EpisodeRequest) -> None:
+        """Play one episode into `traj` (an env that fails ends it `ENV_FAILED`, so the
+        frame retires the instance)."""
+        settings = replace(self.settings, adapter=request.adapter)
+        options = request.reset_options()
         try:
             async with asyncio.timeout(self.limits.episode_timeout_s):
                 opening, _ = await env.areset(seed=traj.seed, options=options)
         except Exception as exc:
             _masked(traj, EpisodeEnd.ENV_FAILED, f"the env's reset failed: {_why(exc)}")
-            return False
+            return
         traj.messages = list(opening)  # until the agent's first call says what the model read
         task = HarnessTask(traj.id, _prompt(opening), list(opening), traj.seed)
         session = self.gateway.open(settings, traj)
@@ -130,23 +111,23 @@ class HarnessCollector:
         except TimeoutError as exc:
             if not traj.steps:
                 _masked(traj, EpisodeEnd.TIMEOUT, str(exc))
-                return True
+                return
             result, policy_failed = None, str(exc)
         except Exception as exc:  # the agent's failure (HarnessFailed), or its command's
             why = str(exc) if isinstance(exc, HarnessFailed) else f"the harness failed: {_why(exc)}"
             if session.ended is None and not traj.steps:
                 _masked(traj, EpisodeEnd.INFRA_ERROR, why)
-                return True
+                return
             result = None  # a budget ended it, or the agent failed on the policy's replies
             policy_failed = None if session.ended else why
         finally:
             self.gateway.close(session)
         if session.failed:
             _masked(traj, EpisodeEnd.INFRA_ERROR, session.failed)
-            return True
+            return
         traj.end = session.ended.end if session.ended else EpisodeEnd.TERMINATED
         if not traj.steps:
-            return True  # the agent never asked the model: nothing to score or learn
+            return  # the agent never asked the model: nothing to score or learn
         try:
             reward = (
                 0.0
@@ -155,12 +136,11 @@ class HarnessCollector:
             )
         except Exception as exc:
             _masked(traj, EpisodeEnd.ENV_FAILED, f"scoring the result failed: {_why(exc)}")
-            return False
+            return
         traj.steps[-1].reward = reward
         if policy_failed is not None:
             traj.steps[-1].error = f"the agent failed after the policy's replies: {policy_failed}"
         traj.solved = reward >= SOLVED_REWARD  # the default rule: a full reward, never partial
-        return True
 
     async def _run(self, session: Session, task: HarnessTask) -> Any:
         """The agent's result, within the episode and idle timeouts (TimeoutError)."""

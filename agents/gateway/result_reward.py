@@ -14,6 +14,9 @@ from toolgym.errors import ConfigError
 from toolgym.tools.records import ToolCall
 
 ENV_CHECKER = "env"
+RESULT = "result"
+"""The trajectory score the harness records its result's reward under (and the reward source
+that reads it)."""
 
 
 class ResultReward(Protocol):

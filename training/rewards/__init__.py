@@ -1,5 +1,9 @@
 """Reward sources, one per file, picked by name from SOURCES; the stage that combines them.
 
+The one registry of what a run's rewards are made of: the env's own reward, terms over the
+trajectory, judges and learned process rewards, and the scores recorded while an episode was
+played (`result`: an agent harness's answer; `proposer`: a self-play proposer's reward).
+
 The registry names each source's class by its import path, loaded when a source is made:
 the config checks what a source scores and its settings against it without loading any source (a
 learned PRM's torch included)."""
@@ -48,6 +52,8 @@ SOURCES: dict[str, SourceKind] = {
     "format": SourceKind(f"{_HERE}.format_reward:FormatReward"),
     "length": SourceKind(f"{_HERE}.length_reward:LengthReward"),
     "function": SourceKind(f"{_HERE}.function_reward:FunctionReward"),
+    "result": SourceKind(f"{_HERE}.recorded_reward:AgentResult", ("outcome",)),
+    "proposer": SourceKind(f"{_HERE}.recorded_reward:ProposerReward", ("outcome",)),
     "implicit_prm": SourceKind(
         f"{_HERE}.prm_reward:ImplicitPRMReward",
         ("process",),
@@ -68,7 +74,8 @@ def check_source(name: str, scores: str, kwargs: dict[str, Any]) -> None:
     not take, found while the config loads: before any env or model is built."""
     kind = lookup(SOURCES, name, "reward source")
     if scores not in kind.scores:
-        raise ConfigError(f"reward source '{name}' scores steps: give it scores: process")
+        what = "steps" if kind.scores == ("process",) else "the episode's outcome"
+        raise ConfigError(f"reward source '{name}' scores {what}: give it scores: {kind.scores[0]}")
     if kind.settings is not None:
         validate(kind.settings, kwargs)
         return

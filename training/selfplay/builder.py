@@ -13,7 +13,9 @@ A step:
   3. Each valid task gets `solvers` episodes on the domain's solver env: a group of its own,
      id `{proposer's trajectory id}:solver`. Fewer than `solver_groups` valid tasks, and the
      pool tops the batch up (`s{step}.pool{k}:solver`, `s{step}.reference{k}:solver`).
-  4. A proposer's reward is its rule's (proposer_rewards.py) from its task's solve rate: the
+  4. A proposer's reward is its rule's (proposer_rewards.py) from its task's solve rate,
+     recorded as its episode's `proposer` score (the reward source of that name gives it to
+     the last step, beside the env's own rewards): the
      solvers' training episodes score it, no extra rollouts; with `scorer: snapshot`, as
      many episodes by a frozen copy of the policy do (training/selfplay/snapshot.py), handed on
      untrained as `{proposer's trajectory id}:snapshot`. A task refused by a stage earns
@@ -52,7 +54,7 @@ from toolgym.log import get_logger
 from toolgym.training.config import SelfPlaySection
 from toolgym.training.groups.base import BuildContext, Collect
 from toolgym.training.selfplay.pool import TaskPool
-from toolgym.training.selfplay.proposer_rewards import proposer_reward
+from toolgym.training.selfplay.proposer_rewards import PROPOSER, proposer_reward
 from toolgym.training.selfplay.validation import (
     FORMAT,
     Proposal,
@@ -235,9 +237,9 @@ class SelfPlay:
                     p.rejected, p.stage = f"{REPEAT}: the task {earlier} proposed this step", REPEAT
         penalty = {REPEAT: 0.0, FORMAT: self.settings.format_penalty}
         for p in proposals:
-            if p.rejected is not None and p.trajectory.steps:
-                p.trajectory.steps[-1].reward = penalty.get(
-                    p.stage or "", self.settings.invalid_penalty
+            if p.rejected is not None:
+                p.trajectory.record(
+                    PROPOSER, penalty.get(p.stage or "", self.settings.invalid_penalty)
                 )
 
     async def _ground(self, proposals: list[Proposal], ctx: BuildContext) -> None:
@@ -287,8 +289,8 @@ class SelfPlay:
         rate, proposer = solve_rate(solvers), proposal.trajectory
         if rate is None:
             proposer.infra_error = f"its solvers all failed to run ({solvers.group_id})"
-        elif proposer.steps:
-            proposer.steps[-1].reward = self.rule(rate)
+        else:
+            proposer.record(PROPOSER, self.rule(rate))
 
     def _proposer_groups(self, step: int, proposals: Sequence[Proposal]) -> list[TrajectoryGroup]:
         """One group per task kind (the partition baseline); unreadable proposals with the

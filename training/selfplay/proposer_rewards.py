@@ -20,6 +20,10 @@ from collections.abc import Callable
 
 from toolgym.errors import ConfigError, lookup
 
+PROPOSER = "proposer"
+"""The trajectory score a proposer's reward is recorded under (and the reward source that
+reads it)."""
+
 ProposerReward = Callable[[float], float]
 """A valid task's solve rate in [0, 1] -> the proposer's reward."""
 
