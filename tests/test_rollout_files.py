@@ -55,7 +55,9 @@ def test_every_line_carries_the_schema_version_and_a_later_one_is_refused(kept_r
     older = {k: v for k, v in lines[0].items() if k != "schema_version"}  # version 0
     later = lines[0] | {"schema_version": SCHEMA_VERSION + 1}
     (tmp_path / "mixed.jsonl").write_text(json.dumps(older) + "\n" + json.dumps(later) + "\n")
-    with pytest.raises(ConfigError, match=rf"mixed.jsonl:2: .*reads versions up to {SCHEMA_VERSION}"):
+    with pytest.raises(
+        ConfigError, match=rf"mixed.jsonl:2: .*reads versions up to {SCHEMA_VERSION}"
+    ):
         read_jsonl(tmp_path / "mixed.jsonl")
 
 
