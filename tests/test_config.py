@@ -154,3 +154,28 @@ def test_each_estimator_reads_its_own_settings_and_keeps_the_others():
     assert config.advantage.options() == {}
     again = TrainConfig.model_validate(config.model_dump())  # a saved run's config.json
     assert again.advantage.model_dump() == config.advantage.model_dump()
+
+
+def test_a_score_recorded_while_playing_is_paid_only_through_its_reward_source():
+    """A harness run is paid its agent's `result` and self-play its `proposer` reward by
+    default; a `rewards` list that leaves them out would train on nothing the episode earned,
+    and is refused naming the fix."""
+    from toolgym.training.config import TrainConfig
+
+    harness = ROOT / "configs" / "harness_arithmetic.yaml"
+    selfplay = ROOT / "configs" / "selfplay_maze.yaml"
+    assert [r.source for r in load_config(TrainConfig, harness, ["model=m"]).rewards] == ["result"]
+    played = load_config(TrainConfig, selfplay, ["model=m"])
+    assert [r.source for r in played.rewards] == ["env", "proposer"]
+    saved = TrainConfig.model_validate(played.model_dump())  # a resumed run's config.json
+    assert [r.source for r in saved.rewards] == ["env", "proposer"]
+    with pytest.raises(ConfigError, match=r"add \{source: result\} to rewards"):
+        load_config(TrainConfig, harness, ["model=m", "rewards=[{source: env}]"])
+    with pytest.raises(ConfigError, match=r"add \{source: proposer\} to rewards"):
+        load_config(TrainConfig, selfplay, ["model=m", "rewards=[{source: env}]"])
+    frozen = ["model=m", "rewards=[{source: env}]", "selfplay.frozen=[proposer]"]
+    assert [r.source for r in load_config(TrainConfig, selfplay, frozen).rewards] == ["env"]
+    with pytest.raises(ConfigError, match=r"'result' scores the episode's outcome"):
+        load_config(
+            TrainConfig, harness, ["model=m", "rewards=[{source: result, scores: process}]"]
+        )

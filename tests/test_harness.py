@@ -27,10 +27,11 @@ from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.runtime import Runtime
-from toolgym.agents.trajectory import EpisodeEnd, read_jsonl
+from toolgym.agents.trajectory import EpisodeEnd, TrajectoryGroup, read_jsonl
 from toolgym.envs.ref import EnvRef
 from toolgym.errors import RunFailedError
 from toolgym.imports import load_callable
+from toolgym.training.rewards import RewardStage, WeightedSource, make_source
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "agents" / "arithmetic_openai.py"
@@ -112,6 +113,35 @@ def test_an_agent_that_fails_on_the_policys_replies_counts_as_a_zero_not_a_mask(
     assert all(e.startswith("the agent failed after the policy's replies: ") for e in errors)
     assert sum("could not parse the reply" in e for e in errors) == 2
     assert sum("abandoned" in e for e in errors) == 2
+
+
+def test_the_result_is_the_episodes_recorded_score_and_never_a_step_reward(played):
+    """The env's checker scores the agent's result; the verdict is the trajectory's `result`
+    score (what the reward source of that name pays), `Step.reward` stays the env's (0:
+    the agent's calls never reached the env), and only a right answer is a success."""
+
+    def agent(answer_right: bool):
+        async def solve(task, base_url, api_key):
+            client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key)
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": task.prompt}], max_tokens=4
+            )
+            a, op, b = task.prompt.removeprefix("What is ").rstrip("?").split()
+            value = (
+                int(a) + int(b) if op == "+" else int(a) - int(b) if op == "-" else int(a) * int(b)
+            )
+            return str(value if answer_right else value + 1)
+
+        return CallableHarness(solve)
+
+    right, wrong = played(agent(True), tasks=3), played(agent(False), tasks=3)
+    assert all(t.scores == {"result": 1.0} and t.success for t in right)
+    assert all(t.scores == {"result": 0.0} and not t.success for t in wrong)
+    assert all(s.reward == 0.0 for t in right + wrong for s in t.steps)
+    stage = RewardStage([WeightedSource("result", make_source("result"), 1.0)])
+    for episodes in (right, wrong):  # a step's ids are unique: one step each
+        asyncio.run(stage.score([TrajectoryGroup("g", 0, episodes)]))
+    assert [t.steps[-1].rewards["result"] for t in right + wrong] == [1.0] * 6 + [0.0] * 6
 
 
 def test_a_hung_or_silent_agent_is_stopped_and_masked(played):
@@ -279,6 +309,7 @@ def test_a_harness_run_trains_and_evaluates_through_the_gateway(
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [0, 1, 2] and "eval/success" in metrics[-1]
     assert "reward/format" in metrics[-1]  # the run's other reward sources score it too
+    assert "reward/result" in metrics[-1]  # the agent's result, through its reward source
     kept = read_jsonl(run / "rollouts" / "step_000002.jsonl")
     assert kept and all(t.steps and not t.masked for t in kept)
     assert all("calculator" in [s["function"]["name"] for s in t.tools] for t in kept)

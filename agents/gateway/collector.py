@@ -27,7 +27,7 @@ from typing import Any
 
 from toolgym.agents.collector import Collector, GroupRequest, PoolSource
 from toolgym.agents.gateway.harness import Harness, HarnessFailed, HarnessTask
-from toolgym.agents.gateway.result_reward import ResultReward
+from toolgym.agents.gateway.result_reward import RESULT, ResultReward
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import Session, SessionSettings
 from toolgym.agents.rollout import EpisodeRequest
@@ -137,7 +137,7 @@ class HarnessEpisode:
         except Exception as exc:
             _masked(traj, EpisodeEnd.ENV_FAILED, f"scoring the result failed: {_why(exc)}")
             return
-        traj.steps[-1].reward = reward
+        traj.record(RESULT, reward)
         if policy_failed is not None:
             traj.steps[-1].error = f"the agent failed after the policy's replies: {policy_failed}"
         traj.solved = reward >= SOLVED_REWARD  # the default rule: a full reward, never partial
