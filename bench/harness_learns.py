@@ -31,7 +31,7 @@ from toolgym.agents.demonstrations import Demonstration
 from toolgym.agents.engines.base import Capabilities, Completion, SamplingParams
 from toolgym.agents.gateway.collector import HarnessCollector
 from toolgym.agents.gateway.harness import CallableHarness
-from toolgym.agents.gateway.result_reward import result_reward
+from toolgym.agents.gateway.result_check import result_check
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
 from toolgym.agents.models.loading import load_model, load_tokenizer
@@ -98,7 +98,7 @@ def demonstrations(model_dir: Path, episodes: int, slips: float) -> list[Demonst
         draws = env.unwrapped.task_source().head("train", episodes)
         pool.release(env)
         collector = HarnessCollector(
-            gateway, CallableHarness(load_callable(AGENT, "agent")), result_reward("env"),
+            gateway, CallableHarness(load_callable(AGENT, "agent")), result_check("env"),
             SessionSettings(SamplingParams(max_tokens=64), max_calls=4), runtime.pool_for,
         )  # fmt: skip
         groups = await collector.collect([GroupRequest(ARITHMETIC, d, 1) for d in draws])

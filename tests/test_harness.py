@@ -22,7 +22,7 @@ from toolgym.agents.engines.base import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.gateway.collector import HarnessCollector, HarnessLimits
 from toolgym.agents.gateway.harness import CallableHarness, CommandHarness
-from toolgym.agents.gateway.result_reward import result_reward
+from toolgym.agents.gateway.result_check import result_check
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
 from toolgym.agents.render import ChatRenderer
@@ -58,7 +58,7 @@ def played(tiny_model_dir):
 
     def play(harness, tasks=1, size=2, limits=None, **settings):
         settings = SessionSettings(SamplingParams(max_tokens=24, seed=3), **settings)
-        collector = HarnessCollector(gateway, harness, result_reward("env"), settings,
+        collector = HarnessCollector(gateway, harness, result_check("env"), settings,
                                      runtime.pool_for, limits or HarnessLimits())  # fmt: skip
         requests = [GroupRequest(ARITHMETIC, d, size) for d in draws[:tasks]]
         return [t for g in runtime.run(collector.collect(requests)) for t in g.trajectories]

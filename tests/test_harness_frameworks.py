@@ -16,7 +16,7 @@ from toolgym.agents.engines.base import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.gateway.collector import HarnessCollector
 from toolgym.agents.gateway.harness import CallableHarness
-from toolgym.agents.gateway.result_reward import result_reward
+from toolgym.agents.gateway.result_check import result_check
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
 from toolgym.agents.render import ChatRenderer
@@ -86,7 +86,7 @@ def play(calculator_model_dir):
     def play_(example: str, size: int = 2):
         agent = load_callable(f"{EXAMPLES / example}:solve", "agent")
         settings = SessionSettings(SamplingParams(max_tokens=48, temperature=0.0), max_calls=4)
-        collector = HarnessCollector(gateway, CallableHarness(agent), result_reward("env"),
+        collector = HarnessCollector(gateway, CallableHarness(agent), result_check("env"),
                                      settings, runtime.pool_for)  # fmt: skip
         groups = runtime.run(
             collector.collect([GroupRequest(ARITHMETIC, d, size) for d in draws()])

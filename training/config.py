@@ -14,7 +14,7 @@ from toolgym.config import Choices, ConfigModel, validate
 from toolgym.envs.ref import EnvRef
 from toolgym.errors import ConfigError, did_you_mean
 from toolgym.training.lora import LoraSection
-from toolgym.training.selfplay.proposer_rewards import proposer_reward
+from toolgym.training.selfplay.proposer_rules import proposer_rule
 
 
 class EnvSection(ConfigModel):
@@ -397,7 +397,7 @@ class SelfPlaySection(ConfigModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> SelfPlaySection:
-        proposer_reward(self.reward)  # a ConfigError names what is wrong
+        proposer_rule(self.reward)  # a ConfigError names what is wrong
         band = self.solver_band
         if band is not None and not 0 <= band[0] <= band[1] <= 1:
             raise ConfigError(f"selfplay.solver_band {list(band)}: give [lo, hi] with "

@@ -11,7 +11,7 @@ from toolgym.agents.collector import PoolSource
 from toolgym.agents.engines import Engine
 from toolgym.agents.gateway.collector import HarnessCollector, HarnessLimits
 from toolgym.agents.gateway.harness import CallableHarness, CommandHarness, Harness
-from toolgym.agents.gateway.result_reward import ResultReward, result_reward
+from toolgym.agents.gateway.result_check import ResultCheck, result_check
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
 from toolgym.agents.policy_gate import PolicyGate
@@ -34,7 +34,7 @@ class HarnessPlay:
             CallableHarness.named(section.agent) if section.agent is not None
             else CommandHarness(section.command or [], section.pass_env, section.isolate)
         )  # fmt: skip
-        self.reward: ResultReward = result_reward(section.reward, section.answer_tool)
+        self.reward: ResultCheck = result_check(section.reward, section.answer_tool)
         self.max_calls = min(section.max_calls, max_turns or section.max_calls)
 
     async def collector(

@@ -27,7 +27,7 @@ from typing import Any
 
 from toolgym.agents.collector import Collector, GroupRequest, PoolSource
 from toolgym.agents.gateway.harness import Harness, HarnessFailed, HarnessTask
-from toolgym.agents.gateway.result_reward import RESULT, ResultReward
+from toolgym.agents.gateway.result_check import RESULT, ResultCheck
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import Session, SessionSettings
 from toolgym.agents.rollout import EpisodeRequest
@@ -52,7 +52,7 @@ class HarnessCollector(Collector):
     frame as the env's own loop."""
 
     def __init__(
-        self, gateway: Gateway, harness: Harness, reward: ResultReward,
+        self, gateway: Gateway, harness: Harness, reward: ResultCheck,
         settings: SessionSettings, pools: PoolSource, limits: HarnessLimits = HarnessLimits(),
         on_episode: Callable[[Trajectory], None] | None = None,
     ) -> None:  # fmt: skip
@@ -85,7 +85,7 @@ class HarnessEpisode:
     scored, as the trajectory's `result` score."""
 
     def __init__(
-        self, gateway: Gateway, harness: Harness, reward: ResultReward,
+        self, gateway: Gateway, harness: Harness, reward: ResultCheck,
         settings: SessionSettings, limits: HarnessLimits,
     ) -> None:  # fmt: skip
         self.gateway, self.harness, self.reward = gateway, harness, reward

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym.envs.answer_rewards import answer_reward, checked_reward
+from toolgym.envs.answer_checks import answer_check, checked_reward
 from toolgym.envs.arithmetic.env import generate_task
 from toolgym.envs.tasks import SeedTasks, TaskSource, choose_task, needs_keys
 from toolgym.envs.tasks.loading import GradesAnswers, load_tasks, source_grade
@@ -75,7 +75,7 @@ class MCPEnv(ToolEnv):
         self.reward_given = reward is not None
         """A reward named here wins over a task source's own grader."""
         self.reward_name = reward or ("exact" if tasks is not None else "number")
-        self.reward_function = answer_reward(self.reward_name)
+        self.reward_function = answer_check(self.reward_name)
         self.task: dict[str, Any] = {}
         self.answered: str | None = None
         self._reward: float | None = None

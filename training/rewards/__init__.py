@@ -52,8 +52,8 @@ SOURCES: dict[str, SourceKind] = {
     "format": SourceKind(f"{_HERE}.format_reward:FormatReward"),
     "length": SourceKind(f"{_HERE}.length_reward:LengthReward"),
     "function": SourceKind(f"{_HERE}.function_reward:FunctionReward"),
-    "result": SourceKind(f"{_HERE}.recorded_reward:AgentResult", ("outcome",)),
-    "proposer": SourceKind(f"{_HERE}.recorded_reward:ProposerReward", ("outcome",)),
+    "result": SourceKind(f"{_HERE}.recorded_reward:ResultScore", ("outcome",)),
+    "proposer": SourceKind(f"{_HERE}.recorded_reward:ProposerScore", ("outcome",)),
     "implicit_prm": SourceKind(
         f"{_HERE}.prm_reward:ImplicitPRMReward",
         ("process",),

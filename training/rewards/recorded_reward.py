@@ -6,9 +6,9 @@ gets 0 (a solver's episode in a self-play step)."""
 
 from __future__ import annotations
 
-from toolgym.agents.gateway.result_reward import RESULT
+from toolgym.agents.gateway.result_check import RESULT
 from toolgym.agents.trajectory import Trajectory
-from toolgym.training.selfplay.proposer_rewards import PROPOSER
+from toolgym.training.selfplay.proposer_rules import PROPOSER
 
 
 class RecordedScore:
@@ -19,9 +19,9 @@ class RecordedScore:
         return [0.0] * (steps - 1) + [trajectory.scores.get(self.name, 0.0)] if steps else []
 
 
-class AgentResult(RecordedScore):
+class ResultScore(RecordedScore):
     name = RESULT
 
 
-class ProposerReward(RecordedScore):
+class ProposerScore(RecordedScore):
     name = PROPOSER

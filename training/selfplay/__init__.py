@@ -1,6 +1,6 @@
-"""Self-play: one policy proposes verifiable tasks and solves them (proposer_rewards.py says
+"""Self-play: one policy proposes verifiable tasks and solves them (proposer_rules.py says
 what a proposal earns)."""
 
-from toolgym.training.selfplay.proposer_rewards import PROPOSER_REWARDS, proposer_reward
+from toolgym.training.selfplay.proposer_rules import PROPOSER_RULES, proposer_rule
 
-__all__ = ["PROPOSER_REWARDS", "proposer_reward"]
+__all__ = ["PROPOSER_RULES", "proposer_rule"]

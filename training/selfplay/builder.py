@@ -13,7 +13,7 @@ A step:
   3. Each valid task gets `solvers` episodes on the domain's solver env: a group of its own,
      id `{proposer's trajectory id}:solver`. Fewer than `solver_groups` valid tasks, and the
      pool tops the batch up (`s{step}.pool{k}:solver`, `s{step}.reference{k}:solver`).
-  4. A proposer's reward is its rule's (proposer_rewards.py) from its task's solve rate,
+  4. A proposer's reward is its rule's (proposer_rules.py) from its task's solve rate,
      recorded as its episode's `proposer` score (the reward source of that name gives it to
      the last step, beside the env's own rewards): the
      solvers' training episodes score it, no extra rollouts; with `scorer: snapshot`, as
@@ -54,7 +54,7 @@ from toolgym.log import get_logger
 from toolgym.training.config import SelfPlaySection
 from toolgym.training.groups.base import BuildContext, Collect
 from toolgym.training.selfplay.pool import TaskPool
-from toolgym.training.selfplay.proposer_rewards import PROPOSER, proposer_reward
+from toolgym.training.selfplay.proposer_rules import PROPOSER, proposer_rule
 from toolgym.training.selfplay.validation import (
     FORMAT,
     Proposal,
@@ -131,7 +131,7 @@ class SelfPlay:
         """Solver episodes per valid task (its group): the run's rollout.rollouts_per_task."""
         self.scorer = scorer
         """Plays the episodes whose solve rate pays a proposer; None: its solvers do."""
-        self.rule = proposer_reward(settings.reward)
+        self.rule = proposer_rule(settings.reward)
         self.proposed = 0
         """Proposals made so far (their ids are p0, p1, ...)."""
         self.solved = 0

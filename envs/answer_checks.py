@@ -16,7 +16,7 @@ from typing import Any
 from toolgym.errors import ConfigError
 from toolgym.imports import load_callable
 
-AnswerReward = Callable[[str, Mapping[str, Any]], float]
+AnswerCheck = Callable[[str, Mapping[str, Any]], float]
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
@@ -77,16 +77,16 @@ def number(answer: str, task: Mapping[str, Any]) -> float:
     return 0.0
 
 
-REWARDS: dict[str, AnswerReward] = {"exact": exact, "contains": contains, "number": number}
+CHECKS: dict[str, AnswerCheck] = {"exact": exact, "contains": contains, "number": number}
 
 
-def answer_reward(name: str) -> AnswerReward:
+def answer_check(name: str) -> AnswerCheck:
     """The reward called `name`, or the function "package.module:function" names."""
-    if name in REWARDS:
-        return REWARDS[name]
+    if name in CHECKS:
+        return CHECKS[name]
     if ":" not in name:
         raise ConfigError(
-            f"unknown reward {name!r}: one of {', '.join(REWARDS)}, or 'package.module:function'"
+            f"unknown reward {name!r}: one of {', '.join(CHECKS)}, or 'package.module:function'"
         )
     return load_callable(name, "reward function")
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from toolgym.errors import ConfigError
-from toolgym.training.selfplay import proposer_reward
+from toolgym.training.selfplay import proposer_rule
 
 CASES = {
     # solve rate:      never, 1 of 4, half, 3 of 4, always
@@ -21,7 +21,7 @@ RATES = [0.0, 0.25, 0.5, 0.75, 1.0]
 
 @pytest.mark.parametrize("spec", CASES)
 def test_each_rule_pays_what_it_says(spec):
-    rule = proposer_reward(spec)
+    rule = proposer_rule(spec)
     assert [rule(rate) for rate in RATES] == CASES[spec]
 
 
@@ -39,4 +39,4 @@ def test_each_rule_pays_what_it_says(spec):
 )
 def test_a_bad_spec_is_refused_with_its_reason(spec, why):
     with pytest.raises(ConfigError, match=re.escape(why)):
-        proposer_reward(spec)
+        proposer_rule(spec)

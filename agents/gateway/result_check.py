@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from toolgym.envs.answer_rewards import REWARDS, answer_reward, checked_reward
+from toolgym.envs.answer_checks import CHECKS, answer_check, checked_reward
 from toolgym.envs.episode_env import EpisodeEnv
 from toolgym.envs.tool_env import ToolEnv
 from toolgym.errors import ConfigError
@@ -19,7 +19,7 @@ RESULT = "result"
 that reads it)."""
 
 
-class ResultReward(Protocol):
+class ResultCheck(Protocol):
     async def score(self, env: EpisodeEnv, task: dict[str, Any] | None, result: Any) -> float:
         """The episode's reward for `result`; `env` was reset with `task` (the drawn task's
         data, which the agent never sees)."""
@@ -57,12 +57,12 @@ class AnswerFunction:
     """An answer reward by name; the shipped ones read the result as text."""
 
     def __init__(self, name: str) -> None:
-        self.name, self.function = name, answer_reward(name)
+        self.name, self.function = name, answer_check(name)
 
     async def score(self, env: EpisodeEnv, task: dict[str, Any] | None, result: Any) -> float:
-        given = str(result) if self.name in REWARDS else result
+        given = str(result) if self.name in CHECKS else result
         return checked_reward(self.function(given, task or {}), self.name)
 
 
-def result_reward(name: str, answer_tool: str = "answer") -> ResultReward:
+def result_check(name: str, answer_tool: str = "answer") -> ResultCheck:
     return EnvTool(answer_tool) if name == ENV_CHECKER else AnswerFunction(name)

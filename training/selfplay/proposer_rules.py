@@ -1,5 +1,5 @@
 """What a proposer earns for a valid task, from its solvers' solve rate: one rule per name,
-picked from PROPOSER_REWARDS. A proposal that failed validation earns the run's penalties
+picked from PROPOSER_RULES. A proposal that failed validation earns the run's penalties
 instead (`selfplay.invalid_penalty`, `selfplay.format_penalty`); these rules see only valid
 proposals.
 
@@ -24,7 +24,7 @@ PROPOSER = "proposer"
 """The trajectory score a proposer's reward is recorded under (and the reward source that
 reads it)."""
 
-ProposerReward = Callable[[float], float]
+ProposerRule = Callable[[float], float]
 """A valid task's solve rate in [0, 1] -> the proposer's reward."""
 
 
@@ -36,7 +36,7 @@ def one_minus(rate: float) -> float:
     return 1.0 - rate
 
 
-def band(lo: float, hi: float) -> ProposerReward:
+def band(lo: float, hi: float) -> ProposerRule:
     if not 0.0 <= lo <= hi <= 1.0:
         raise ConfigError(f"band({lo}, {hi}): give 0 <= lo <= hi <= 1")
 
@@ -46,7 +46,7 @@ def band(lo: float, hi: float) -> ProposerReward:
     return within
 
 
-PROPOSER_REWARDS: dict[str, Callable[..., ProposerReward]] = {
+PROPOSER_RULES: dict[str, Callable[..., ProposerRule]] = {
     "learnability": lambda: learnability,
     "one_minus": lambda: one_minus,
     "band": band,
@@ -55,13 +55,13 @@ PROPOSER_REWARDS: dict[str, Callable[..., ProposerReward]] = {
 _CALL = re.compile(r"^\s*(\w+)\s*(?:\(([^()]*)\))?\s*$")
 
 
-def proposer_reward(spec: str) -> ProposerReward:
+def proposer_rule(spec: str) -> ProposerRule:
     """The rule `spec` names: `learnability`, `one_minus` or `band(lo, hi)`."""
     match = _CALL.match(spec)
     if match is None:
         raise ConfigError(f"proposer reward {spec!r}: give a name, or band(lo, hi)")
     name, written = match.groups()
-    make = lookup(PROPOSER_REWARDS, name, "proposer reward")
+    make = lookup(PROPOSER_RULES, name, "proposer reward")
     wanted = "band(lo, hi), two numbers" if name == "band" else f"{name}, no arguments"
     try:
         numbers = [float(a) for a in written.split(",")] if written and written.strip() else []
