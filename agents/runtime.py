@@ -39,6 +39,11 @@ class Runtime:
         self.resources = Resources(self.providers)
         self.pools: dict[str, Pool] = {}
 
+    def at_step(self, step: int, steps: int) -> None:
+        """Move the run's clock (`Resources.clock`) to training step `step` of `steps`: what
+        the envs' shared resources read where they follow training's progress."""
+        self.resources.clock.at(step, steps)
+
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:

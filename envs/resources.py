@@ -12,6 +12,10 @@ other: nothing of the kind lives in a module-level registry.
 A set copied into a forked child (Gymnasium's async vector env forks its workers) is the
 parent's: the child forgets what it holds, closing nothing, and makes its own on first use.
 
+The run's clock (`Resources.clock`) is where training is: the runtime moves it before each
+step plays, and what follows training's progress (a simulated search engine's noise
+curriculum) reads it at reset, so no reset option carries the trainer's step.
+
 Providers are how a higher layer hands a lower one a way to make something without an
 import: the runtime (agents) provides "writer", which turns a model directory into a text
 writer, so the simulated search engine (tools) reaches a generation engine by injection.
@@ -23,6 +27,7 @@ import asyncio
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from toolgym.errors import ConfigError, did_you_mean
@@ -34,6 +39,21 @@ T = TypeVar("T")
 WRITER = "writer"
 """The provider that turns a model directory into a text writer (a `Writer`,
 tools/search/engines/simulated.py): supplied by the runtime, which holds generation engines."""
+
+
+@dataclass
+class RunClock:
+    """Where the run these resources serve is: step `step` of `steps`. Moved by the runtime
+    (the trainer, before each step's episodes play); never by a task or a policy."""
+
+    step: int = 0
+    steps: int | None = None
+    """None: no run moves it (an env used on its own, an evaluation)."""
+
+    def at(self, step: int, steps: int) -> None:
+        if steps < 1 or not 0 <= step <= steps:
+            raise ValueError(f"the run's clock at step {step} of {steps}: give 0 <= step <= steps")
+        self.step, self.steps = step, steps
 
 
 class Resources:
@@ -58,6 +78,8 @@ class Resources:
         self.close_timeout_s = close_timeout_s
         self._loop = loop
         self._made: dict[Hashable, asyncio.Future[Any]] = {}
+        self.clock = RunClock()
+        """Where the run is (see RunClock)."""
         self._pid = os.getpid()
         self.opened = 0
         """How many resources were made (a gauge for tests and logs)."""

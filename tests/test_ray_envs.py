@@ -11,7 +11,9 @@ import time
 import pytest
 
 from tests.conftest import FIXTURES, ROOT
+from toolgym.agents.runtime import Runtime
 from toolgym.config import load_config
+from toolgym.envs.ref import EnvRef
 from toolgym.training.config import TrainConfig
 from toolgym.training.quickstart_recipe import ENV_ARGS
 from toolgym.training.trainer import Trainer
@@ -40,6 +42,25 @@ def cluster():
 
 def steps_of(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_the_run_clock_reaches_the_envs_in_this_process_and_on_actors(cluster):
+    """The runtime moves the run's clock before a step plays; an env reads it at reset from
+    its shared resources, in this process and on a Ray actor (sent with the reset)."""
+    ref = EnvRef("clock", "fixture_envs:fixture/ClockCoin-v0", {})
+
+    async def opening(pool) -> str:
+        env = await pool.acquire()
+        obs, _ = await env.areset(seed=0)
+        pool.release(env)
+        return obs[-1]["content"]
+
+    for runtime in (Runtime(), RayRuntime("local", env_actors=1, env_cpus=0.5)):
+        pool = runtime.pool_for(ref)
+        assert runtime.run(opening(pool)).endswith("(step 0 of None)")  # no run moved it
+        runtime.at_step(3, 7)
+        assert runtime.run(opening(pool)).endswith("(step 3 of 7)")
+        runtime.close()
 
 
 def test_the_quickstart_trains_through_ray_env_actors(cluster, quickstart_run, tmp_path):

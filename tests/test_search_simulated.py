@@ -117,7 +117,10 @@ def test_the_env_passes_the_trainer_step_and_shows_written_documents(tiny_model_
         env.reset(seed=0)  # the model reaches the env only by injection
     resources = Resources({WRITER: EngineWriter.load})
     env.use_resources(resources)
-    env.reset(seed=0, options={"training_step": (10, 10)})
+    resources.clock.at(10, 10)  # as the runtime moves it before a step plays
+    env.reset(seed=0)
+    assert env.engine.noise == 1.0
+    env.reset(seed=0, options={"training_step": (0, 10)})  # a reset option moves nothing
     assert env.engine.noise == 1.0
     obs, _, _, _, info = env.step(env.parser.render([ToolCall("search", {"query": "Trelix"})]))
     assert obs[0]["content"].startswith("Doc 1 [id sim-") and info["infra_error"] is None

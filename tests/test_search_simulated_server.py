@@ -236,7 +236,8 @@ def test_the_search_env_trains_against_it_and_sends_the_trainer_step(simulated_s
     noisy = {}
     for step in (0, 10):  # the schedule's start (p = 0.1) and end (p = 0.9)
         before = health(simulated_server)["written"]
-        env.reset(seed=0, options={"training_step": (step, 10)})
+        env.unwrapped.resources.clock.at(step, 10)  # as the runtime moves it
+        env.reset(seed=0)
         for _ in range(3):
             call = ToolCall("search", {"query": "Trelix founder"})
             obs, *_ = env.step(env.parser.render([call]))

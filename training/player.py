@@ -131,7 +131,7 @@ class Player:
             self.acollect,
             temperature=self.config.rollout.temperature,
             sampling_seed=self.step_seed(step),
-            options={"training_step": (step, self.config.steps)},
+            step=step,
             hold_turns=hold_turns,
         )
 
@@ -139,24 +139,23 @@ class Player:
         return self.config.seed * 100_003 + step
 
     def collect(
-        self,
-        requests: Sequence[GroupRequest],
-        temperature: float,
-        sampling_seed: int | None,
-        options: dict[str, Any] | None = None,
+        self, requests: Sequence[GroupRequest], temperature: float, sampling_seed: int | None
     ) -> list[TrajectoryGroup]:
-        return self.runtime.run(self.acollect(requests, temperature, sampling_seed, options))
+        return self.runtime.run(self.acollect(requests, temperature, sampling_seed))
 
     async def acollect(
         self,
         requests: Sequence[GroupRequest],
         temperature: float,
         sampling_seed: int | None,
-        options: dict[str, Any] | None = None,
+        step: int | None = None,
         hold_turns: bool = False,
     ) -> list[TrajectoryGroup]:
-        """The requests' groups, played by the current policy on the run's loop (`hold_turns`:
+        """The requests' groups, played by the current policy on the run's loop (`step`: the
+        training step they are played for, where the run's clock moves first; `hold_turns`:
         the gate held around each turn, for episodes that go on across weight syncs)."""
+        if step is not None:
+            self.runtime.at_step(step, self.config.steps)
         rollout = replace(self.rollout_config(temperature, sampling_seed), hold_turns=hold_turns)
         collector: PlaysGroups
         if self.harness is not None:
@@ -169,7 +168,7 @@ class Player:
                 self.engine, self.renderer, rollout, self.runtime.pool_for,
                 concurrency=self.config.rollout.concurrency, on_episode=self.on_episode,
             )  # fmt: skip
-        return await collector.collect(requests, adapter=self.adapter, options=options)
+        return await collector.collect(requests, adapter=self.adapter)
 
     def rollout_config(self, temperature: float, sampling_seed: int | None) -> RolloutConfig:
         r = self.config.rollout
@@ -203,8 +202,8 @@ class Player:
         collector = RolloutCollector(
             self.engine, self.renderer, rollout, self.runtime.pool_for, concurrency=r.concurrency
         )
-        options = {"training_step": (step, self.config.steps)}
-        played = await collector.branch(branches, adapter=self.adapter, options=options)
+        self.runtime.at_step(step, self.config.steps)
+        played = await collector.branch(branches, adapter=self.adapter)
         groups = [TrajectoryGroup(f"branch:{i}", None, c) for i, c in enumerate(played)]
         scores = await outcome_returns(groups)
         return [

@@ -29,6 +29,7 @@ from toolgym.envs.episode_env import EpisodeEnv
 from toolgym.envs.pool import EnvPool, Pool
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.registration import make
+from toolgym.envs.resources import RunClock
 from toolgym.envs.tasks import TaskSource
 from toolgym.errors import EnvBuildError, one_line
 
@@ -54,7 +55,13 @@ class EnvHost:
         self.leased[lease] = await self.pool.acquire()
         return lease
 
-    async def reset(self, lease: str, seed: int | None, options: dict[str, Any] | None) -> Any:
+    async def reset(
+        self, lease: str, seed: int | None, options: dict[str, Any] | None,
+        clock: tuple[int, int] | None = None,
+    ) -> Any:  # fmt: skip
+        """Reset a lent instance, the actor's clock moved to the driver's run first."""
+        if clock is not None:
+            self.pool.resources.clock.at(*clock)
         return await self.leased[lease].areset(seed=seed, options=options)
 
     async def step(self, lease: str, action: str) -> Any:
@@ -92,7 +99,10 @@ class RemoteEnv:
         return self
 
     async def areset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-        return await self.pool.hosts[self.host].reset.remote(self.lease, seed, options)
+        """Reset on the actor, whose resources' clock is set to the driver's first."""
+        clock = self.pool.clock
+        where = None if clock.steps is None else (clock.step, clock.steps)
+        return await self.pool.hosts[self.host].reset.remote(self.lease, seed, options, where)
 
     async def astep(self, action: str) -> Any:
         result = await self.pool.hosts[self.host].step.remote(self.lease, action)
@@ -116,8 +126,13 @@ class RayEnvPool:
     """The driver's pool of one env whose instances live in `actors` Ray actors of `cpus`
     CPUs each (a fraction shares a core)."""
 
-    def __init__(self, ref: EnvRef, actors: int, cpus: float, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, ref: EnvRef, actors: int, cpus: float, timeout_s: float = 60.0,
+        clock: RunClock | None = None,
+    ) -> None:  # fmt: skip
         self.ref, self.name, self.env_id = ref, ref.name, ref.env_id
+        self.clock = clock or RunClock()
+        """The driver's run clock, sent to the actor with each reset."""
         self.timeout_s = timeout_s
         host = restartable(EnvHost, cpus)
         self.hosts = [host.remote(ref.env_id, dict(ref.kwargs), ref.name) for _ in range(actors)]
@@ -207,4 +222,4 @@ class RayRuntime(Runtime):
         self.env_actors, self.env_cpus = env_actors, env_cpus
 
     def make_pool(self, env: EnvRef) -> Pool:
-        return RayEnvPool(env, self.env_actors, self.env_cpus)
+        return RayEnvPool(env, self.env_actors, self.env_cpus, clock=self.resources.clock)

@@ -21,8 +21,8 @@ Arguments: tasks (JSONL path or list of {"question", "answers"}; Search-R1's "go
     with the question and searching is off, as self-play's grounding check asks; default: `n_questions` `hops`-hop questions over World(world_seed,
     world_size)); the engine: server_url (a `/retrieve` server), index (a directory from
     `toolgym index build`), simulator (a model directory that writes the results, with
-    noise = (p_start, p_end, base) over training; the trainer passes its step in
-    `reset(options={"training_step": (i, m)})`), engine (any SearchEngine instance, e.g.
+    noise = (p_start, p_end, base) over training, read at the step of the run's clock,
+    `Resources.clock`, which the trainer moves), engine (any SearchEngine instance, e.g.
     `SimulatedEngine.self_search(EngineWriter(policy, renderer))` for SSRL), or none of them
     (in-process bm25 over the world); topk, doc_chars, reward, format_reward, max_turns, plus
     ToolEnv's.
@@ -125,8 +125,9 @@ class _SearchEnvBase(ToolEnv):
             made: SearchEngine = await self.shared(choice.key, lambda: choice.open(self.resources))
             self.engine = made
         engine: SearchEngine = self.engine
-        if "training_step" in options:  # the trainer's clock, for a simulated engine's noise
-            engine.set_training_step(*options["training_step"])
+        clock = self.resources.clock  # the run's, for a simulated engine's noise curriculum
+        if clock.steps is not None:
+            engine.set_training_step(clock.step, clock.steps)
         # Without a task (play, a bare reset), the seed picks one of the training tasks.
         given = options.get("task")
         task = dict(given) if given is not None else self.tasks.task("train", task_seed)
