@@ -55,21 +55,26 @@ class GroupRequest:
     draw: TaskDraw
     size: int = 1
     role: str = "policy"
+    name: str | None = None
+    """The group's id, where the builder that asks for it names it (self-play's
+    `{proposal}:solver`); None: made from the env, split and draw index."""
 
     @property
     def group_id(self) -> str:
-        """Unique per env, split and draw index (a train index is never drawn twice)."""
-        return f"{self.env.name}:{self.draw.split}:{self.draw.index}"
+        """Unique per env, split and draw index (a train index is never drawn twice), or the
+        name given: its episodes' ids start with it."""
+        return self.name or f"{self.env.name}:{self.draw.split}:{self.draw.index}"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON where the task is), to send the request to another process."""
         return {"env": self.env.to_dict(), "draw": asdict(self.draw), "size": self.size,
-                "role": self.role}  # fmt: skip
+                "role": self.role, "name": self.name}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GroupRequest:
+        name = data.get("name")
         return cls(EnvRef.from_dict(data["env"]), TaskDraw(**data["draw"]), int(data["size"]),
-                   str(data["role"]))  # fmt: skip
+                   str(data["role"]), None if name is None else str(name))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,9 @@ def test_a_step_whose_proposals_fail_still_trains_the_solver_on_its_whole_batch(
     assert solvers[0] == "p0:solver"
     # the pool's one past proposal does not exist yet (it joins after the step): references
     assert solvers[1:] == [f"s0.reference{k}:solver" for k in range(5)]
+    for g in groups:  # named when asked for, not renamed after: its episodes carry the name
+        if g.group_id.endswith(":solver"):
+            assert all(t.id.startswith(f"{g.group_id}:") for t in g.trajectories)
     metrics = builder.last_metrics
     assert (metrics["solver_groups/proposed"], metrics["solver_groups/pool"],
             metrics["solver_groups/reference"]) == (1, 0, 5)  # fmt: skip

@@ -146,15 +146,17 @@ class SelfPlay:
         proposals = await self._propose(ctx)
         await self._validate(proposals, ctx)
         valid = [p for p in proposals if p.rejected is None and p.task is not None]
-        solved = await ctx.collect([self._solve(p.task) for p in valid if p.task is not None])
+        solved = await ctx.collect(
+            [self._solve(p.task, f"{p.trajectory.id}:solver") for p in valid if p.task]
+        )
         scored = await self._score(valid, ctx.step) if self.scorer is not None else solved
-        for p, group, scoring in zip(valid, solved, scored, strict=True):
-            group.group_id = f"{p.trajectory.id}:solver"
+        for p, scoring in zip(valid, scored, strict=True):
             self._reward(p, scoring)
         topped = self.pool.fill(max(self.settings.solver_groups - len(solved), 0))
-        extra = await ctx.collect([self._solve(task) for _, task in topped]) if topped else []
-        for k, ((source, _), group) in enumerate(zip(topped, extra, strict=True)):
-            group.group_id = f"s{ctx.step}.{source}{k}:solver"
+        extra = await ctx.collect([
+            self._solve(task, f"s{ctx.step}.{source}{k}:solver")
+            for k, (source, task) in enumerate(topped)
+        ]) if topped else []  # fmt: skip
         known = {self.domain.identity(t) for t in self.pool.tasks}
         new = [p.task for p in valid if p.task and self.domain.identity(p.task) not in known]
         self.pool.add(new)
@@ -263,10 +265,13 @@ class SelfPlay:
         "snapshot"), kept out of the update (they are counted among the step's episodes:
         they cost env steps)."""
         assert self.scorer is not None
-        requests = [replace(self._solve(p.task), role="snapshot") for p in valid if p.task]
+        requests = [
+            replace(self._solve(p.task, f"{p.trajectory.id}:snapshot"), role="snapshot")
+            for p in valid
+            if p.task
+        ]
         scored = await self.scorer.collect_for(step)(requests)
-        for p, group in zip(valid, scored, strict=True):
-            group.group_id = f"{p.trajectory.id}:snapshot"
+        for group in scored:
             group.untrained = "it scores its proposal (selfplay.scorer: snapshot)"
         return scored
 
@@ -276,14 +281,14 @@ class SelfPlay:
         self.domain.solver_task(task)
         return None
 
-    def _solve(self, task: ProposedTask) -> GroupRequest:
-        """A solver group's request; its draw index is the run's count of them, so its
-        episodes' ids are unique in the run."""
+    def _solve(self, task: ProposedTask, name: str) -> GroupRequest:
+        """A solver group's request, its group called `name`; its draw index is the run's
+        count of them."""
         reset = self.domain.solver_task(task)
         seed = reset.get("seed")
         index, self.solved = self.solved, self.solved + 1
         draw = TaskDraw("selfplay", index, reset, seed if isinstance(seed, int) else index)
-        return GroupRequest(self.domain.solver, draw, self.solvers, "solver")
+        return GroupRequest(self.domain.solver, draw, self.solvers, "solver", name)
 
     def _reward(self, proposal: Proposal, solvers: TrajectoryGroup) -> None:
         rate, proposer = solve_rate(solvers), proposal.trajectory
