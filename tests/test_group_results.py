@@ -22,13 +22,17 @@ from toolgym.envs.resources import Resources
 from toolgym.envs.tasks import TaskDraw
 
 
+PAID = "rewards=[{source: env}, {source: proposer}]"
+"""The env's rewards, and the proposer's score the builder records."""
+
+
 class Proposal(BaseModel):
     seed: int
 
 
 class ProposeThenSolve:
     """Each step: one proposer group of 2; each proposal is solved by a group of 2 on Maze;
-    a proposer is rewarded by how many of its solvers failed."""
+    a proposer is rewarded by how many of its solvers failed (its recorded `proposer` score)."""
 
     def __init__(self, maze: EnvRef) -> None:
         self.proposer = EnvRef("propose", "fixture/Propose-v0")
@@ -47,7 +51,7 @@ class ProposeThenSolve:
             (solved,) = await ctx.collect([GroupRequest(self.maze, draw, 2, "solver")])
             solved.group_id = f"solve:{self.proposed}"  # the builder names its groups
             failed = sum(not s.masked and s.total_reward <= 0 for s in solved.trajectories)
-            t.steps[-1].reward = failed / 2  # waits on the solvers' group
+            t.record("proposer", failed / 2)  # waits on the solvers' group
             groups.append(solved)
         return groups
 
@@ -62,7 +66,7 @@ class ProposeThenSolve:
 def test_a_builder_reads_typed_results_and_rewards_a_proposer_by_its_solvers(
     tool_calling_model_dir, tmp_path, mode
 ):
-    settings = config(tool_calling_model_dir, tmp_path, "steps=2", f"mode={mode}")
+    settings = config(tool_calling_model_dir, tmp_path, "steps=2", f"mode={mode}", PAID)
     builder = ProposeThenSolve(settings.mixture[0].ref)
     trainer = Recording(settings, groups=builder)
     metrics = trainer.run()
@@ -72,6 +76,7 @@ def test_a_builder_reads_typed_results_and_rewards_a_proposer_by_its_solvers(
         proposers = [g for g in step["groups"] if g.startswith("propose:")]
         assert len(proposers) == 1 and len(step["groups"]) == 3
     assert all(m["env_steps"] > 2 for m in metrics)
+    assert all("reward/proposer" in m for m in metrics)
 
 
 def test_results_are_plain_bounded_json_and_read_typed(tool_calling_model_dir):
@@ -104,7 +109,7 @@ def test_results_are_plain_bounded_json_and_read_typed(tool_calling_model_dir):
 def test_a_builder_mixture_shares_each_steps_groups_by_weight(tool_calling_model_dir, tmp_path):
     from toolgym.training.groups import BuilderMixture, TaskGroups
 
-    settings = config(tool_calling_model_dir, tmp_path, "steps=2", "rollout.tasks_per_step=2")
+    settings = config(tool_calling_model_dir, tmp_path, "steps=2", "rollout.tasks_per_step=2", PAID)
     maze = settings.mixture[0]
     tasks = TaskGroups([maze], {maze.label: SeedTasks()}, settings.seed, 3, tasks_per_step=2)
     selfplay = ProposeThenSolve(maze.ref)
