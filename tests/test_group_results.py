@@ -21,7 +21,6 @@ from toolgym.envs.registration import make
 from toolgym.envs.resources import Resources
 from toolgym.envs.tasks import TaskDraw
 
-
 PAID = "rewards=[{source: env}, {source: proposer}]"
 """The env's rewards, and the proposer's score the builder records."""
 
