@@ -28,7 +28,7 @@ from toolgym.envs.episode_env import EpisodeEnv
 from toolgym.envs.pool import Pool
 from toolgym.envs.ref import EnvRef
 from toolgym.envs.tasks import TaskDraw
-from toolgym.errors import RunFailedError, one_line
+from toolgym.errors import EpisodesMasked, one_line
 from toolgym.intervals import item_wilson
 
 PoolSource = Callable[[EnvRef], Pool]
@@ -174,16 +174,17 @@ def tool_exceptions(trajectories: Sequence[Trajectory]) -> list[str]:
 
 
 def require_unmasked(trajectories: Sequence[Trajectory], where: str) -> None:
-    """Raise RunFailedError when every trajectory was masked: nothing was learned or measured,
-    and going on would report success on nothing. The message counts the causes and quotes
-    the first one."""
+    """Raise EpisodesMasked (a RunFailedError) when every trajectory was masked: nothing was
+    learned or measured, and going on would report success on nothing. The message counts the
+    causes and quotes the first one; the error holds every reason's count."""
     if not trajectories or not all(t.masked for t in trajectories):
         return
     causes = Counter(str(t.end.value if t.end else "unknown") for t in trajectories)
     first = one_line(trajectories[0].infra_error)
     counted = ", ".join(f"{n} {cause}" for cause, n in causes.most_common())
-    raise RunFailedError(
-        f"{where}: all {len(trajectories)} rollouts failed ({counted}); the first: {first}"
+    raise EpisodesMasked(
+        f"{where}: all {len(trajectories)} rollouts failed ({counted}); the first: {first}",
+        masked_reasons(trajectories),
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 from toolgym.agents.collector import summarize
 from toolgym.agents.demonstrations import demonstrations
 from toolgym.agents.render import ChatRenderer
+from toolgym.agents.trajectory import read_jsonl
 from toolgym.envs import make
 
 
@@ -53,6 +54,13 @@ def test_train_whose_rollouts_all_fail_stops_naming_the_cause(cli, tiny_model_di
         "step raised RuntimeError: sandbox died",
     )
     assert not (tmp_path / "policy").exists()
+    # the episodes that stopped it stay readable, and the summary counts them with their reason
+    kept = read_jsonl(tmp_path / "rollouts" / "step_000001.jsonl")
+    assert len(kept) == 4 and all(t.masked for t in kept)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"].startswith("failed: training step 1: all 4 rollouts failed")
+    assert summary["masked"]["episodes"] == 4
+    assert summary["masked"]["reasons"] == {"step raised RuntimeError: sandbox died": 4}
 
 
 def test_eval_with_a_rejected_value_or_a_failing_env(cli, tiny_model_dir, tmp_path):

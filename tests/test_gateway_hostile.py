@@ -168,3 +168,15 @@ def test_a_history_nested_thousands_deep_is_a_400(gateway, loop_thread):
         assert "nested too deeply" in answer.json()["error"]["message"]
     client.chat.completions.create(model="m", messages=CHAT_MESSAGES)
     assert len(session.trajectory.steps) == 1
+
+
+def test_a_route_the_gateway_does_not_serve_is_a_404_naming_those_it_does(gateway, loop_thread):
+    """The OpenAI Agents SDK calls /v1/responses by default: its 404 says what to call."""
+    session, client = open_session(gateway, loop_thread)
+    responses = openai.OpenAI(base_url=gateway.url_of(session), api_key=session.key, max_retries=0)
+    with pytest.raises(openai.NotFoundError) as raised:
+        responses.responses.create(model="m", input="hi")
+    message = raised.value.body["message"]
+    assert message.startswith("POST /") and "/v1/responses: not served here (served: " in message
+    assert "POST /v1/chat/completions" in message and "GET /v1/models" in message
+    assert session.trajectory.steps == []

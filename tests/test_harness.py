@@ -120,12 +120,14 @@ def test_the_result_is_the_episodes_recorded_score_and_never_a_step_reward(playe
     score (what the reward source of that name pays), `Step.reward` stays the env's (0:
     the agent's calls never reached the env), and only a right answer is a success."""
 
-    def agent(answer_right: bool):
+    def agent(answer_right: bool | None):
         async def solve(task, base_url, api_key):
             client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key)
             await client.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": task.prompt}], max_tokens=4
             )
+            if answer_right is None:
+                return None  # no answer: the policy's failure, a 0, never a mask
             a, op, b = task.prompt.removeprefix("What is ").rstrip("?").split()
             value = (
                 int(a) + int(b) if op == "+" else int(a) - int(b) if op == "-" else int(a) * int(b)
@@ -138,6 +140,8 @@ def test_the_result_is_the_episodes_recorded_score_and_never_a_step_reward(playe
     assert all(t.scores == {"result": 1.0} and t.success for t in right)
     assert all(t.scores == {"result": 0.0} and not t.success for t in wrong)
     assert all(s.reward == 0.0 for t in right + wrong for s in t.steps)
+    none = played(agent(None), tasks=3)
+    assert all(not t.masked and t.scores == {"result": 0.0} for t in none)
     stage = RewardStage([WeightedSource("result", make_source("result"), 1.0)])
     for episodes in (right, wrong):  # a step's ids are unique: one step each
         asyncio.run(stage.score([TrajectoryGroup("g", 0, episodes)]))
@@ -199,6 +203,17 @@ def test_a_command_line_is_a_harness(played, tmp_path):
     assert all(t.masked and "exited with 1: no key" in t.infra_error for t in failing)
     killed = played(CommandHarness([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"]))
     assert all(t.masked and "exited with" in t.infra_error for t in killed)
+    silent = tmp_path / "silent.py"  # asks the model, then prints no answer
+    silent.write_text(ASK_ONCE)
+    unanswered = played(CommandHarness([sys.executable, str(silent)]))
+    assert all(not t.masked and t.scores == {"result": 0.0} for t in unanswered)
+    # the error that ended it is named, though the framework logged on after it
+    logs_after = ("import atexit, sys\n"
+                  "atexit.register(print, '[non-fatal] Tracing: max retries reached', file=sys.stderr)\n"
+                  "raise LookupError('no route /v1/responses')\n")  # fmt: skip
+    noisy = played(CommandHarness([sys.executable, "-c", logs_after]))
+    reason = "exited with 1: LookupError: no route /v1/responses (then: [non-fatal] Tracing: max"
+    assert all(t.masked and reason in t.infra_error for t in noisy)
 
 
 ASK_ONCE = (

@@ -119,6 +119,9 @@ def test_bad_requests_get_openai_errors(client, model_server):
     )
     status, body = raw(f"{model_server}/v1/nothing", b"{}")
     assert status == 404 and json.loads(body)["error"]["type"] == "NotFoundError"
+    message = json.loads(body)["error"]["message"]  # it names what to call instead
+    assert message.startswith("POST /v1/nothing: not served here (served: ")
+    assert "POST /v1/completions" in message and "POST /v1/chat/completions" in message
 
 
 def test_error_bodies_have_vllms_shape(model_server):

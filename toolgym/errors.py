@@ -50,6 +50,15 @@ class RunFailedError(ToolgymError, RuntimeError):
     """A run cannot produce anything worth keeping (every rollout of a step was masked)."""
 
 
+class EpisodesMasked(RunFailedError):
+    """Every episode of a step or an evaluation was masked: what stops the run, with how many
+    were masked for each reason (the run's summary counts them)."""
+
+    def __init__(self, message: str, reasons: dict[str, int]) -> None:
+        super().__init__(message)
+        self.reasons = reasons
+
+
 def one_line(text: object, limit: int = 300) -> str:
     """`text` as one short line, for an error message that quotes another (an exception, a
     tool's output): whitespace collapsed, cut at `limit` characters."""

@@ -235,6 +235,8 @@ class Trainer:
         everything = [t for g in groups for t in g.trajectories]
         if not everything:
             raise RunFailedError(f"training step {number}: the group builder made no episodes")
+        if all(t.masked for t in everything):  # what stops the run stays readable
+            self.run_files.keep_rollouts(number, everything)
         require_unmasked(everything, f"training step {number}")
         if raised := tool_exceptions(everything):
             log.warning(

@@ -155,16 +155,40 @@ class CommandHarness:
             with contextlib.suppress(BaseException):
                 await output  # retrieved, so its cancellation is not logged
         if code != 0:
-            lines = err.decode(errors="replace").strip().splitlines()
-            raise HarnessFailed(
-                f"the command exited with {code}: {one_line(lines[-1] if lines else '')}"
-            )
+            raise HarnessFailed(f"the command exited with {code}: {failure(err)}")
         if more:
             raise HarnessFailed(f"the command printed more than {OUTPUT_LIMIT} bytes")
         return out.decode(errors="replace").strip()
 
 
 EXIT_POLL_S = 0.02
+TAIL_LINES = 3
+"""The lines of a failed command's standard error quoted after the exception it raised."""
+
+
+def failure(stderr: bytes) -> str:
+    """Why a command failed, in one bounded line: the exception its last Python traceback
+    ended with, then the lines its standard error ended with after it (a framework often
+    logs after the error that ended it: the last line alone can be a retry notice)."""
+    lines = [line.rstrip() for line in stderr.decode(errors="replace").splitlines()]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        return "(nothing on its standard error)"
+    at = _raised_at(lines)
+    if at is None:
+        return one_line(" | ".join(lines[-TAIL_LINES:]), 600)
+    after = lines[at + 1 :][-TAIL_LINES:]
+    then = f" (then: {one_line(' | '.join(after), 300)})" if after else ""
+    return one_line(lines[at], 400) + then
+
+
+def _raised_at(lines: list[str]) -> int | None:
+    """Where the exception line of the last traceback in `lines` is (its first unindented
+    line after the frames)."""
+    starts = [k for k, line in enumerate(lines) if line.startswith("Traceback (most recent call")]
+    if not starts:
+        return None
+    return next((k for k in range(starts[-1] + 1, len(lines)) if not lines[k][0].isspace()), None)
 
 
 async def _exit_code(process: asyncio.subprocess.Process) -> int:

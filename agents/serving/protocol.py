@@ -186,14 +186,26 @@ async def api_errors(request: web.Request, handler: Handler) -> web.StreamRespon
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return web.json_response(
-            ApiError(exc.status, f"{request.method} {request.path}: {exc.reason}").body(),
-            status=exc.status,
+        asked = f"{request.method} {request.path[:200]}"
+        why = (
+            f"not served here (served: {served(request.app)})" if exc.status == 404 else exc.reason
         )
+        return web.json_response(ApiError(exc.status, f"{asked}: {why}").body(), status=exc.status)
     except Exception as exc:  # a bug: the client still gets JSON, the log gets the traceback
         log.exception("%s %s failed", request.method, request.path)
         error = ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "InternalServerError")
         return web.json_response(error.body(), status=500)
+
+
+def served(app: web.Application) -> str:
+    """The routes `app` answers, as "METHOD path" (a client that called another one, the
+    OpenAI Agents SDK's /v1/responses say, learns what to call instead)."""
+    routes = [
+        f"{route.method} {route.resource.canonical}"
+        for route in app.router.routes()
+        if route.method != "HEAD" and route.resource is not None
+    ]
+    return ", ".join(dict.fromkeys(routes))
 
 
 def cut_at_stop(text: str, stops: list[str]) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from toolgym.errors import one_line
+from toolgym.errors import EpisodesMasked, one_line
 from toolgym.log import get_logger
 from toolgym.training.run.advice import Advisor, Settings
 from toolgym.training.run.files import RUN_LOG, read_metrics, read_summary
@@ -117,7 +117,8 @@ class RunLog:
             records = read_metrics(self.run_dir)
             status = ending(self.config, records, exc)
             wall = self.earlier_s + time.perf_counter() - self.started
-            summary = run_summary(self.config, records, status, wall)
+            lost = exc.reasons if isinstance(exc, EpisodesMasked) else None
+            summary = run_summary(self.config, records, status, wall, lost)
             write_summary(self.run_dir, summary)
             for line in summary_lines(summary):
                 self.write(line)

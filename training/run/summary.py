@@ -18,12 +18,15 @@ MASKED_KEYS = ("rollout/masked_reasons", "eval/masked_reasons")
 
 
 def run_summary(
-    config: Any, records: list[dict[str, Any]], status: str, wall_s: float
-) -> dict[str, Any]:
-    """`config`: the run's TrainConfig; `status`: "finished", or what stopped it."""
+    config: Any, records: list[dict[str, Any]], status: str, wall_s: float,
+    lost: dict[str, int] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """`config`: the run's TrainConfig; `status`: "finished", or what stopped it; `lost`: the
+    episodes masked by reason in the step or evaluation that stopped it (no record holds
+    them)."""
     steps = [r for r in records if r["step"] > 0]
     evals = [r for r in records if isinstance(r.get("eval/success"), int | float)]
-    masked: Counter[str] = Counter()
+    masked: Counter[str] = Counter(lost or {})
     for r in records:
         for key in MASKED_KEYS:
             masked.update({str(k): int(v) for k, v in (r.get(key) or {}).items()})
@@ -46,6 +49,7 @@ def run_summary(
         "masked": {
             "episodes": int(
                 sum(r.get("rollout/masked", 0) + r.get("eval/masked", 0) for r in records)
+                + sum((lost or {}).values())
             ),
             "reasons": dict(masked.most_common()),
         },
