@@ -1,6 +1,8 @@
 """Evaluating a policy outside training: N episodes of an env's held-out split played by any
-engine, with the env settings saved beside the model applied as `toolgym eval` applies them.
-The command only prints what this returns; a Python caller gets the same episodes."""
+engine, with the env settings saved beside the model applied as `toolgym eval` applies them;
+or played by your own agent (a function or a command) against the policy behind the
+gateway, scored as a harness run scores it. The command only prints what this returns; a
+Python caller gets the same episodes."""
 
 from __future__ import annotations
 
@@ -8,14 +10,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from toolgym.agents.collector import RolloutCollector, requests_for, summarize
+from toolgym.agents.collector import GroupRequest, RolloutCollector, requests_for, summarize
 from toolgym.agents.engines import SamplingParams, engine_class, make_engine
-from toolgym.agents.engines.base import Capabilities, HoldsTokenizer, ReadsImages
+from toolgym.agents.engines.base import Capabilities, Engine, HoldsTokenizer, ReadsImages
+from toolgym.agents.gateway.collector import HarnessCollector, HarnessLimits
+from toolgym.agents.gateway.harness import Harness, make_harness
+from toolgym.agents.gateway.result_check import ResultCheck, result_check
+from toolgym.agents.gateway.server import Gateway
+from toolgym.agents.gateway.session import SessionSettings
 from toolgym.agents.models.loading import load_tokenizer
+from toolgym.agents.render import ChatRenderer
 from toolgym.agents.render_vision import make_renderer
 from toolgym.agents.rollout import RolloutConfig
 from toolgym.agents.runtime import Runtime
-from toolgym.agents.trajectory import Trajectory
+from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.envs import EnvRef, spec
 from toolgym.envs.saved_settings import MergedSettings, merge_env_kwargs, read_env_settings
 from toolgym.errors import ConfigError
@@ -47,6 +55,20 @@ class EvalPlan:
     plays: int = 1
     """Episodes of each task (sampled evaluation): success is then an item's share of its
     plays, and the rate's interval stays one over items."""
+    agent: str | None = None
+    """Your agent plays instead of the env's loop: "path/to/file.py:function" or
+    "package.module:function", called as agent(task, base_url, api_key)."""
+    command: tuple[str, ...] | None = None
+    """Or a command line run once per episode (it reads OPENAI_BASE_URL, OPENAI_API_KEY and
+    TOOLGYM_TASK and prints its result), isolated with bubblewrap."""
+    answer_check: str = "env"
+    """How an agent's result is checked: env (the env's `answer_tool`), exact, contains,
+    number, or "package.module:function"."""
+    answer_tool: str = "answer"
+
+    @property
+    def by_agent(self) -> bool:
+        return self.agent is not None or self.command is not None
 
 
 @dataclass(frozen=True)
@@ -113,6 +135,9 @@ def evaluate(
             raise ConfigError(f"{plan.env_id} has no {plan.split} tasks to evaluate on")
         if on_draws is not None:
             on_draws(len(draws))
+        # the agent and its check are found before any model loads
+        harness = make_harness(plan.agent, plan.command) if plan.by_agent else None
+        check = result_check(plan.answer_check, plan.answer_tool) if harness else None
         engine_args: dict[str, Any] = {"model": plan.model}
         if served:
             engine_args["base_url"] = plan.base_url
@@ -122,28 +147,60 @@ def evaluate(
         held = cast(HoldsTokenizer, engine).tokenizer if declared.tokenizer else None
         tokenizer = given or held or prompt_tokenizer(plan.model, tokenless)
         images = cast(ReadsImages, engine).images if declared.images else None
-        collector = RolloutCollector(
-            engine,
-            make_renderer(tokenizer, images, tool_schemas=chosen.tool_schemas),
-            RolloutConfig(
-                SamplingParams(
-                    max_tokens=plan.max_tokens, temperature=plan.temperature, seed=plan.seed
-                ),
-                max_turns=plan.max_turns,
-                max_context_tokens=plan.max_context_tokens,
-            ),
-            runtime.pool_for,
-            concurrency=plan.concurrency,
+        renderer = make_renderer(tokenizer, images, tool_schemas=chosen.tool_schemas)
+        sampling = SamplingParams(
+            max_tokens=plan.max_tokens, temperature=plan.temperature, seed=plan.seed
         )
-        collector.on_episode = on_episode
+        requests = requests_for(pool.ref, draws, plan.plays)
 
         async def run() -> list[Any]:
             try:
-                return await collector.collect(requests_for(pool.ref, draws, plan.plays))
+                if harness is not None and check is not None:
+                    played = AgentPlay(harness, check, engine, renderer, sampling)
+                    return await played.collect(plan, runtime, requests, on_episode)
+                config = RolloutConfig(
+                    sampling, max_turns=plan.max_turns, max_context_tokens=plan.max_context_tokens
+                )
+                collector = RolloutCollector(engine, renderer, config, runtime.pool_for,
+                                             concurrency=plan.concurrency, on_episode=on_episode)  # fmt: skip
+                return await collector.collect(requests)
             finally:
                 await engine.aclose()
 
         return [t for g in runtime.run(run()) for t in g.trajectories]
+
+
+@dataclass(frozen=True)
+class AgentPlay:
+    """The user's agent against the policy behind a gateway, each result checked as a
+    harness run checks it."""
+
+    harness: Harness
+    check: ResultCheck
+    engine: Engine
+    renderer: ChatRenderer
+    sampling: SamplingParams
+
+    async def collect(
+        self, plan: EvalPlan, runtime: Runtime, requests: list[GroupRequest],
+        on_episode: Callable[[Trajectory], None] | None,
+    ) -> list[TrajectoryGroup]:  # fmt: skip
+        gateway = Gateway(
+            self.engine, self.renderer, self.renderer.tokenizer, concurrency=plan.concurrency
+        )
+        await gateway.start()
+        try:
+            settings = SessionSettings(
+                sampling=self.sampling, max_calls=plan.max_turns or SessionSettings.max_calls,
+                max_context_tokens=plan.max_context_tokens, hold_calls=False,
+            )  # fmt: skip
+            collector = HarnessCollector(
+                gateway, self.harness, self.check, settings, runtime.pool_for,
+                HarnessLimits(concurrency=plan.concurrency), on_episode,
+            )  # fmt: skip
+            return await collector.collect(requests)
+        finally:
+            await gateway.aclose()
 
 
 __all__ = ["EvalPlan", "Setting", "evaluate", "prompt_tokenizer", "setting", "summarize"]

@@ -366,3 +366,39 @@ def test_an_isolated_command_dies_with_a_killed_trainer(tmp_path):
 
 def _running(marker: str) -> list[str]:
     return [p for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(p, marker)]
+
+
+SOLVER = """import json, os, openai
+task = json.loads(os.environ['TOOLGYM_TASK'])
+openai.OpenAI().chat.completions.create(model='m', max_tokens=4,
+    messages=[{'role': 'user', 'content': task['prompt']}])
+a, op, b = task['prompt'].removeprefix('What is ').rstrip('?').split()
+print({'+': int(a) + int(b), '-': int(a) - int(b), '*': int(a) * int(b)}[op])
+"""
+
+
+def test_toolgym_eval_plays_your_agent_against_the_policy(tiny_model_dir, tmp_path):
+    """`toolgym eval --agent/--command`: the agent plays the held-out split against the
+    policy behind the gateway, its answers checked by the env, in the eval's own table."""
+    common = ["eval", "toolgym/Arithmetic-v0", "--model", str(tiny_model_dir), "-n", "4",
+              "--env-arg", "n_operands=2", "--max-tokens", "16"]  # fmt: skip
+    solver = tmp_path / "solver.py"
+    solver.write_text(SOLVER)
+    out = tmp_path / "solver.jsonl"
+    done = run_cli(*common, "--command", f"{sys.executable} {solver}", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "100.0%" in done.stdout and "solver.py" in done.stdout  # 4 of 4, and who played
+    played = read_jsonl(out)
+    assert len(played) == 4 and all(t.scores == {"result": 1.0} and t.success for t in played)
+    assert all(len(t.steps) == 1 and t.steps[0].reward == 0.0 for t in played)
+    example = run_cli(*common, "--agent", f"{EXAMPLE}:solve", "--out", str(tmp_path / "e.jsonl"))
+    assert example.returncode == 0, example.stderr[-2000:]
+    kept = read_jsonl(tmp_path / "e.jsonl")
+    assert len(kept) == 4 and all(t.steps and "result" in t.scores for t in kept)
+    both = run_cli(*common, "--agent", f"{EXAMPLE}:solve", "--command", "true")
+    assert (
+        both.returncode != 0
+        and "a function (package.module:function) or a command, one" in both.stderr
+    )
+    missing = run_cli(*common, "--agent", f"{tmp_path}/nowhere.py:solve")
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from toolgym.agents.collector import PoolSource
 from toolgym.agents.engines import Engine
 from toolgym.agents.gateway.collector import HarnessCollector, HarnessLimits
-from toolgym.agents.gateway.harness import CallableHarness, CommandHarness, Harness
+from toolgym.agents.gateway.harness import Harness, make_harness
 from toolgym.agents.gateway.result_check import ResultCheck, result_check
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
@@ -30,10 +30,9 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 class HarnessPlay:
     def __init__(self, section: HarnessSection, max_turns: int | None) -> None:
         self.section = section
-        self.harness: Harness = (
-            CallableHarness.named(section.agent) if section.agent is not None
-            else CommandHarness(section.command or [], section.pass_env, section.isolate)
-        )  # fmt: skip
+        self.harness: Harness = make_harness(
+            section.agent, section.command, section.pass_env, section.isolate
+        )
         self.reward: ResultCheck = result_check(section.reward, section.answer_tool)
         self.max_calls = min(section.max_calls, max_turns or section.max_calls)
 

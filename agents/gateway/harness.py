@@ -87,6 +87,21 @@ class CallableHarness:
             ) from exc
 
 
+def make_harness(
+    agent: str | None, command: Sequence[str] | None, pass_env: Sequence[str] = (),
+    isolate: bool = True,
+) -> Harness:  # fmt: skip
+    """The user's agent: a function ("path/to/file.py:function" or "package.module:function")
+    or a command line, exactly one."""
+    if (agent is None) == (command is None):
+        raise ConfigError(
+            "give the agent as a function (package.module:function) or a command, one"
+        )
+    if agent is not None:
+        return CallableHarness.named(agent)
+    return CommandHarness(command or [], pass_env, isolate)
+
+
 PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
               "TERM", "PYTHONPATH", "VIRTUAL_ENV", "SSL_CERT_FILE", "SSL_CERT_DIR")  # fmt: skip
 """The trainer's variables a command gets (where set), besides those `pass_env` names: never

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from toolgym.cli.options import EnvArgs, Plays, ToolSchemas
+from toolgym.cli.options import (
+    AgentCommand,
+    AgentPath,
+    AnswerCheck,
+    AnswerTool,
+    EnvArgs,
+    Plays,
+    ToolSchemas,
+)
 from toolgym.cli.progress import Ticker
 from toolgym.cli.show import console
 
@@ -35,7 +43,8 @@ def eval_command(plan: EvalPlan, out: Path | None) -> int:
         trajectories = evaluate(plan, chosen, progress.draws, progress.episode)
     stats = summarize(trajectories, time.perf_counter() - start)
     path = write_jsonl(trajectories, out)
-    console.print(results_table(f"{plan.env_id} · {plan.engine} · {plan.model}", stats))
+    played = f" · {plan.agent or ' '.join(plan.command or ())}" if plan.by_agent else ""
+    console.print(results_table(f"{plan.env_id} · {plan.engine} · {plan.model}{played}", stats))
     console.print(f"trajectories: {path}")
     if stats.tool_exception_rate:
         console.print(
@@ -148,8 +157,14 @@ def evaluate(
     ] = None,
     env_arg: EnvArgs = None,
     tool_schemas: ToolSchemas = None,
+    agent: AgentPath = None,
+    command: AgentCommand = None,
+    answer_check: AnswerCheck = "env",
+    answer_tool: AnswerTool = "answer",
 ) -> None:
-    """Evaluate a policy on an env: success, turns, tool-call validity, tokens."""
+    """Evaluate a policy on an env, or your agent with the policy behind it: success, turns,
+    tool-call validity, tokens."""
+    import shlex
 
     from toolgym.agents.evaluation import EvalPlan
     from toolgym.cli.train import env_kwargs
@@ -159,6 +174,7 @@ def evaluate(
         base_url=base_url, tokenizer=tokenizer, episodes=n, split=split, seed=seed,
         max_tokens=max_tokens, temperature=temperature, max_turns=max_turns,
         max_context_tokens=max_context, concurrency=concurrency, tool_schemas=tool_schemas,
-        plays=plays,
+        plays=plays, agent=agent, command=None if command is None else tuple(shlex.split(command)),
+        answer_check=answer_check, answer_tool=answer_tool,
     )  # fmt: skip
     raise typer.Exit(eval_command(plan, out))

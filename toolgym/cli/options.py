@@ -24,3 +24,29 @@ ToolSchemas = Annotated[
         "`toolgym sft`, else yes).",
     ),
 ]
+AgentPath = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        help="Your agent plays each episode against the policy, through the gateway: "
+        "path/to/file.py:function or package.module:function.",
+    ),
+]
+AgentCommand = Annotated[
+    str | None,
+    typer.Option(
+        "--command",
+        help="Or your agent as a command line, run once per episode (it reads "
+        "OPENAI_BASE_URL, OPENAI_API_KEY and TOOLGYM_TASK, and prints its answer).",
+    ),
+]
+AnswerCheck = Annotated[
+    str,
+    typer.Option(
+        help="How an agent's answer is checked: env (the env's answer tool), exact, contains, "
+        "number or package.module:function."
+    ),
+]
+AnswerTool = Annotated[
+    str, typer.Option(help="The env's tool that checks an agent's answer (--answer-check env).")
+]
