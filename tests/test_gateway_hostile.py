@@ -180,3 +180,39 @@ def test_a_route_the_gateway_does_not_serve_is_a_404_naming_those_it_does(gatewa
     assert message.startswith("POST /") and "/v1/responses: not served here (served: " in message
     assert "POST /v1/chat/completions" in message and "GET /v1/models" in message
     assert session.trajectory.steps == []
+
+
+def test_an_agent_reports_its_reward_and_hostile_reports_are_refused_in_words(gateway, loop_thread):
+    """POST .../v1/reward records the episode's `agent` score (the last report counts);
+    NaN, a huge value, an unknown field, another session's key and an ended session are
+    refused, and none of them is recorded."""
+    session, client = open_session(gateway, loop_thread)
+    other, _ = open_session(gateway, loop_thread)
+    url = f"{gateway.url_of(session)}/reward"
+
+    def report(body: str, key: str = session.key, where: str = url) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        return httpx.post(where, content=body.encode(), headers=headers, timeout=30)
+
+    assert report('{"reward": 0.25}').status_code == 200
+    assert report('{"reward": 0.5}').json() == {"session": session.id, "reward": 0.5}
+    refused = {
+        '{"reward": NaN}': "reward",
+        '{"reward": 1e9}': "less than or equal to 1000",
+        '{"reward": "high"}': "reward",
+        '{"reward": 1, "final": true}': "final",
+        "[1]": "must be a JSON object",
+    }
+    for body, why in refused.items():
+        answer = report(body)
+        assert answer.status_code == 400 and why in answer.json()["error"]["message"], body
+    assert report('{"reward": 9}', key=other.key).status_code == 401  # not its session's key
+    assert session.trajectory.scores == {"agent": 0.5} and other.trajectory.scores == {}
+
+    async def close():
+        gateway.close(session)
+
+    loop_thread.call(close())
+    ended = report('{"reward": 1}')
+    assert ended.status_code in (401, 404) and "session" in ended.json()["error"]["message"]
+    assert session.trajectory.scores == {"agent": 0.5}

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -146,6 +147,29 @@ def test_the_result_is_the_episodes_recorded_score_and_never_a_step_reward(playe
     for episodes in (right, wrong):  # a step's ids are unique: one step each
         asyncio.run(stage.score([TrajectoryGroup("g", 0, episodes)]))
     assert [t.steps[-1].rewards["result"] for t in right + wrong] == [1.0] * 6 + [0.0] * 6
+
+
+def test_a_reward_the_agent_reports_is_its_own_score_and_never_its_success(played):
+    """An agent may report a reward to its session; it is the episode's `agent` score, which
+    the source of that name pays as the config weighs it. Success stays the checker's."""
+
+    async def reports(task, base_url, api_key):
+        client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key)
+        await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": task.prompt}], max_tokens=4
+        )
+        async with httpx.AsyncClient() as http:
+            reply = await http.post(f"{base_url}/reward", json={"reward": 0.75},
+                                    headers={"Authorization": f"Bearer {api_key}"})  # fmt: skip
+            reply.raise_for_status()
+        return "not a number"
+
+    episodes = played(CallableHarness(reports), tasks=2)
+    assert all(t.scores == {"agent": 0.75, "result": 0.0} and not t.success for t in episodes)
+    stage = RewardStage([WeightedSource("result", make_source("result"), 1.0),
+                         WeightedSource("agent", make_source("agent"), 0.5)])  # fmt: skip
+    asyncio.run(stage.score([TrajectoryGroup("g", 0, episodes)]))
+    assert all(t.steps[-1].rewards == {"result": 0.0, "agent": 0.75} for t in episodes)
 
 
 def test_a_hung_or_silent_agent_is_stopped_and_masked(played):

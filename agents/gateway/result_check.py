@@ -17,6 +17,9 @@ ENV_CHECKER = "env"
 RESULT = "result"
 """The trajectory score the harness records its result's reward under (and the reward source
 that reads it)."""
+AGENT = "agent"
+"""The trajectory score an agent reports to its session (`POST .../v1/reward`), and the reward
+source that pays it: a proxy the config weighs, never the verdict success counts."""
 
 
 class ResultCheck(Protocol):

@@ -10,7 +10,9 @@ differences: the reply is sampled as the session says (the run's temperature, wh
 harness asks), one choice per call, a stream sends the reply whole once it is sampled (the
 chunk shapes the openai client reads), and `model` is echoed, not checked. A call the
 session's budget refuses is a 400 that ends the episode by the policy's doing; an engine
-that fails marks the episode masked, whatever the harness makes of the error.
+that fails marks the episode masked, whatever the harness makes of the error. An agent may
+also report a reward for its episode (`POST .../v1/reward`): its `agent` score, bounded and
+refused in words once the session has ended.
 
 It listens on 127.0.0.1 unless told otherwise; every call needs its session's key anyway.
 A call is hostile until bounded: its key is checked before its body is read (a keyless
@@ -31,10 +33,12 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from aiohttp import ClientPayloadError, web
+from pydantic import BaseModel, ConfigDict, Field
 
 from toolgym.agents.engines.base import Completion, Engine, SamplingParams
 from toolgym.agents.gateway.admission import Admission
 from toolgym.agents.gateway.conversation import reply_key
+from toolgym.agents.gateway.result_check import AGENT
 from toolgym.agents.gateway.session import BudgetSpent, Prompt, Session, SessionSettings
 from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.render import ChatRenderer
@@ -49,6 +53,17 @@ from toolgym.agents.serving.protocol import (
 )
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError, one_line
+
+REPORTED_LIMIT = 1000.0
+"""The largest reward, either side of 0, an agent may report."""
+
+
+class RewardReport(BaseModel):
+    """What an agent reports to `POST .../v1/reward`."""
+
+    model_config = ConfigDict(extra="forbid")
+    reward: float = Field(allow_inf_nan=False, ge=-REPORTED_LIMIT, le=REPORTED_LIMIT)
+
 
 MODEL_NAME = "policy"
 NO_LIMIT = 1 << 30
@@ -103,6 +118,7 @@ class Gateway:
         for prefix in ("", "/s/{session}"):
             app.router.add_get(f"{prefix}/v1/models", self.models)
             app.router.add_post(f"{prefix}/v1/chat/completions", self.chat)
+            app.router.add_post(f"{prefix}/v1/reward", self.reward)
         return app
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
@@ -174,6 +190,25 @@ class Gateway:
         if body.stream:
             return await _stream(request, reply, body.include_usage)
         return web.json_response(reply)
+
+    async def reward(self, request: web.Request) -> web.Response:
+        """The agent reports a reward for its episode (its `agent` score; a second report
+        replaces the first). Refused in words: another session's key, an ended session, a
+        value that is not a finite number within REPORTED_LIMIT."""
+        keyed = self._keyed(request)
+        named = request.match_info.get("session") or request.headers.get("X-Session-Id")
+        if named and self.sessions.get(named) is not keyed:
+            raise ApiError(401, "the call's API key is not its session's", "AuthenticationError")
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT_S):
+                report: RewardReport = await parse_body(request, RewardReport)
+        except TimeoutError:
+            raise ApiError(408, f"the request body took over {BODY_TIMEOUT_S:g} s") from None
+        self.admission.mark_read(request.transport)
+        if keyed.closed:
+            raise ApiError(404, f"session {keyed.id} has ended", param="session")
+        keyed.trajectory.record(AGENT, report.reward)
+        return web.json_response({"session": keyed.id, "reward": report.reward})
 
     def _read(self, body: ChatRequest, session: Session) -> _Call:
         """The call's request, checked (a 400 in words for anything it cannot honour)."""

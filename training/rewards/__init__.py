@@ -2,7 +2,8 @@
 
 The one registry of what a run's rewards are made of: the env's own reward, terms over the
 trajectory, judges and learned process rewards, and the scores recorded while an episode was
-played (`result`: an agent harness's answer; `proposer`: a self-play proposer's reward).
+played (`result`: an agent harness's answer; `agent`: what the agent reported; `proposer`: a
+self-play proposer's reward).
 
 The registry names each source's class by its import path, loaded when a source is made:
 the config checks what a source scores and its settings against it without loading any source (a
@@ -54,6 +55,7 @@ SOURCES: dict[str, SourceKind] = {
     "function": SourceKind(f"{_HERE}.function_reward:FunctionReward"),
     "result": SourceKind(f"{_HERE}.recorded_reward:ResultScore", ("outcome",)),
     "proposer": SourceKind(f"{_HERE}.recorded_reward:ProposerScore", ("outcome",)),
+    "agent": SourceKind(f"{_HERE}.recorded_reward:AgentScore", ("outcome",)),
     "implicit_prm": SourceKind(
         f"{_HERE}.prm_reward:ImplicitPRMReward",
         ("process",),
