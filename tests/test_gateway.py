@@ -101,6 +101,7 @@ def test_a_tool_using_session_is_one_sequence_of_the_engine_s_own_tokens(gateway
     traj = play_a_tool_using_session(gateway, loop_thread)
     assert traj.steps[0].tool_calls == [{"name": "move", "arguments": {"direction": "north"}}]
     assert traj.steps[0].observation[0]["content"] == "A wall."
+    assert traj.steps[0].observation[0]["name"] == "move"  # named from its call's id
     assert traj.steps[1].state_key == traj.steps[0].next_state_key != traj.steps[0].state_key
 
 

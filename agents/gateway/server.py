@@ -255,6 +255,7 @@ class Gateway:
         message, finish = self.replies.assistant_message(text, completion.finish_reason,
                                                          call.use_tools)  # fmt: skip
         calls = [_tool_call(c) for c in message["tool_calls"]]
+        session.call_names |= {c["id"]: c["function"]["name"] for c in message["tool_calls"]}
         valid = not (call.use_tools and self.replies.parser.open_tag in text and not calls)
         reply = reply_key(message["content"], [(c["name"], c["arguments"]) for c in calls])
         session.record(prompt, call.forced, completion, text, reply, calls, valid, version, seconds)

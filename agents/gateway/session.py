@@ -107,6 +107,9 @@ class Session:
         """The harness's time between the last reply and this call (its tools' time)."""
         self.ended: BudgetSpent | None = None
         """The budget that refused a call: the episode ended there, by the policy's doing."""
+        self.call_names: dict[str, str] = {}
+        """The tool each reply's call id names, so the harness's tool results (which carry
+        the id, not the name) are shown under their tool."""
         self.closed = False
         self.failed: str | None = None
         """Why a call failed outside the policy (the engine): the episode is masked."""
@@ -178,7 +181,7 @@ class Session:
                 traj.messages = prompt.observation
             self.segments.append(_Segment(len(traj.token_ids), [], prompt.tools, []))
         if traj.steps:  # what the harness answered the last reply with
-            traj.steps[-1].observation = prompt.observation
+            traj.steps[-1].observation = self._named(prompt.observation)
             traj.steps[-1].next_state_key = prompt.state
         traj.token_ids += prompt.added + forced
         begin = len(traj.token_ids)
@@ -194,6 +197,16 @@ class Session:
         segment.history, segment.completion = [*prompt.history, reply], completion.token_ids
         self.completion_tokens += len(completion.token_ids)
         self.last_call = time.monotonic()
+
+    def _named(self, messages: list[Message]) -> list[Message]:
+        """`messages` with each tool result that names no tool given its call's."""
+        named = []
+        for m in messages:
+            called = self.call_names.get(str(m.get("tool_call_id")))
+            if m.get("role") == "tool" and not m.get("name") and called is not None:
+                m = {**m, "name": called}
+            named.append(m)
+        return named
 
     def _continues(self, segment: _Segment, keys: list[MessageKey], tools: str) -> bool:
         known = len(segment.history)
