@@ -116,6 +116,10 @@ def test_another_reward_scores_the_stored_episodes_and_its_failures_are_counted(
     unknown = run_cli("rollouts", "rescore", str(kept_run), "--reward", "no_such_source")
     assert unknown.returncode == 2 and "no_such_source" in unknown.stderr
     assert "Traceback" not in unknown.stderr
+    for stored in ("env", "result"):  # they would only add up what was stored: agree always
+        again = run_cli("rollouts", "rescore", str(kept_run), "--reward", stored)
+        assert again.returncode == 2 and "Traceback" not in again.stderr
+        assert f"--reward {stored} reads back what the episodes stored" in again.stderr
 
 
 def test_export_writes_a_row_per_episode_with_its_step_and_credit(kept_run, tmp_path):

@@ -39,6 +39,9 @@ class SourceKind:
     is given the run's `RunContext`."""
     settings: type[ConfigModel] | None = None
     """The typed settings its kwargs are read into (documented in the settings reference)."""
+    rereads: bool = False
+    """It reads back what the episode stored (the env's rewards, a recorded score) instead of
+    scoring anew: a rescore with it would only add up the stored numbers."""
 
     @property
     def make(self) -> Callable[..., RewardSource]:
@@ -49,13 +52,13 @@ _HERE = "toolgym.training.rewards"
 
 
 SOURCES: dict[str, SourceKind] = {
-    "env": SourceKind(f"{_HERE}.env_reward:EnvReward"),
+    "env": SourceKind(f"{_HERE}.env_reward:EnvReward", rereads=True),
     "format": SourceKind(f"{_HERE}.format_reward:FormatReward"),
     "length": SourceKind(f"{_HERE}.length_reward:LengthReward"),
     "function": SourceKind(f"{_HERE}.function_reward:FunctionReward"),
-    "result": SourceKind(f"{_HERE}.recorded_reward:ResultScore", ("outcome",)),
-    "proposer": SourceKind(f"{_HERE}.recorded_reward:ProposerScore", ("outcome",)),
-    "agent": SourceKind(f"{_HERE}.recorded_reward:AgentScore", ("outcome",)),
+    "result": SourceKind(f"{_HERE}.recorded_reward:ResultScore", ("outcome",), rereads=True),
+    "proposer": SourceKind(f"{_HERE}.recorded_reward:ProposerScore", ("outcome",), rereads=True),
+    "agent": SourceKind(f"{_HERE}.recorded_reward:AgentScore", ("outcome",), rereads=True),
     "implicit_prm": SourceKind(
         f"{_HERE}.prm_reward:ImplicitPRMReward",
         ("process",),

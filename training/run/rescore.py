@@ -21,9 +21,9 @@ from toolgym.agents.trajectory import Trajectory
 from toolgym.envs.core import Env
 from toolgym.envs.registration import make
 from toolgym.envs.tasks import SPLITS, content_key
-from toolgym.errors import ConfigError, one_line
+from toolgym.errors import ConfigError, lookup, one_line
 from toolgym.intervals import wilson
-from toolgym.training.rewards import make_source
+from toolgym.training.rewards import SOURCES, make_source
 
 REPLAY = "replay"
 REPLAY_TIMEOUT_S = 60.0
@@ -65,7 +65,14 @@ def with_source(
     trajectories: Sequence[Trajectory], name: str, kwargs: Mapping[str, Any]
 ) -> list[Rescored]:
     """Each unmasked episode scored by the reward source `name` (its values summed over the
-    steps, as a return); a source that raises on an episode is that episode's problem."""
+    steps, as a return); a source that raises on an episode is that episode's problem. A
+    source that only reads back what the episodes stored is refused: it would check nothing."""
+    if lookup(SOURCES, name, "reward source").rereads:
+        raise ConfigError(
+            f"--reward {name} reads back what the episodes stored, so its scores would agree "
+            "by construction and check nothing: rescore with replay (the env's own check "
+            "again) or a source that scores anew (format, length, function)"
+        )
     source = make_source(name, **kwargs)
     out = []
     for t in trajectories:
