@@ -118,6 +118,11 @@ class Trajectory:
     (`record`: the gateway's `result` of a harness's answer, self-play's `proposer` reward).
     They are no step's reward: the reward source of the same name gives each to the last
     step's `rewards`."""
+    answer: str | None = None
+    """An agent harness's episode: what the agent answered (its result as text, cut to
+    2,000 characters), which the checker scored."""
+    verdict: str | None = None
+    """What the checker said of that answer (the env's answer tool's reply)."""
     segment_starts: list[int] = field(default_factory=list)
     """Offsets in token_ids where another context starts: an episode played through the
     gateway whose harness rewrote its history holds several token sequences one after

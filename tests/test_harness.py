@@ -141,6 +141,8 @@ def test_the_result_is_the_episodes_recorded_score_and_never_a_step_reward(playe
     assert all(t.scores == {"result": 1.0} and t.success for t in right)
     assert all(t.scores == {"result": 0.0} and not t.success for t in wrong)
     assert all(s.reward == 0.0 for t in right + wrong for s in t.steps)
+    assert all(t.verdict == "Correct." and t.answer.lstrip("-").isdigit() for t in right)
+    assert all(t.verdict == "Incorrect." for t in wrong)  # kept, to read afterwards
     none = played(agent(None), tasks=3)
     assert all(not t.masked and t.scores == {"result": 0.0} for t in none)
     stage = RewardStage([WeightedSource("result", make_source("result"), 1.0)])
@@ -415,6 +417,9 @@ def test_toolgym_eval_plays_your_agent_against_the_policy(tiny_model_dir, tmp_pa
     played = read_jsonl(out)
     assert len(played) == 4 and all(t.scores == {"result": 1.0} and t.success for t in played)
     assert all(len(t.steps) == 1 and t.steps[0].reward == 0.0 for t in played)
+    shown = run_cli("rollouts", "show", str(out))  # what it answered and was paid, readable
+    assert f"the agent answered: {played[0].answer} · the checker: Correct." in shown.stdout
+    assert "scores of the episode: result 1" in shown.stdout
     example = run_cli(*common, "--agent", f"{EXAMPLE}:solve", "--out", str(tmp_path / "e.jsonl"))
     assert example.returncode == 0, example.stderr[-2000:]
     kept = read_jsonl(tmp_path / "e.jsonl")

@@ -27,7 +27,7 @@ from typing import Any
 
 from toolgym.agents.collector import Collector, GroupRequest, PoolSource
 from toolgym.agents.gateway.harness import Harness, HarnessFailed, HarnessTask
-from toolgym.agents.gateway.result_check import RESULT, ResultCheck
+from toolgym.agents.gateway.result_check import RESULT, ResultCheck, Verdict
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import Session, SessionSettings
 from toolgym.agents.rollout import EpisodeRequest
@@ -36,6 +36,9 @@ from toolgym.agents.vision import text_only
 from toolgym.envs.episode_env import EpisodeEnv
 from toolgym.envs.tool_env import SOLVED_REWARD
 from toolgym.errors import RunFailedError, one_line
+
+ANSWER_CHARS = 2000
+"""An agent's answer and its checker's reply are kept with the episode up to this length."""
 
 
 @dataclass(frozen=True)
@@ -128,16 +131,20 @@ class HarnessEpisode:
         traj.end = session.ended.end if session.ended else EpisodeEnd.TERMINATED
         if not traj.steps:
             return  # the agent never asked the model: nothing to score or learn
+        unanswered = (session.ended or policy_failed is not None) and result is None
         try:
-            reward = (
-                0.0
-                if (session.ended or policy_failed is not None) and result is None
+            verdict = (
+                Verdict(0.0, "no answer: the episode ended first")
+                if unanswered
                 else (await self.reward.score(env, traj.task, result))
             )
         except Exception as exc:
             _masked(traj, EpisodeEnd.ENV_FAILED, f"scoring the result failed: {_why(exc)}")
             return
+        reward = verdict.score
         traj.record(RESULT, reward)
+        traj.answer = None if result is None else one_line(result, ANSWER_CHARS)
+        traj.verdict = one_line(verdict.said, ANSWER_CHARS)
         if policy_failed is not None:
             traj.steps[-1].error = f"the agent failed after the policy's replies: {policy_failed}"
         traj.solved = reward >= SOLVED_REWARD  # the default rule: a full reward, never partial

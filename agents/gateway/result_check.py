@@ -5,6 +5,7 @@ function(result, task data))."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from toolgym.envs.answer_checks import CHECKS, answer_check, checked_reward
@@ -22,9 +23,17 @@ AGENT = "agent"
 source that pays it: a proxy the config weighs, never the verdict success counts."""
 
 
+@dataclass(frozen=True)
+class Verdict:
+    score: float
+    said: str
+    """What the checker said of the result (the env's answer tool's reply), kept with the
+    episode so it can be read afterwards."""
+
+
 class ResultCheck(Protocol):
-    async def score(self, env: EpisodeEnv, task: dict[str, Any] | None, result: Any) -> float:
-        """The episode's reward for `result`; `env` was reset with `task` (the drawn task's
+    async def score(self, env: EpisodeEnv, task: dict[str, Any] | None, result: Any) -> Verdict:
+        """The episode's verdict on `result`; `env` was reset with `task` (the drawn task's
         data, which the agent never sees)."""
         ...
 
@@ -35,7 +44,7 @@ class EnvTool:
     def __init__(self, tool: str) -> None:
         self.tool = tool
 
-    async def score(self, env: EpisodeEnv, task: dict[str, Any] | None, result: Any) -> float:
+    async def score(self, env: EpisodeEnv, task: dict[str, Any] | None, result: Any) -> Verdict:
         tool_env = env.unwrapped
         if not isinstance(tool_env, ToolEnv):
             raise ConfigError(f"{type(tool_env).__name__} has no tools to check a result with")
@@ -52,8 +61,8 @@ class EnvTool:
                 "fills exactly one: score with a reward function instead (harness.reward)"
             )
         call = ToolCall(self.tool, {parameters[0]: result})
-        _, reward, _, _ = await tool_env.acall(call)
-        return checked_reward(reward, f"the env's {self.tool} tool")
+        reply, reward, _, _ = await tool_env.acall(call)
+        return Verdict(checked_reward(reward, f"the env's {self.tool} tool"), reply.content)
 
 
 class AnswerFunction:
@@ -62,9 +71,10 @@ class AnswerFunction:
     def __init__(self, name: str) -> None:
         self.name, self.function = name, answer_check(name)
 
-    async def score(self, env: EpisodeEnv, task: dict[str, Any] | None, result: Any) -> float:
+    async def score(self, env: EpisodeEnv, task: dict[str, Any] | None, result: Any) -> Verdict:
         given = str(result) if self.name in CHECKS else result
-        return checked_reward(self.function(given, task or {}), self.name)
+        score = checked_reward(self.function(given, task or {}), self.name)
+        return Verdict(score, f"{self.name}: {score:g}")
 
 
 def result_check(name: str, answer_tool: str = "answer") -> ResultCheck:

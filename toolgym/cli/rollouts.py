@@ -53,6 +53,11 @@ def show_command(path: Path, index: int, step: int | None = None) -> int:
             f"({shown(str(turn.finish_reason), 40)}){credit} · state {shown(str(turn.state_key), 200)}{alike} -> "
             f"{shown(str(turn.next_state_key), 200)}[/]"
         )
+    if t.answer is not None or t.verdict is not None:  # an agent harness's episode
+        answered = "(none)" if t.answer is None else shown(t.answer, 400)
+        console.print(
+            f"[dim]the agent answered: {answered} · the checker: {shown(str(t.verdict), 400)}[/]"
+        )
     if t.scores:  # recorded while it played (a harness's result, a proposer's reward)
         named = ", ".join(f"{shown(str(k), 40)} {v:g}" for k, v in list(t.scores.items())[:8])
         console.print(f"[dim]scores of the episode: {named}[/]")
