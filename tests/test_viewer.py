@@ -208,13 +208,16 @@ def test_hostile_text_in_an_episode_stays_text(runs, browser, tmp_path):
     line["steps"][0]["action"] = attack
     line["steps"][0]["observation"] = [{"role": "tool", "name": "<b>x</b>", "content": attack}]
     line["messages"] = [{"role": "user", "content": attack}]
+    line |= {"answer": attack, "verdict": "Correct.", "scores": {"result": 1.0}}  # a harness's
     path.write_text(json.dumps(line) + "\n")
     step = int(path.stem.removeprefix("step_"))
     for url in serve(["view", str(run), "--no-open"], "viewer"):
         page = Page(browser, url)
         shown = page.open(f"/run/0/step/{step}/episode/0", ".turn")
         assert shown.locator("main img, main script").count() == 0
-        assert shown.inner_text("main").count(attack) >= 2  # the message and the tool's answer
+        text = shown.inner_text("main")
+        assert text.count(attack) >= 3  # the message, the tool's answer and the agent's answer
+        assert "the checker Correct." in text and "result 1" in text
         assert page.errors == []
 
 

@@ -85,7 +85,7 @@ def episode(run: Run, step: int, index: int) -> dict[str, Any]:
         "step": step, "index": index, **row(index, t), "seed": t.seed, "task": t.task,
         "messages": t.messages, "images": t.images, "tokens": len(t.token_ids),
         "generated": t.generated_tokens, "tokenizer_problem": run.tokenizer_problem,
-        "turns": turns,
+        "scores": t.scores, "answer": t.answer, "verdict": t.verdict, "turns": turns,
     }  # fmt: skip
 
 

@@ -319,7 +319,10 @@ async function episodePage(n, step, index) {
   show(
     el("h2", { text: e.id }),
     facts(["env", e.env], ["role", e.role], ["seed", e.seed], ["end", e.end], ["return", fmt(e.return)],
-      ["success", e.success ? "yes" : "no"], ["tokens", `${e.tokens} (${e.generated} generated)`]),
+      ["success", e.success ? "yes" : "no"], ["tokens", `${e.tokens} (${e.generated} generated)`],
+      ["scores", Object.entries(e.scores || {}).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")]),
+    e.answer !== null || e.verdict !== null
+      ? facts(["the agent answered", e.answer === null ? "(none)" : e.answer], ["the checker", e.verdict]) : null,
     e.masked ? el("p", { class: "bad", id: "mask", text: `masked, not trained: ${e.infra_error}` }) : null,
     !e.masked && !e.trained ? el("p", { class: "warn", id: "untrained", text: `not trained on: ${e.untrained || "it has no turns"}` }) : null,
     e.tokenizer_problem ? el("p", { class: "warn", text: `no per-token view: ${e.tokenizer_problem}` }) : null,
