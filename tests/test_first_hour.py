@@ -15,6 +15,7 @@ import time
 import pytest
 
 from conftest import FIXTURES, ROOT, run_cli
+from toolgym.agents.trajectory import read_jsonl
 from toolgym.config import load_config
 from toolgym.errors import ConfigError
 from toolgym.training.config import EvalSection, TrainConfig
@@ -54,6 +55,8 @@ def test_train_to_a_file_prints_a_line_per_step_and_keeps_rollouts(tiny_model_di
     # a sample of each step's trajectories is kept, and `rollouts show` reads the run dir
     kept = sorted(p.name for p in (run_dir / "rollouts").iterdir())
     assert kept == ["step_000001.jsonl", "step_000002.jsonl"]
+    evaluated = read_jsonl(run_dir / "evaluations" / "step_000002.jsonl")  # the evaluation, whole
+    assert len(evaluated) == 2 and all(t.id.startswith("Maze-v0:eval:") for t in evaluated)
     assert len((run_dir / "rollouts" / kept[-1]).read_text().splitlines()) == 4
     shown = run_cli("rollouts", "show", str(run_dir), "--index", "1")
     assert shown.returncode == 0 and "step_000002.jsonl: trajectory 1 of 4" in shown.stdout

@@ -300,6 +300,10 @@ class EvalSection(ConfigModel):
     plays: int = Field(1, ge=1, le=64)
     """Episodes of each eval item, for a sampled evaluation: repeats narrow a rate's interval
     by their own sampling noise (not by how few items there are: intervals are over items)."""
+    kept: int = Field(256, ge=0)
+    """An evaluation of at most this many episodes is kept whole in
+    RUN_DIR/evaluations/step_N.jsonl (N: the steps done before it), to read with `toolgym
+    rollouts show` (0: none kept)."""
     at_start: bool = False
     """Also evaluate before the first update (logged as step 0): the baseline the run's
     evaluations compare with."""

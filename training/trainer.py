@@ -308,6 +308,7 @@ class Trainer:
         temperature = self.config.eval.temperature if temperature is None else temperature
         metrics, played = self.player.evaluation(f"after step {self.step}", temperature)
         self.last_evaluation = (temperature, metrics, played)
+        self.run_files.keep_evaluation(self.step, played)
         return metrics
 
     async def continue_from(

@@ -18,11 +18,20 @@ from toolgym.errors import ConfigError, one_line
 from toolgym.training.config import TrainConfig
 from toolgym.training.run import checkpoint
 from toolgym.training.run.best_policy import BEST_POLICY, beats_best, mark_best
-from toolgym.training.run.files import METRICS, ROLLOUTS, RUN_LOG, SUMMARY, rollouts_path
+from toolgym.training.run.files import (
+    EVALUATIONS,
+    METRICS,
+    ROLLOUTS,
+    RUN_LOG,
+    SUMMARY,
+    eval_rollouts_path,
+    rollouts_path,
+)
 
 RUN_FILES = (
     checkpoint.FILE, checkpoint.SHARDS, METRICS, "tensorboard", "policy", BEST_POLICY,
-    "config.json", ROLLOUTS, RUN_LOG, SUMMARY, "wandb", "wandb_id", "mlruns", "mlflow_run_id",
+    "config.json", ROLLOUTS, EVALUATIONS, RUN_LOG, SUMMARY, "wandb", "wandb_id", "mlruns",
+    "mlflow_run_id",
 )  # fmt: skip
 """What a run writes into its directory."""
 
@@ -102,6 +111,14 @@ class RunDirectory:
         sample = [t for group in chosen for t in group]
         write_jsonl(sample, rollouts_path(self.path, step))
         return sample
+
+    def keep_evaluation(self, step: int, trajectories: list[Trajectory]) -> Path | None:
+        """The evaluation after `step` steps, whole, when it holds at most `eval.kept`
+        episodes (a larger one is left out: its figures are in the metrics)."""
+        kept = self.config.eval.kept
+        if not kept or not trajectories or len(trajectories) > kept:
+            return None
+        return write_jsonl(trajectories, eval_rollouts_path(self.path, step))
 
     def save_policy(self, policy: SavedPolicy, name: str = "policy") -> Path:
         """The trained policy as a model directory (`toolgym eval --model RUN_DIR/policy`);

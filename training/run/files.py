@@ -18,6 +18,8 @@ SUMMARY = "summary.json"
 """The run's figures, written when it ends, however it ends."""
 ROLLOUTS = "rollouts"
 """RUN_DIR/rollouts/step_N.jsonl: a sample of each step's trajectories."""
+EVALUATIONS = "evaluations"
+"""RUN_DIR/evaluations/step_N.jsonl: the evaluation after step N, whole (eval.kept)."""
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -57,6 +59,12 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
 def rollouts_path(run_dir: str | Path, step: int) -> Path:
     """Where step `step`'s kept rollouts are (RUN_DIR/rollouts/step_00000N.jsonl)."""
     return Path(run_dir) / ROLLOUTS / f"step_{step:06d}.jsonl"
+
+
+def eval_rollouts_path(run_dir: str | Path, step: int) -> Path:
+    """Where the evaluation after `step` steps keeps its episodes
+    (RUN_DIR/evaluations/step_00000N.jsonl)."""
+    return Path(run_dir) / EVALUATIONS / f"step_{step:06d}.jsonl"
 
 
 def kept_steps(run_dir: str | Path) -> dict[int, Path]:
