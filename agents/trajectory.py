@@ -303,6 +303,8 @@ def _check_shape(trajectory: Trajectory) -> None:
         raise TypeError("its 'id' and 'env_id' must be strings")
     if not isinstance(trajectory.messages, list) or not isinstance(trajectory.token_ids, list):
         raise TypeError("its 'messages' and 'token_ids' must be lists")
+    if any(not isinstance(v, str | None) for v in (trajectory.answer, trajectory.verdict)):
+        raise TypeError("its 'answer' and 'verdict' must be text")
     scores = trajectory.scores
     if not isinstance(scores, dict) or any(
         isinstance(v, bool) or not isinstance(v, int | float) for v in scores.values()

@@ -181,19 +181,25 @@ def test_show_and_export_are_total_on_hostile_stored_text(kept_run, tmp_path):
     line = json.loads(first)
     line["steps"][0]["action"] = "\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\x1b[H hi"
     line["messages"][-1]["content"] = "a lone \ud800 surrogate"
+    line |= {"answer": "\x1b[2J an answer", "verdict": "Correct."}  # a harness's, hostile
     huge = dict(line, id="huge")
     huge["steps"] = [dict(line["steps"][0], action="x" * 10_000_000)]
     wrong = dict(line, id="wrong")
     wrong["steps"] = [dict(line["steps"][0], reward="1")]
     deep = '{"a": ' * 100_000 + "1" + "}" * 100_000
+    answered = dict(line, id="answered", answer={"an": "object"})
+    scored = dict(line, id="scored", scores={"result": "1"})
     path = tmp_path / "hostile.jsonl"
-    path.write_text("\n".join([json.dumps(line), deep, json.dumps(wrong), json.dumps(huge)]) + "\n")
+    lines = [json.dumps(line), deep, json.dumps(wrong), json.dumps(answered), json.dumps(scored),
+             json.dumps(huge)]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
     shown = run_cli("rollouts", "show", str(path), "--index", "0")
     assert shown.returncode == 0, shown.stderr
     assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
     assert "\\x1b]52;c;" in shown.stdout and "\ufffd" in shown.stdout
-    assert "skipped 2 unreadable lines" in shown.stdout
+    assert "skipped 4 unreadable lines" in shown.stdout
     assert "RecursionError" in shown.stdout and "reward and timings must be numbers" in shown.stdout
+    assert "the agent answered: \\x1b[2J an answer" in shown.stdout
     started = time.monotonic()
     cut = run_cli("rollouts", "show", str(path), "--index", "1", timeout=60)
     assert cut.returncode == 0, cut.stderr
