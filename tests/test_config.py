@@ -177,10 +177,6 @@ def test_a_score_recorded_while_playing_is_paid_only_through_its_reward_source()
     assert [r.source for r in load_config(TrainConfig, selfplay, frozen).rewards] == ["env"]
     with pytest.raises(ConfigError, match=r"source agent pays a score only a harness run records"):
         load_config(TrainConfig, None, ["model=m", "rewards=[{source: env}, {source: agent}]"])
-    with pytest.raises(ConfigError, match=r"source proposer pays a score only a selfplay run"):
-        load_config(
-            TrainConfig, harness, ["model=m", "rewards=[{source: result}, {source: proposer}]"]
-        )
     with pytest.raises(ConfigError, match=r"'result' scores the episode's outcome"):
         load_config(
             TrainConfig, harness, ["model=m", "rewards=[{source: result, scores: process}]"]

@@ -611,12 +611,10 @@ class TrainConfig(ConfigModel):
     def _recorded_scores_read(self) -> None:
         """A score recorded while episodes play trains nothing unless a reward reads it."""
         sources = {r.source for r in self.rewards}
-        recorder = {"result": "harness", "agent": "harness", "proposer": "selfplay"}
-        present = {"harness": self.harness is not None, "selfplay": self.selfplay is not None}
-        for source, section in recorder.items():
-            if source in sources and not present[section]:
-                raise ConfigError(f"rewards: the source {source} pays a score only a "
-                                  f"{section} run records; set {section}, or leave it out")  # fmt: skip
+        for source in ("result", "agent"):  # only the gateway records them (a group builder
+            if source in sources and self.harness is None:  # of your own may record others)
+                raise ConfigError(f"rewards: the source {source} pays a score only a harness "
+                                  "run records; set harness, or leave it out")  # fmt: skip
         if self.harness is not None and "result" not in sources:
             raise ConfigError("harness: the agent's result is paid through the reward source "
                               "`result`: add {source: result} to rewards")  # fmt: skip
