@@ -168,6 +168,19 @@ def test_a_reward_the_agent_reports_is_its_own_score_and_never_its_success(playe
 
     episodes = played(CallableHarness(reports), tasks=2)
     assert all(t.scores == {"agent": 0.75, "result": 0.0} and not t.success for t in episodes)
+
+    async def reports_blind(task, base_url, api_key):  # never asks the model: no verdict
+        async with httpx.AsyncClient() as http:
+            await http.post(f"{base_url}/reward", json={"reward": 1.0},
+                            headers={"Authorization": f"Bearer {api_key}"})  # fmt: skip
+        if task.id.endswith(":1"):  # its sibling does, so the group is not refused whole
+            await openai.AsyncOpenAI(base_url=base_url, api_key=api_key).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": task.prompt}], max_tokens=4
+            )
+        return "7"
+
+    blind = played(CallableHarness(reports_blind), tasks=2)
+    assert not any(t.success for t in blind if not t.steps) and any(not t.steps for t in blind)
     stage = RewardStage([WeightedSource("result", make_source("result"), 1.0),
                          WeightedSource("agent", make_source("agent"), 0.5)])  # fmt: skip
     asyncio.run(stage.score([TrajectoryGroup("g", 0, episodes)]))

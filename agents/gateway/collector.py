@@ -129,8 +129,9 @@ class HarnessEpisode:
             _masked(traj, EpisodeEnd.INFRA_ERROR, session.failed)
             return
         traj.end = session.ended.end if session.ended else EpisodeEnd.TERMINATED
-        if not traj.steps:
-            return  # the agent never asked the model: nothing to score or learn
+        if not traj.steps:  # the agent never asked the model: nothing to score or learn,
+            traj.solved = False  # and no verdict: a reward it reported is no success
+            return
         unanswered = (session.ended or policy_failed is not None) and result is None
         try:
             verdict = (
