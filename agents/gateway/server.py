@@ -173,7 +173,7 @@ class Gateway:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         keyed = self._keyed(request)  # before the body: a keyless call costs no parsing
-        body: ChatRequest = await self._body(request)
+        body: ChatRequest = await self._body(request, ChatRequest)
         self.admission.mark_read(request.transport)
         session = self._session(request, body, keyed)
         try:
@@ -199,11 +199,7 @@ class Gateway:
         named = request.match_info.get("session") or request.headers.get("X-Session-Id")
         if named and self.sessions.get(named) is not keyed:
             raise ApiError(401, "the call's API key is not its session's", "AuthenticationError")
-        try:
-            async with asyncio.timeout(BODY_TIMEOUT_S):
-                report: RewardReport = await parse_body(request, RewardReport)
-        except TimeoutError:
-            raise ApiError(408, f"the request body took over {BODY_TIMEOUT_S:g} s") from None
+        report: RewardReport = await self._body(request, RewardReport)
         self.admission.mark_read(request.transport)
         if keyed.closed:
             raise ApiError(404, f"session {keyed.id} has ended", param="session")
@@ -226,12 +222,12 @@ class Gateway:
         return _Call(messages, tools, choice.mode != "none", forced_text, forced, asked,
                      body.logprobs)  # fmt: skip
 
-    async def _body(self, request: web.Request) -> ChatRequest:
-        """The call's body, read within BODY_TIMEOUT_S; a client that leaves mid-body gets
-        nothing (there is no one to answer) and logs no failure."""
+    async def _body(self, request: web.Request, model: type[BaseModel]) -> Any:
+        """The call's body as `model`, read within BODY_TIMEOUT_S; a client that leaves
+        mid-body gets nothing (there is no one to answer) and logs no failure."""
         try:
             async with asyncio.timeout(BODY_TIMEOUT_S):
-                body: ChatRequest = await parse_body(request, ChatRequest)
+                body = await parse_body(request, model)
         except TimeoutError:
             raise ApiError(408, f"the request body took over {BODY_TIMEOUT_S:g} s") from None
         except (ConnectionError, ClientPayloadError):
