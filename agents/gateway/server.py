@@ -12,7 +12,9 @@ chunk shapes the openai client reads), and `model` is echoed, not checked. A cal
 session's budget refuses is a 400 that ends the episode by the policy's doing; an engine
 that fails marks the episode masked, whatever the harness makes of the error. An agent may
 also report a reward for its episode (`POST .../v1/reward`): its `agent` score, bounded and
-refused in words once the session has ended.
+refused in words once the session has ended. A client of the Responses API
+(`POST .../v1/responses`: the OpenAI Agents SDK's default) is answered from the same chat,
+and recorded alike (serving/responses.py).
 
 It listens on 127.0.0.1 unless told otherwise; every call needs its session's key anyway.
 A call is hostile until bounded: its key is checked before its body is read (a keyless
@@ -51,6 +53,7 @@ from toolgym.agents.serving.protocol import (
     cut_at_stop,
     parse_body,
 )
+from toolgym.agents.serving.responses import ResponsesRequest, response_events, response_object
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError, one_line
 
@@ -118,6 +121,7 @@ class Gateway:
         for prefix in ("", "/s/{session}"):
             app.router.add_get(f"{prefix}/v1/models", self.models)
             app.router.add_post(f"{prefix}/v1/chat/completions", self.chat)
+            app.router.add_post(f"{prefix}/v1/responses", self.responses)
             app.router.add_post(f"{prefix}/v1/reward", self.reward)
         return app
 
@@ -175,6 +179,26 @@ class Gateway:
         keyed = self._keyed(request)  # before the body: a keyless call costs no parsing
         body: ChatRequest = await self._body(request, ChatRequest)
         self.admission.mark_read(request.transport)
+        reply = self._envelope(body, await self._reply(request, body, keyed))
+        if body.stream:
+            return await _stream(request, _chat_chunks(reply, body.include_usage), done=True)
+        return web.json_response(reply)
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        """The Responses API: the same call as a chat (serving/responses.py), recorded alike."""
+        keyed = self._keyed(request)
+        body: ResponsesRequest = await self._body(request, ResponsesRequest)
+        self.admission.mark_read(request.transport)
+        answer = await self._reply(request, body.chat(), keyed)
+        reply = response_object(body, answer.message, answer.finish, answer.prompt_tokens,
+                                answer.completion_tokens)  # fmt: skip
+        if body.stream:
+            events = [(event["type"], event) for event in response_events(reply)]
+            return await _stream(request, events, done=False)
+        return web.json_response(reply)
+
+    async def _reply(self, request: web.Request, body: ChatRequest, keyed: Session) -> _Answer:
+        """The call answered in its session and recorded there."""
         session = self._session(request, body, keyed)
         try:
             call = self._read(body, session)
@@ -186,10 +210,7 @@ class Gateway:
                 answer = await self._answer(session, call)
         finally:
             session.in_flight -= 1
-        reply = self._envelope(body, answer)
-        if body.stream:
-            return await _stream(request, reply, body.include_usage)
-        return web.json_response(reply)
+        return answer
 
     async def reward(self, request: web.Request) -> web.Response:
         """The agent reports a reward for its episode (its `agent` score; a second report
@@ -348,12 +369,9 @@ def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
     return {"name": function["name"], "arguments": json.loads(function["arguments"])}
 
 
-async def _stream(request: web.Request, reply: dict[str, Any], usage: bool) -> web.StreamResponse:
-    """The whole reply as server-sent chunks: the role, the text, the tool calls, the finish."""
-    response = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-    )
-    await response.prepare(request)
+def _chat_chunks(reply: dict[str, Any], usage: bool) -> list[tuple[str | None, dict[str, Any]]]:
+    """A whole chat reply as the chunks a streaming client reads: the role, the text, the tool
+    calls, the finish (and the usage when asked)."""
     head = {k: reply[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
     choice, message = reply["choices"][0], reply["choices"][0]["message"]
 
@@ -370,9 +388,23 @@ async def _stream(request: web.Request, reply: dict[str, Any], usage: bool) -> w
     chunks.append(chunk({}, choice["finish_reason"]))
     if usage:
         chunks.append({**head, "choices": [], "usage": reply["usage"]})
-    for c in chunks:
-        await response.write(f"data: {json.dumps(c, ensure_ascii=False)}\n\n".encode())
-    await response.write(b"data: [DONE]\n\n")
+    return [(None, c) for c in chunks]
+
+
+async def _stream(
+    request: web.Request, events: list[tuple[str | None, dict[str, Any]]], done: bool
+) -> web.StreamResponse:
+    """Server-sent events, each `data` with its `event` name where it has one, then the chat
+    API's `data: [DONE]` where `done`."""
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    for name, data in events:
+        head = f"event: {name}\n" if name else ""
+        await response.write(f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n".encode())
+    if done:
+        await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response
 
