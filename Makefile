@@ -6,7 +6,7 @@ PIP := $(PYTHON) -m pip
 SUBPACKAGES := envs tools agents training sandbox
 TYPECHECK_TREE := build/typecheck
 
-.PHONY: install system-deps vllm quickstart test lint typecheck docs bench
+.PHONY: install system-deps vllm frameworks quickstart test lint typecheck docs bench
 
 # torch is pinned first: on a CPU machine this takes the local CPU build, on a GPU machine
 # the same pin pulls the CUDA build; the editable install then finds it already satisfied.
@@ -22,6 +22,12 @@ system-deps: install
 # tests run on it; see scripts/install-vllm.sh)
 vllm: install
 	PYTHON=$(PYTHON) bash scripts/install-vllm.sh
+
+# the agent frameworks that need the openai client's next major version (the OpenAI Agents
+# SDK, pydantic-ai) in a virtual environment of their own, build/frameworks: their example
+# agents run from it as harness commands (see scripts/install-frameworks.sh)
+frameworks:
+	PYTHON=$(PYTHON) bash scripts/install-frameworks.sh
 
 quickstart: install
 	$(PYTHON) -m toolgym quickstart
@@ -51,7 +57,7 @@ docs:
 # Ray tests share one worker, as `ray stop` stops every cluster on the machine
 TEST_WORKERS ?= auto
 
-test: install system-deps vllm lint typecheck docs
+test: install system-deps vllm frameworks lint typecheck docs
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 bench: install system-deps vllm

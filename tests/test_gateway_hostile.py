@@ -171,14 +171,14 @@ def test_a_history_nested_thousands_deep_is_a_400(gateway, loop_thread):
 
 
 def test_a_route_the_gateway_does_not_serve_is_a_404_naming_those_it_does(gateway, loop_thread):
-    """The OpenAI Agents SDK calls /v1/responses by default: its 404 says what to call."""
+    """A client that calls a route of another API learns what to call instead."""
     session, client = open_session(gateway, loop_thread)
-    responses = openai.OpenAI(base_url=gateway.url_of(session), api_key=session.key, max_retries=0)
     with pytest.raises(openai.NotFoundError) as raised:
-        responses.responses.create(model="m", input="hi")
+        client.embeddings.create(model="m", input="hi")
     message = raised.value.body["message"]
-    assert message.startswith("POST /") and "/v1/responses: not served here (served: " in message
-    assert "POST /v1/chat/completions" in message and "GET /v1/models" in message
+    assert message.startswith("POST /") and "/v1/embeddings: not served here (served: " in message
+    for route in ("POST /v1/chat/completions", "POST /v1/responses", "GET /v1/models"):
+        assert route in message
     assert session.trajectory.steps == []
 
 

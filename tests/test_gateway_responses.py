@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import openai
 import pytest
+from test_gateway import Recorded, open_session, serving
 
 from conftest import CHAT_MESSAGES
-from test_gateway import Recorded, open_session, serving
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.envs.maze import MazeEnv
 

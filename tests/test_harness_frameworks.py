@@ -1,11 +1,13 @@
-"""The example agent written with real agent frameworks, LangGraph and smolagents, played
-against the gateway on loopback by a tiny model taught to call the calculator: LangGraph
-sends the replies back as they were given, so a multi-turn tool-using episode is one token
-sequence; smolagents rewrites its conversation for its final answer, which starts a
-segment."""
+"""The example agent written with real agent frameworks (LangGraph, smolagents, the OpenAI
+Agents SDK on the Responses API, pydantic-ai), played against the gateway on loopback by a
+tiny model taught to call the calculator: LangGraph, the SDK and pydantic-ai send the
+replies back as they were given, so a multi-turn tool-using episode is one token sequence;
+smolagents rewrites its conversation for its final answer, which starts a segment. A
+framework's own turn limit is the policy's failure: it scores 0 and trains."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from toolgym.agents.collector import GroupRequest
 from toolgym.agents.engines.base import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.gateway.collector import HarnessCollector
-from toolgym.agents.gateway.harness import CallableHarness
+from toolgym.agents.gateway.harness import CallableHarness, CommandHarness, Harness
 from toolgym.agents.gateway.result_check import result_check
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
@@ -25,9 +27,39 @@ from toolgym.envs.ref import EnvRef
 from toolgym.imports import load_callable
 from toolgym.training.player import rollout_metrics
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "agents"
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "agents"
+COMMANDS = ("arithmetic_agents_sdk.py", "arithmetic_pydantic_ai.py")
+"""Examples on frameworks that need the openai client's next major version: commands run
+from build/frameworks (scripts/install-frameworks.sh, which `make test` runs)."""
+
+
+def frameworks_python() -> Path:
+    python = ROOT / "build" / "frameworks" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{python} is missing: `make frameworks` makes it (`make test` does)")
+    return python
+
+
 ARITHMETIC = EnvRef("Arithmetic-v0", "toolgym/Arithmetic-v0", {"n_operands": 2})
 CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2 + 3"}}\n</tool_call>'
+
+
+def _calculator_tool(parameters: dict, strict: bool) -> dict:
+    return {"type": "function", "function": {
+        "name": "calculator", "parameters": parameters, "strict": strict,
+        "description": "Evaluate an arithmetic expression with + - * and parentheses."}}  # fmt: skip
+
+
+FRAMEWORK_TOOLS = [
+    _calculator_tool({"properties": {"expression": {"title": "Expression", "type": "string"}},
+                      "required": ["expression"], "title": "calculator_args", "type": "object",
+                      "additionalProperties": False}, True),
+    _calculator_tool({"additionalProperties": False, "required": ["expression"],
+                      "properties": {"expression": {"type": "string"}}, "type": "object"}, True),
+]  # fmt: skip
+"""The calculator as the Agents SDK and pydantic-ai describe it (as the gateway records it):
+the model is taught the first turn under each framework's own words for the tool."""
 
 
 def draws():
@@ -57,12 +89,14 @@ def calculator_model_dir(tiny_model_dir, tmp_path_factory):
         renderer = ChatRenderer(tokenizer)
         end = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
         examples = []
-        for question in questions():
+        for question, tools in itertools.product(
+            questions(), [TOOLS, *([t] for t in FRAMEWORK_TOOLS)]
+        ):
             opening = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
-            first = renderer.prompt_ids(opening, TOOLS)
+            first = renderer.prompt_ids(opening, tools)
             call = renderer.encode(CALL) + end
             after = (
-                first + call + renderer.delta_ids([{"role": "tool", "content": "5"}], call, TOOLS)
+                first + call + renderer.delta_ids([{"role": "tool", "content": "5"}], call, tools)
             )
             examples += [(first, call), (after, renderer.encode("5") + end)]
         model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
@@ -83,11 +117,17 @@ def play(calculator_model_dir):
 
     gateway = runtime.run(start())
 
-    def play_(example: str, size: int = 2):
-        agent = load_callable(f"{EXAMPLES / example}:solve", "agent")
+    def play_(example: str, size: int = 2, *args: str):
+        """Play the example agent: a function, or a script (its args after it) run as a
+        command from the frameworks' own environment."""
+        if args or example in COMMANDS:
+            harness: Harness = CommandHarness([str(frameworks_python()), str(EXAMPLES / example),
+                                               *args])  # fmt: skip
+        else:
+            harness = CallableHarness(load_callable(f"{EXAMPLES / example}:solve", "agent"))
         settings = SessionSettings(SamplingParams(max_tokens=48, temperature=0.0), max_calls=4)
-        collector = HarnessCollector(gateway, CallableHarness(agent), result_check("env"),
-                                     settings, runtime.pool_for)  # fmt: skip
+        collector = HarnessCollector(gateway, harness, result_check("env"), settings,
+                                     runtime.pool_for)  # fmt: skip
         groups = runtime.run(
             collector.collect([GroupRequest(ARITHMETIC, d, size) for d in draws()])
         )
@@ -99,7 +139,7 @@ def play(calculator_model_dir):
     runtime.close()
 
 
-@pytest.mark.parametrize("example", ["arithmetic_openai.py", "arithmetic_langgraph.py"])
+@pytest.mark.parametrize("example", ["arithmetic_openai.py", "arithmetic_langgraph.py", *COMMANDS])
 def test_a_framework_that_keeps_its_history_gives_one_sequence(play, example):
     episodes = play(example)
     assert all(not t.masked for t in episodes), [t.infra_error for t in episodes]
@@ -130,3 +170,19 @@ def test_a_framework_that_rewrites_its_history_gets_segments_where_it_does(play)
     assert went_on and new_segments
     segments = sum(len(t.segments()) for t in episodes) / len(episodes)
     assert rollout_metrics("rollout", episodes, 1.0, [])["rollout/segments"] == segments > 1
+
+
+@pytest.mark.parametrize(
+    ("example", "limit", "raised"),
+    [("arithmetic_agents_sdk.py", "--max-turns", "MaxTurnsExceeded"),
+     ("arithmetic_pydantic_ai.py", "--max-calls", "UsageLimitExceeded")],
+)  # fmt: skip
+def test_a_framework_s_own_turn_limit_scores_0_and_trains(play, example, limit, raised):
+    """The SDK's MaxTurnsExceeded and pydantic-ai's UsageLimitExceeded, raised after the
+    policy's first reply, are the policy's failure: the episode is kept, scored 0."""
+    episodes = play(example, 2, limit, "1")
+    for t in episodes:
+        assert not t.masked, t.infra_error
+        assert len(t.steps) == 1 and t.steps[0].tool_calls[0]["name"] == "calculator"
+        assert t.total_reward == 0.0 and not t.solved
+        assert f"{raised}:" in t.steps[-1].error  # its exception line, read from the traceback

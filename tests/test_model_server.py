@@ -96,6 +96,26 @@ def test_chat_with_tools_returns_tool_calls(client):
     assert len(plain.choices[0].logprobs.content) == plain.usage.completion_tokens
 
 
+def test_the_responses_api_is_answered_as_the_same_chat(client):
+    """What the OpenAI Agents SDK's default model calls: the same greedy reply as the chat,
+    its tool call a function_call item, whole or streamed."""
+    tools = [{"type": "function", **tool["function"]} for tool in TOOLS]
+    chat = client.chat.completions.create(
+        model="tiny", messages=CHAT_MESSAGES, tools=TOOLS, temperature=0, max_tokens=40
+    )
+    asked = {"model": "tiny", "instructions": CHAT_MESSAGES[0]["content"], "tools": tools,
+             "input": CHAT_MESSAGES[1]["content"], "temperature": 0, "max_output_tokens": 40}  # fmt: skip
+    whole = client.responses.create(**asked)
+    [call] = [item for item in whole.output if item.type == "function_call"]
+    assert (call.name, json.loads(call.arguments)) == ("move", {"direction": "north"})
+    assert whole.usage.output_tokens == chat.usage.completion_tokens
+    assert whole.usage.input_tokens == chat.usage.prompt_tokens
+    events = list(client.responses.create(**asked, stream=True))
+    assert events[-1].type == "response.completed"
+    [streamed] = [i for i in events[-1].response.output if i.type == "function_call"]
+    assert streamed.arguments == call.arguments
+
+
 def test_bad_requests_get_openai_errors(client, model_server):
     with pytest.raises(openai.NotFoundError, match="The model `nope` does not exist"):
         client.completions.create(model="nope", prompt="x", max_tokens=2)

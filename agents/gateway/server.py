@@ -54,6 +54,7 @@ from toolgym.agents.serving.protocol import (
     parse_body,
 )
 from toolgym.agents.serving.responses import ResponsesRequest, response_events, response_object
+from toolgym.agents.serving.stream import send_events
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError, one_line
 
@@ -181,7 +182,7 @@ class Gateway:
         self.admission.mark_read(request.transport)
         reply = self._envelope(body, await self._reply(request, body, keyed))
         if body.stream:
-            return await _stream(request, _chat_chunks(reply, body.include_usage), done=True)
+            return await send_events(request, _chat_chunks(reply, body.include_usage), done=True)
         return web.json_response(reply)
 
     async def responses(self, request: web.Request) -> web.StreamResponse:
@@ -194,7 +195,7 @@ class Gateway:
                                 answer.completion_tokens)  # fmt: skip
         if body.stream:
             events = [(event["type"], event) for event in response_events(reply)]
-            return await _stream(request, events, done=False)
+            return await send_events(request, events, done=False)
         return web.json_response(reply)
 
     async def _reply(self, request: web.Request, body: ChatRequest, keyed: Session) -> _Answer:
@@ -389,24 +390,6 @@ def _chat_chunks(reply: dict[str, Any], usage: bool) -> list[tuple[str | None, d
     if usage:
         chunks.append({**head, "choices": [], "usage": reply["usage"]})
     return [(None, c) for c in chunks]
-
-
-async def _stream(
-    request: web.Request, events: list[tuple[str | None, dict[str, Any]]], done: bool
-) -> web.StreamResponse:
-    """Server-sent events, each `data` with its `event` name where it has one, then the chat
-    API's `data: [DONE]` where `done`."""
-    response = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-    )
-    await response.prepare(request)
-    for name, data in events:
-        head = f"event: {name}\n" if name else ""
-        await response.write(f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n".encode())
-    if done:
-        await response.write(b"data: [DONE]\n\n")
-    await response.write_eof()
-    return response
 
 
 def _host(host: str) -> str:

@@ -180,7 +180,7 @@ def response_object(
     output: list[dict[str, Any]] = []
     calls = message.get("tool_calls") or []
     if message.get("content") or not calls:
-        part = {"type": "output_text", "text": message.get("content") or "", "annotations": [],
+        part: dict[str, Any] = {"type": "output_text", "text": message.get("content") or "", "annotations": [],
                 "logprobs": []}  # fmt: skip
         output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": "completed",
                        "role": "assistant", "content": [part]})  # fmt: skip

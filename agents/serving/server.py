@@ -4,7 +4,8 @@ It speaks the subset of the protocol rollouts and trainers use, the way vLLM spe
 `/v1/completions` with text or token-id prompts and `return_token_ids` (token ids of the
 prompt and completion in each choice), `/v1/chat/completions` with tools in and `tool_calls`
 out (Hermes `<tool_call>` blocks), `tool_choice` none, auto, required or a named function,
-`stream=true` for both (serving/stream.py), `/v1/models`, `/health`, and vLLM's runtime LoRA
+`stream=true` for both (serving/stream.py), `/v1/responses` answered as the chat it amounts
+to (serving/responses.py: what the OpenAI Agents SDK's default model calls), `/v1/models`, `/health`, and vLLM's runtime LoRA
 routes `/v1/load_lora_adapter` and `/v1/unload_lora_adapter`. Concurrent requests are batched
 by the engine. Errors come back as vLLM's error JSON with a 4xx status. A chat's reply (its
 tool calls, a forced call's opening, its log-probabilities) is written by serving/chat_reply.py.
@@ -38,11 +39,25 @@ from toolgym.agents.serving.protocol import (
     cut_at_stop,
     parse_body,
 )
-from toolgym.agents.serving.stream import ChoiceText, Job, stream
+from toolgym.agents.serving.responses import ResponsesRequest, response_events, response_object
+from toolgym.agents.serving.stream import ChoiceText, Job, send_events, stream
 from toolgym.agents.vision import ImageError, text_only
 from toolgym.http import serve
 
 DEFAULT_MAX_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class _ChatJobs:
+    """A chat request made ready to generate."""
+
+    jobs: list[Job]
+    """Each choice's prompt and sampling."""
+    adapter: str | None
+    forced: str
+    """The opening of a required or named tool call, which each prompt ends with."""
+    use_tools: bool
+    images: list[str]
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,7 @@ class ModelServer:
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/responses", self.responses)
         app.router.add_post("/v1/load_lora_adapter", self.load_adapter)
         app.router.add_post("/v1/unload_lora_adapter", self.unload_adapter)
         app.on_cleanup.append(lambda _: self.engine.aclose())
@@ -137,6 +153,44 @@ class ModelServer:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await parse_body(request, ChatRequest)
+        chat = await self._chat_jobs(body)
+        if body.stream:
+            return await self._stream_chat(request, body, chat)
+        results = await self._generate(chat.jobs, chat.adapter, chat.images)
+        choices = []
+        for index, ((_, sampling), c) in enumerate(zip(chat.jobs, results, strict=True)):
+            message, finish = self.replies.assistant_message(
+                chat.forced + cut_at_stop(c.text, sampling.stop), c.finish_reason, chat.use_tools
+            )
+            choice: dict[str, Any] = {"index": index, "message": message, "finish_reason": finish}
+            choice["logprobs"] = self.replies.chat_logprobs(c) if body.logprobs else None
+            if body.return_token_ids:
+                choice["token_ids"] = c.token_ids
+            choices.append(choice)
+        response = self._envelope(
+            "chatcmpl", "chat.completion", body.model, choices, chat.jobs, results
+        )
+        if body.return_token_ids:
+            response["prompt_token_ids"] = chat.jobs[0][0]
+        return web.json_response(response)
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        """The Responses API, answered as the chat it amounts to (serving/responses.py)."""
+        body = await parse_body(request, ResponsesRequest)
+        chat = await self._chat_jobs(body.chat())
+        [(prompt, sampling)] = chat.jobs
+        [c] = await self._generate(chat.jobs, chat.adapter, chat.images)
+        message, finish = self.replies.assistant_message(
+            chat.forced + cut_at_stop(c.text, sampling.stop), c.finish_reason, chat.use_tools
+        )
+        reply = response_object(body, message, finish, len(prompt), len(c.token_ids))
+        if body.stream:
+            events = [(event["type"], event) for event in response_events(reply)]
+            return await send_events(request, events, done=False)
+        return web.json_response(reply)
+
+    async def _chat_jobs(self, body: ChatRequest) -> _ChatJobs:
+        """A chat request checked and rendered: a prompt and sampling for each choice."""
         adapter = self._adapter_for(body.model)
         self._check_fan_out(body.n)
         messages = template_messages(body.messages, images=self.engine.images is not None)
@@ -155,24 +209,7 @@ class ModelServer:
             (prompt, body.sampling(k, max_tokens, body.top_logprobs if body.logprobs else 0))
             for k in range(body.n)
         ]
-        use_tools = choice_of_tool.mode != "none"
-        if body.stream:
-            return await self._stream_chat(request, body, jobs, adapter, forced, use_tools, images)
-        results = await self._generate(jobs, adapter, images)
-        choices = []
-        for index, ((_, sampling), c) in enumerate(zip(jobs, results, strict=True)):
-            message, finish = self.replies.assistant_message(
-                forced + cut_at_stop(c.text, sampling.stop), c.finish_reason, use_tools
-            )
-            choice: dict[str, Any] = {"index": index, "message": message, "finish_reason": finish}
-            choice["logprobs"] = self.replies.chat_logprobs(c) if body.logprobs else None
-            if body.return_token_ids:
-                choice["token_ids"] = c.token_ids
-            choices.append(choice)
-        response = self._envelope("chatcmpl", "chat.completion", body.model, choices, jobs, results)
-        if body.return_token_ids:
-            response["prompt_token_ids"] = prompt
-        return web.json_response(response)
+        return _ChatJobs(jobs, adapter, forced, choice_of_tool.mode != "none", images)
 
     # ----- streaming ----------------------------------------------------------------------------
     async def _stream_completions(
@@ -196,9 +233,9 @@ class ModelServer:
         return await self._stream(request, body, jobs, adapter, head, on_token, on_finish, [])
 
     async def _stream_chat(
-        self, request: web.Request, body: ChatRequest, jobs: list[Job], adapter: str | None,
-        forced: str, use_tools: bool, images: list[str],
-    ) -> web.StreamResponse:  # fmt: skip
+        self, request: web.Request, body: ChatRequest, chat: _ChatJobs
+    ) -> web.StreamResponse:
+        jobs, forced, use_tools = chat.jobs, chat.forced, chat.use_tools
         marker = self.replies.parser.open_tag if use_tools else None
         texts = [ChoiceText(self.engine.tokenizer, s.stop, forced, marker) for _, s in jobs]
         head = self._stream_head("chatcmpl", "chat.completion.chunk", body.model)
@@ -224,7 +261,7 @@ class ModelServer:
 
         opening = [chunk(i, {"role": "assistant", "content": ""}, None) for i in range(len(jobs))]
         return await self._stream(
-            request, body, jobs, adapter, head, on_token, on_finish, opening, images
+            request, body, jobs, chat.adapter, head, on_token, on_finish, opening, chat.images
         )
 
     async def _stream(

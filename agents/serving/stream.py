@@ -140,3 +140,21 @@ async def stream(
 
 async def _send(response: web.StreamResponse, chunk: dict[str, Any]) -> None:
     await response.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+
+
+async def send_events(
+    request: web.Request, events: list[tuple[str | None, dict[str, Any]]], done: bool
+) -> web.StreamResponse:
+    """Whole replies as server-sent events, each `data` with its `event` name where it has
+    one, then the chat API's `data: [DONE]` where `done`."""
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await response.prepare(request)
+    for name, data in events:
+        head = f"event: {name}\n" if name else ""
+        await response.write(f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n".encode())
+    if done:
+        await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
