@@ -47,7 +47,7 @@ def harness_warm_start(tmp_path_factory, pretrained_base):
     half): its demonstrations recorded through the gateway, then SFT."""
 
     def build(out):
-        warm_start(out, 1000, 3, 0.5, pretrained_base)
+        warm_start(out, 1000, pretrained_base)
 
     return built_once(tmp_path_factory, "harness-warm-start", build) / "sft"
 

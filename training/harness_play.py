@@ -14,6 +14,7 @@ from toolgym.agents.gateway.harness import Harness, make_harness
 from toolgym.agents.gateway.result_check import ResultCheck, result_check
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
+from toolgym.agents.gateway.teacher import Teacher
 from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.rollout import RolloutConfig
@@ -37,11 +38,12 @@ class HarnessPlay:
         self.max_calls = min(section.max_calls, max_turns or section.max_calls)
 
     async def collector(
-        self, runtime: Runtime, engine: Engine, renderer: ChatRenderer, gate: PolicyGate,
+        self, runtime: Runtime, engine: Engine | Teacher, renderer: ChatRenderer, gate: PolicyGate,
         rollout: RolloutConfig, pools: PoolSource,
         on_episode: Callable[[Trajectory], None] | None,
     ) -> HarnessCollector:  # fmt: skip
-        """A collector for one call's groups, sampled as `rollout` says."""
+        """A collector for one call's groups, sampled as `rollout` says (or answered by a
+        teacher: the warm start)."""
         s = self.section
 
         async def start() -> Gateway:

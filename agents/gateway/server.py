@@ -42,6 +42,7 @@ from toolgym.agents.gateway.admission import Admission
 from toolgym.agents.gateway.conversation import reply_key
 from toolgym.agents.gateway.result_check import AGENT
 from toolgym.agents.gateway.session import BudgetSpent, Prompt, Session, SessionSettings
+from toolgym.agents.gateway.teacher import Teacher
 from toolgym.agents.policy_gate import PolicyGate
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.serving.chat_reply import ChatReplies
@@ -77,11 +78,12 @@ BODY_TIMEOUT_S = 30.0
 
 class Gateway:
     def __init__(
-        self, engine: Engine, renderer: ChatRenderer, tokenizer: Any,
+        self, engine: Engine | Teacher, renderer: ChatRenderer, tokenizer: Any,
         gate: PolicyGate | None = None, concurrency: int = 64, max_body_bytes: int = 16 << 20,
     ) -> None:  # fmt: skip
-        """`gate`: the run's policy clock, which stamps each call with the version that
-        sampled it; `concurrency`: generations at once, over all sessions."""
+        """`engine`: the policy, or a teacher whose replies are recorded in the policy's
+        tokens (teacher.py); `gate`: the run's policy clock, which stamps each call with the
+        version that sampled it; `concurrency`: generations at once, over all sessions."""
         self.engine, self.renderer, self.gate = engine, renderer, gate
         self.replies = ChatReplies(renderer, tokenizer)
         self.limit = asyncio.Semaphore(concurrency)
@@ -266,7 +268,7 @@ class Gateway:
             sampling = session.sampling(prompt, call.forced, call.asked)
         except BudgetSpent as exc:
             raise ApiError(400, f"{exc}: the episode is over", "BudgetSpent") from None
-        completion, version, seconds = await self._generate(session, prompt, call.forced, sampling)
+        completion, version, seconds = await self._generate(session, prompt, call, sampling)
         if session.closed:  # the episode ended while this call was sampled: it is not its turn
             raise ApiError(404, f"session {session.id} has ended", param="session")
         text = call.forced_text + cut_at_stop(completion.text, sampling.stop)
@@ -284,16 +286,21 @@ class Gateway:
                        len(completion.token_ids))  # fmt: skip
 
     async def _generate(
-        self, session: Session, prompt: Prompt, forced: list[int], sampling: SamplingParams
+        self, session: Session, prompt: Prompt, call: _Call, sampling: SamplingParams
     ) -> tuple[Completion, int, float]:
         gate = self.gate if session.settings.hold_calls else None
         async with self.limit:
             t0 = time.perf_counter()
             try:
                 async with gate.hold() if gate else contextlib.nullcontext():
-                    completion = await self.engine.generate(
-                        prompt.ids + forced, sampling, session.settings.adapter
-                    )
+                    if isinstance(self.engine, Teacher):
+                        completion = await self.engine.write(
+                            call.messages, call.tools, call.forced_text, sampling
+                        )
+                    else:
+                        completion = await self.engine.generate(
+                            prompt.ids + call.forced, sampling, session.settings.adapter
+                        )
                     version = self.gate.version if self.gate else 0
             except Exception as exc:
                 session.failed = f"the engine failed a call: {one_line(exc, 300)}"

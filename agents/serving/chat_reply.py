@@ -73,6 +73,25 @@ class ChatReplies:
         # BPE tokenizers join whitespace to the word after it (" {"): leave it to the model
         return opening.rstrip()
 
+    def written(self, content: str, calls: list[dict[str, Any]]) -> str:
+        """An assistant turn (its text, its calls as name and arguments) as this model's chat
+        template writes it, up to its closing token: what the model would have to write to
+        give that reply (a teacher's reply, recorded as the policy's demonstration)."""
+        lead = [{"role": "user", "content": "."}]
+        tool_calls = [
+            {"type": "function", "id": f"call_{k}",
+             "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for k, c in enumerate(calls)
+        ]  # fmt: skip
+        turn = {"role": "assistant", "content": content, "tool_calls": tool_calls}
+        opening = self.renderer.render_text(lead, None, add_generation_prompt=True)
+        whole = self.renderer.render_text([*lead, turn], None)
+        if not whole.startswith(opening):
+            raise ValueError("this model's chat template does not write an assistant turn")
+        reply = whole[len(opening) :]
+        closing = self.renderer.closing_tokens
+        return reply[: reply.rfind(closing[0])] if closing and closing[0] in reply else reply
+
     def assistant_message(
         self, text: str, finish: str, use_tools: bool
     ) -> tuple[dict[str, Any], str]:

@@ -31,6 +31,7 @@ from toolgym.cli import (
     textworld,
     train,
     view,
+    warm_start,
 )
 from toolgym.version import __version__
 
@@ -107,6 +108,7 @@ serve_app.command("model")(models.serve_model)
 app.command("eval")(evaluate.evaluate)
 app.command("compare")(compare.compare)
 app.command("sft")(train.supervised)
+app.command("warm-start")(warm_start.warm_start)
 app.command("train")(train.train)
 rollouts_app.command("show")(rollouts.rollouts_show)
 app.command("plot")(plot.plot)

@@ -117,6 +117,22 @@ def warm_start(
     if on_demonstrated is not None:
         on_demonstrated(demonstrated)
 
+    losses, before, after = fine_tune(
+        policy, tokenizer, images, demos, held_out, plan.fine_tune, on_epoch, on_step
+    )
+    save_policy(policy, tokenizer, images, out)
+    write_env_settings(out, plan.env_id, kwargs, plan.tool_schemas)
+    return WarmStartResult(demonstrated, losses, before, after)
+
+
+def fine_tune(
+    policy: Any, tokenizer: Any, images: ImageEncoder | None, demos: list[Demonstration],
+    held_out: list[Demonstration], config: SFTConfig,
+    on_epoch: Callable[[int, float, float], None] | None = None,
+    on_step: Callable[[int, int, float], None] | None = None,
+) -> tuple[list[float], float, float]:  # fmt: skip
+    """SFT on `demos`: the loss per epoch, and the held-out NLL per token before and after."""
+
     def held_out_nll() -> float:
         return demonstration_nll(policy, held_out, tokenizer.pad_token_id, images)
 
@@ -127,14 +143,15 @@ def warm_start(
             on_epoch(epoch, loss, held_out_nll())
 
     losses = sft(
-        policy, demos, tokenizer.pad_token_id, plan.fine_tune, on_epoch=epoch_done,
-        images=images, on_step=on_step,
+        policy, demos, tokenizer.pad_token_id, config, on_epoch=epoch_done, images=images,
+        on_step=on_step,
     )  # fmt: skip
-    after = held_out_nll()
+    return losses, before, held_out_nll()
+
+
+def save_policy(policy: Any, tokenizer: Any, images: ImageEncoder | None, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     policy.save_pretrained(out)
     tokenizer.save_pretrained(out)
     if images is not None:  # a vision-language model reads images through it
         images.processor.save_pretrained(out)
-    write_env_settings(out, plan.env_id, kwargs, plan.tool_schemas)
-    return WarmStartResult(demonstrated, losses, before, after)
