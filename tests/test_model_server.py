@@ -218,10 +218,10 @@ def test_tool_choice_required_and_named_force_a_call(client, tool_calling_model_
         assert (call.function.name, json.loads(call.function.arguments)) == (
             "move", {"direction": "north"},
         )  # fmt: skip
-    # the forced opening, the template's own start of a call (this template writes no newline
-    # after the tag), ends the prompt the model continued
+    # the forced opening, the template's own start of a call (this template writes the JSON
+    # on a line of its own), ends the prompt the model continued
     prompt = tokenizer.decode(result.model_extra["prompt_token_ids"])
-    assert prompt.endswith('<|im_start|>assistant\n<tool_call>{"name": "move", "arguments":')
+    assert prompt.endswith('<|im_start|>assistant\n<tool_call>\n{"name": "move", "arguments":')
     plain = client.chat.completions.create(
         model="tiny", messages=CHAT_MESSAGES, tools=TOOLS, tool_choice="none", temperature=0,
         max_tokens=40,
