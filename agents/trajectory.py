@@ -81,6 +81,10 @@ class Step:
     anchor: Hashable = None
     """The anchor state GiGPO compared this turn in: its state_key, or under
     anchor_similarity the alike earlier state it joined (None where not trained on)."""
+    scores: dict[str, float] = field(default_factory=dict)
+    """Named scores of this turn alone, recorded while the episode was played
+    (`Trajectory.record(..., step=k)`: an agent's reward for one of its model calls); the
+    reward source of the same name gives each to its step."""
 
 
 @dataclass
@@ -123,6 +127,9 @@ class Trajectory:
     2,000 characters), which the checker scored."""
     verdict: str | None = None
     """What the checker said of that answer (the env's answer tool's reply)."""
+    expected: str | None = None
+    """What the task expected (envs/expected_answer.py), stored once the episode was over: it
+    is never shown to the policy or its agent."""
     segment_starts: list[int] = field(default_factory=list)
     """Offsets in token_ids where another context starts: an episode played through the
     gateway whose harness rewrote its history holds several token sequences one after
@@ -131,14 +138,19 @@ class Trajectory:
     @property
     def total_reward(self) -> float:
         """The env's rewards and the recorded scores, summed: the episode's return."""
-        return float(sum(s.reward for s in self.steps) + sum(self.scores.values()))
+        turns = sum(s.reward + sum(s.scores.values()) for s in self.steps)
+        return float(turns + sum(self.scores.values()))
 
-    def record(self, name: str, score: float) -> None:
-        """Record the episode's score `name` (one hook for every score made beside the env's:
-        the reward stage reads it through its registered source, never from `Step.reward`)."""
+    def record(self, name: str, score: float, step: int | None = None) -> None:
+        """Record the score `name` of the episode, or of its turn `step` (one hook for every
+        score made beside the env's: the reward stage reads it through its registered source,
+        never from `Step.reward`); a second record of the same replaces the first."""
         if not math.isfinite(score):
             raise ValueError(f"score {name!r} of {self.id} is {score}: scores must be finite")
-        self.scores[name] = float(score)
+        if step is None:
+            self.scores[name] = float(score)
+        else:
+            self.steps[step].scores[name] = float(score)
 
     @property
     def success(self) -> bool:

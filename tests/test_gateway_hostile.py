@@ -18,6 +18,7 @@ from test_gateway import Recorded, open_session, serving
 
 from conftest import CHAT_MESSAGES
 from toolgym.agents.engines.hf import HFEngine
+from toolgym.training.rewards.recorded_reward import AgentScore
 
 
 class Slow(Recorded):
@@ -183,9 +184,9 @@ def test_a_route_the_gateway_does_not_serve_is_a_404_naming_those_it_does(gatewa
 
 
 def test_an_agent_reports_its_reward_and_hostile_reports_are_refused_in_words(gateway, loop_thread):
-    """POST .../v1/reward records the episode's `agent` score (the last report counts);
-    NaN, a huge value, an unknown field, another session's key and an ended session are
-    refused, and none of them is recorded."""
+    """POST .../v1/reward records the episode's `agent` score (the last report counts), or a
+    model call's; NaN, a huge value, an unknown field, a call not made, another session's key
+    and an ended session are refused, and none of them is recorded."""
     session, client = open_session(gateway, loop_thread)
     other, _ = open_session(gateway, loop_thread)
     url = f"{gateway.url_of(session)}/reward"
@@ -195,8 +196,19 @@ def test_an_agent_reports_its_reward_and_hostile_reports_are_refused_in_words(ga
         return httpx.post(where, content=body.encode(), headers=headers, timeout=30)
 
     assert report('{"reward": 0.25}').status_code == 200
-    assert report('{"reward": 0.5}').json() == {"session": session.id, "reward": 0.5}
+    assert report('{"reward": 0.5}').json() == {"session": session.id, "reward": 0.5, "call": None}
+    # a reward for one model call: only for a call the session has made
+    assert (
+        "has made 0 model calls" in report('{"reward": 1, "call": -1}').json()["error"]["message"]
+    )
+    client.chat.completions.create(model="m", messages=CHAT_MESSAGES)
+    client.chat.completions.create(model="m", messages=CHAT_MESSAGES)
+    assert report('{"reward": 0.75, "call": 0}').json()["call"] == 0
+    assert report('{"reward": -0.5, "call": -1}').json()["call"] == 1  # the latest
     refused = {
+        '{"reward": 1, "call": 2}': "has made 2 model calls",
+        '{"reward": 1, "call": -2}': "greater than or equal to -1",
+        '{"reward": 1, "call": 1.5}': "call",
         '{"reward": NaN}': "reward",
         '{"reward": 1e9}': "less than or equal to 1000",
         '{"reward": "high"}': "reward",
@@ -208,6 +220,9 @@ def test_an_agent_reports_its_reward_and_hostile_reports_are_refused_in_words(ga
         assert answer.status_code == 400 and why in answer.json()["error"]["message"], body
     assert report('{"reward": 9}', key=other.key).status_code == 401  # not its session's key
     assert session.trajectory.scores == {"agent": 0.5} and other.trajectory.scores == {}
+    assert [step.scores for step in session.trajectory.steps] == [{"agent": 0.75}, {"agent": -0.5}]
+    assert AgentScore()(session.trajectory) == [0.75, 0.0]  # the episode's on the last turn
+    assert session.trajectory.total_reward == 0.75
 
     async def close():
         gateway.close(session)

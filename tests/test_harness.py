@@ -431,7 +431,12 @@ def test_toolgym_eval_plays_your_agent_against_the_policy(tiny_model_dir, tmp_pa
     assert len(played) == 4 and all(t.scores == {"result": 1.0} and t.success for t in played)
     assert all(len(t.steps) == 1 and t.steps[0].reward == 0.0 for t in played)
     shown = run_cli("rollouts", "show", str(out))  # what it answered and was paid, readable
-    assert f"the agent answered: {played[0].answer} · the checker: Correct." in shown.stdout
+    # the task's answer is stored once the agent has finished, and shown beside its own
+    assert all(t.expected == t.answer and t.expected.lstrip("-").isdigit() for t in played)
+    assert (
+        f"the agent answered: {played[0].answer} · the checker: Correct. · expected: "
+        f"{played[0].expected}" in shown.stdout
+    )
     assert "scores of the episode: result 1" in shown.stdout
     example = run_cli(*common, "--agent", f"{EXAMPLE}:solve", "--out", str(tmp_path / "e.jsonl"))
     assert example.returncode == 0, example.stderr[-2000:]

@@ -86,7 +86,7 @@ def test_a_function_teacher_s_episodes_are_token_exact_solved_demonstrations(tin
         assert call["function"]["name"] == "calculator" and expression in question
         assert first.tool_calls == [{"name": "calculator", "arguments": {"expression": expression}}]
         answer = recorded_reply(traj, last, replies, tokenizer)["content"]
-        assert answer == traj.answer == first.observation[-1]["content"]
+        assert answer == traj.answer == first.observation[-1]["content"] == traj.expected
         for step in traj.steps:  # nobody sampled them: no log-probabilities to trust
             assert step.logprobs == [0.0] * (step.response_end - step.response_start)
 

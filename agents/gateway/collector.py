@@ -34,6 +34,7 @@ from toolgym.agents.rollout import EpisodeRequest
 from toolgym.agents.trajectory import EpisodeEnd, Trajectory, TrajectoryGroup
 from toolgym.agents.vision import text_only
 from toolgym.envs.episode_env import EpisodeEnv
+from toolgym.envs.expected_answer import expected_answer
 from toolgym.envs.tool_env import SOLVED_REWARD
 from toolgym.errors import RunFailedError, one_line
 
@@ -146,6 +147,8 @@ class HarnessEpisode:
         traj.record(RESULT, reward)
         traj.answer = None if result is None else one_line(result, ANSWER_CHARS)
         traj.verdict = one_line(verdict.said, ANSWER_CHARS)
+        expected = expected_answer(env.unwrapped, traj.task)  # the agent has finished
+        traj.expected = None if expected is None else one_line(expected, ANSWER_CHARS)
         if policy_failed is not None:
             traj.steps[-1].error = f"the agent failed after the policy's replies: {policy_failed}"
         traj.solved = reward >= SOLVED_REWARD  # the default rule: a full reward, never partial

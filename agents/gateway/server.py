@@ -68,6 +68,9 @@ class RewardReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     reward: float = Field(allow_inf_nan=False, ge=-REPORTED_LIMIT, le=REPORTED_LIMIT)
+    call: int | None = Field(default=None, ge=-1, lt=1 << 30)
+    """The model call it rewards: its index in the session (0 the first), -1 the latest;
+    None: the whole episode."""
 
 
 MODEL_NAME = "policy"
@@ -216,9 +219,10 @@ class Gateway:
         return answer
 
     async def reward(self, request: web.Request) -> web.Response:
-        """The agent reports a reward for its episode (its `agent` score; a second report
-        replaces the first). Refused in words: another session's key, an ended session, a
-        value that is not a finite number within REPORTED_LIMIT."""
+        """The agent reports a reward for its episode, or for one of its model calls (its
+        `agent` score; a second report of the same replaces the first). Refused in words:
+        another session's key, an ended session, a value that is not a finite number within
+        REPORTED_LIMIT, a call the session has not made."""
         keyed = self._keyed(request)
         named = request.match_info.get("session") or request.headers.get("X-Session-Id")
         if named and self.sessions.get(named) is not keyed:
@@ -227,8 +231,16 @@ class Gateway:
         self.admission.mark_read(request.transport)
         if keyed.closed:
             raise ApiError(404, f"session {keyed.id} has ended", param="session")
-        keyed.trajectory.record(AGENT, report.reward)
-        return web.json_response({"session": keyed.id, "reward": report.reward})
+        call = report.call
+        if call is not None:
+            if call >= keyed.calls or keyed.calls == 0:
+                raise ApiError(
+                    400, f"call {call}: this session has made {keyed.calls} model calls",
+                    param="call",
+                )  # fmt: skip
+            call = call % keyed.calls
+        keyed.trajectory.record(AGENT, report.reward, step=call)
+        return web.json_response({"session": keyed.id, "reward": report.reward, "call": call})
 
     def _read(self, body: ChatRequest, session: Session) -> _Call:
         """The call's request, checked (a 400 in words for anything it cannot honour)."""

@@ -90,6 +90,10 @@ class ArithmeticEnv(ToolEnv):
             else ContentTasks.of_generator(lambda seed: generate_task(seed, self.n_operands))
         )
 
+    def expected_answer(self) -> str | None:
+        """The question's number (ExposesAnswer)."""
+        return None if "answer" not in self.task else _format(self.task["answer"])
+
     def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
         """A question and its number; none when the env's own tasks are graded by their
         source (a client's task would not be)."""

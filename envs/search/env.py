@@ -105,6 +105,10 @@ class _SearchEnvBase(ToolEnv):
         self.reading = False
         """The task gave its documents (a self-play grounding check): search is off."""
 
+    def expected_answer(self) -> str | None:
+        """The task's accepted answers (ExposesAnswer)."""
+        return " | ".join(str(a) for a in (self.task or {}).get("answers") or []) or None
+
     def client_task(self, task: Mapping[str, Any]) -> dict[str, Any]:
         """A question, its accepted answers and, for a reading task, its documents."""
         fields = ("question", "answers", "documents")

@@ -144,6 +144,11 @@ class SQLEnv(ToolEnv):
         self.reward: float | None = None
         self.seen: list[str] = []
 
+    def expected_answer(self) -> str | None:
+        """The task's gold query (ExposesAnswer): what the submitted query's result is
+        compared with."""
+        return str((self.task or {}).get("gold_sql") or "") or None
+
     def task_source(self) -> TaskSource:
         return self.tasks if self.tasks is not None else ContentTasks(self.question_item)
 

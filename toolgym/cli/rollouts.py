@@ -48,15 +48,18 @@ def show_command(path: Path, index: int, step: int | None = None) -> int:
         credit = "" if turn.advantage is None else f" · advantage {turn.advantage:+.3f}"
         joined = turn.advantage is not None and turn.anchor != turn.state_key
         alike = f" (compared in the alike {shown(str(turn.anchor), 200)})" if joined else ""
+        scored = "".join(f" · {shown(str(n), 40)} {v:g}" for n, v in list(turn.scores.items())[:8])
         console.print(
-            f"[dim]turn {k + 1}: reward {turn.reward:g} · {valid} · {tokens} tokens "
+            f"[dim]turn {k + 1}: reward {turn.reward:g}{scored} · {valid} · {tokens} tokens "
             f"({shown(str(turn.finish_reason), 40)}){credit} · state {shown(str(turn.state_key), 200)}{alike} -> "
             f"{shown(str(turn.next_state_key), 200)}[/]"
         )
     if t.answer is not None or t.verdict is not None:  # an agent harness's episode
         answered = "(none)" if t.answer is None else shown(t.answer, 400)
+        expected = "" if t.expected is None else f" · expected: {shown(t.expected, 400)}"
         console.print(
-            f"[dim]the agent answered: {answered} · the checker: {shown(str(t.verdict), 400)}[/]"
+            f"[dim]the agent answered: {answered} · the checker: {shown(str(t.verdict), 400)}"
+            f"{expected}[/]"
         )
     if t.scores:  # recorded while it played (a harness's result, a proposer's reward)
         named = ", ".join(f"{shown(str(k), 40)} {v:g}" for k, v in list(t.scores.items())[:8])

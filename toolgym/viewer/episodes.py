@@ -85,7 +85,8 @@ def episode(run: Run, step: int, index: int) -> dict[str, Any]:
         "step": step, "index": index, **row(index, t), "seed": t.seed, "task": t.task,
         "messages": t.messages, "images": t.images, "tokens": len(t.token_ids),
         "generated": t.generated_tokens, "tokenizer_problem": run.tokenizer_problem,
-        "scores": t.scores, "answer": t.answer, "verdict": t.verdict, "turns": turns,
+        "scores": t.scores, "answer": t.answer, "verdict": t.verdict, "expected": t.expected,
+        "turns": turns,
     }  # fmt: skip
 
 
@@ -106,7 +107,7 @@ def turn(
         "turn": k + 1, "action": s.action, "advantage": s.advantage,
         "tokens": [{"id": i, "text": x, "logprob": lp} for i, x, lp in zip(ids, texts, logprobs, strict=True)],
         "observation": s.observation, "tool_calls": s.tool_calls, "reward": s.reward,
-        "rewards": s.rewards, "valid": s.valid_action, "error": s.error,
+        "rewards": s.rewards, "scores": s.scores, "valid": s.valid_action, "error": s.error,
         "finish_reason": s.finish_reason, "state": str(s.state_key),
         "next_state": str(s.next_state_key),
         "anchor": None if s.anchor is None else str(s.anchor),

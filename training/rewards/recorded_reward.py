@@ -1,9 +1,10 @@
-"""Scores recorded while an episode was played (`Trajectory.scores`), as reward sources: each
-is given to the episode's last step. The gateway records an agent harness's `result` (its
-answer, as `harness.reward` checks it) and what the agent itself reported (`agent`: a proxy
-the config weighs, never what success counts); self-play records a proposer's `proposer` reward (its
-rule, from its task's solve rate, or a validation penalty). An episode without the score
-gets 0 (a solver's episode in a self-play step)."""
+"""Scores recorded while an episode was played, as reward sources: an episode's
+(`Trajectory.scores`) is given to its last step, a turn's (`Step.scores`) to that turn. The
+gateway records an agent harness's `result` (its answer, as `harness.reward` checks it) and
+what the agent itself reported (`agent`: a proxy the config weighs, never what success
+counts; for the episode or for one of its model calls); self-play records a proposer's
+`proposer` reward (its rule, from its task's solve rate, or a validation penalty). An episode
+without the score gets 0 (a solver's episode in a self-play step)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ class RecordedScore:
     name: str
 
     def __call__(self, trajectory: Trajectory) -> list[float]:
-        steps = len(trajectory.steps)
-        return [0.0] * (steps - 1) + [trajectory.scores.get(self.name, 0.0)] if steps else []
+        """Each turn's own score of this name, and the episode's added to the last turn's."""
+        values = [step.scores.get(self.name, 0.0) for step in trajectory.steps]
+        if values:
+            values[-1] += trajectory.scores.get(self.name, 0.0)
+        return values
 
 
 class ResultScore(RecordedScore):

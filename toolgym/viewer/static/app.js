@@ -308,6 +308,7 @@ async function episodePage(n, step, index) {
     return el("div", { class: "turn", "data-turn": String(t.turn) },
       facts(["turn", t.turn], ["advantage", t.advantage === null ? "not trained" : fmt(t.advantage, 4)], ["reward", fmt(t.reward)],
         ["components", Object.keys(t.rewards).length ? Object.entries(t.rewards).map(([k, v]) => `${k} ${fmt(v)}`).join(", ") : ""],
+        ["scores", Object.entries(t.scores || {}).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")],
         ["valid", t.valid ? "yes" : "no"], ["error", t.error], ["finish", t.finish_reason],
         ["policy version", t.policy_version], ["staleness", t.staleness]),
       el("span", { class: "role", text: "assistant" }), tokens,
@@ -322,7 +323,8 @@ async function episodePage(n, step, index) {
       ["success", e.success ? "yes" : "no"], ["tokens", `${e.tokens} (${e.generated} generated)`],
       ["scores", Object.entries(e.scores || {}).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")]),
     e.answer !== null || e.verdict !== null
-      ? facts(["the agent answered", e.answer === null ? "(none)" : e.answer], ["the checker", e.verdict]) : null,
+      ? facts(["the agent answered", e.answer === null ? "(none)" : e.answer], ["the checker", e.verdict],
+        ["expected", e.expected === null || e.expected === undefined ? "" : e.expected]) : null,
     e.masked ? el("p", { class: "bad", id: "mask", text: `masked, not trained: ${e.infra_error}` }) : null,
     !e.masked && !e.trained ? el("p", { class: "warn", id: "untrained", text: `not trained on: ${e.untrained || "it has no turns"}` }) : null,
     e.tokenizer_problem ? el("p", { class: "warn", text: `no per-token view: ${e.tokenizer_problem}` }) : null,
