@@ -78,12 +78,25 @@ class PolicyParts:
         return int(pad if pad is not None else self.tokenizer.eos_token_id)
 
 
+def model_hint(config: TrainConfig) -> str | None:
+    """How to make the model a run starts from, where the default hint would mislead: a
+    harness run's model must call the agent's own tools, which an env's demonstrations
+    never show it."""
+    if config.harness is None:
+        return None
+    return (
+        "warm-start one from your agent: `toolgym warm-start --config YOUR.yaml "
+        "model=BASE --teacher ENDPOINT_OR_FUNCTION --out DIR` (BASE from `toolgym model "
+        "init` or `pretrain`; docs/existing-agents.md)"
+    )
+
+
 def build_parts(config: TrainConfig, ranks: Ranks | None = None) -> PolicyParts:
     """The policy's parts as the config says (the seed set first, so a run's initial
     adapter and sampling are reproducible). In a distributed run (`ranks`: the leader's), the
     engine keeps a whole copy of the weights and the trained ones are sharded."""
     check_engine(config)
-    check_model_dir(config.model)
+    check_model_dir(config.model, hint=model_hint(config))
     torch.manual_seed(config.seed)
     precision = resolve_precision(
         rank_device(config.device) if ranks else config.device, config.dtype

@@ -16,10 +16,11 @@ from toolgym.agents.vision import is_vision_config
 from toolgym.errors import ConfigError
 
 
-def check_model_dir(path: str | Path, what: str = "model") -> Path:
-    """`path` as a model directory, or a ConfigError that says what is wrong with it."""
+def check_model_dir(path: str | Path, what: str = "model", hint: str | None = None) -> Path:
+    """`path` as a model directory, or a ConfigError that says what is wrong with it (and
+    `hint`: how to make the one needed)."""
     found = Path(path)
-    hint = "make one with `toolgym model init --out DIR` (or pretrain, or sft)"
+    hint = hint or "make one with `toolgym model init --out DIR` (or pretrain, or sft)"
     if not found.exists():
         raise ConfigError(f"{what} directory {found} does not exist; {hint}")
     if not found.is_dir():

@@ -25,6 +25,8 @@ class Settings:
     lr: float
     rollouts_per_task: int
     run_dir: str
+    warm_start: str = "toolgym sft"
+    """The command that warm-starts this run's policy (`toolgym warm-start` for an agent)."""
 
 
 @dataclass
@@ -88,7 +90,7 @@ class Advisor:
         if failed >= succeeded:
             return (
                 "The tasks are too hard for the policy: warm-start it on demonstrations "
-                f"(toolgym sft), ease the env's settings, or {more}."
+                f"({self.settings.warm_start}), ease the env's settings, or {more}."
             )
         return f"The tasks are too easy for the policy: make them harder, or {more}."
 
@@ -108,6 +110,6 @@ class Advisor:
             f"step {step}: the run is not learning yet: rollout success was {before:.3f} over "
             f"steps 1-{w} and is {after:.3f} over steps {step - w + 1}-{step}. Look at what the "
             f"policy does (toolgym rollouts show {s.run_dir}); if its tool calls are often "
-            f"invalid, warm-start it (toolgym sft); otherwise try optim.lr above {s.lr:g} or "
+            f"invalid, warm-start it ({s.warm_start}); otherwise try optim.lr above {s.lr:g} or "
             f"more rollouts per task (rollout.rollouts_per_task, now {s.rollouts_per_task})."
         )

@@ -79,8 +79,9 @@ class RunLog:
     def __init__(self, run_dir: Path, config: TrainConfig, start_step: int = 0) -> None:
         self.run_dir, self.config, self.start_step = run_dir, config, start_step
         optim, rollout = config.optim, config.rollout
+        warm_start = "toolgym warm-start" if config.harness else "toolgym sft"
         self.advisor = Advisor(
-            Settings(config.steps, optim.lr, rollout.rollouts_per_task, str(run_dir))
+            Settings(config.steps, optim.lr, rollout.rollouts_per_task, str(run_dir), warm_start)
         )
         for record in read_metrics(run_dir):  # a resumed run's earlier steps, told already
             if record["step"] <= start_step:
