@@ -74,3 +74,4 @@ bench: install system-deps vllm
 	$(PYTHON) bench/scaleout.py
 	$(PYTHON) bench/mcp_tools.py
 	$(PYTHON) bench/interop_steps.py
+	cd bench && $(PYTHON) agent_workers.py

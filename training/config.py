@@ -424,6 +424,10 @@ class HarnessSection(ConfigModel):
     command: list[str] | None = None
     """Or a command line run once per episode: it reads OPENAI_BASE_URL, OPENAI_API_KEY and
     TOOLGYM_TASK (the task as JSON) and prints its result."""
+    worker: bool = False
+    """Run the command as long-lived workers (up to `concurrency` of them), each serving
+    episode after episode by a line protocol (agents/gateway/worker.py), instead of once per
+    episode: its start is paid once per worker."""
     pass_env: list[str] = Field(default_factory=list)
     """Variables of the trainer's environment a command also gets (it gets PATH, HOME, the
     locale and the Python paths; never the trainer's keys unless named here)."""
@@ -457,6 +461,8 @@ class HarnessSection(ConfigModel):
             raise ConfigError("harness: give `agent` (package.module:function) or `command`, one")
         if self.command is not None and not self.command:
             raise ConfigError("harness.command: give at least the program to run")
+        if self.worker and self.command is None:
+            raise ConfigError("harness.worker: workers serve a `command`'s episodes")
         return self
 
 

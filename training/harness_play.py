@@ -32,8 +32,9 @@ class HarnessPlay:
     def __init__(self, section: HarnessSection, max_turns: int | None) -> None:
         self.section = section
         self.harness: Harness = make_harness(
-            section.agent, section.command, section.pass_env, section.isolate
-        )
+            section.agent, section.command, section.pass_env, section.isolate,
+            section.concurrency if section.worker else 0,
+        )  # fmt: skip
         self.reward: ResultCheck = result_check(section.reward, section.answer_tool)
         self.max_calls = min(section.max_calls, max_turns or section.max_calls)
 
@@ -57,6 +58,7 @@ class HarnessPlay:
             return gateway
 
         gateway: Gateway = await runtime.resources.get("gateway", start)
+        await runtime.resources.get("harness", lambda: self.harness)  # closed with the run
         settings = SessionSettings(
             sampling=rollout.sampling, max_calls=self.max_calls,
             max_completion_tokens=s.max_completion_tokens,

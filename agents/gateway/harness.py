@@ -89,16 +89,23 @@ class CallableHarness:
 
 def make_harness(
     agent: str | None, command: Sequence[str] | None, pass_env: Sequence[str] = (),
-    isolate: bool = True,
+    isolate: bool = True, workers: int = 0,
 ) -> Harness:  # fmt: skip
     """The user's agent: a function ("path/to/file.py:function" or "package.module:function")
-    or a command line, exactly one."""
+    or a command line, exactly one; a command with `workers` is that many long-lived workers
+    (worker.py's line protocol), else it runs once per episode."""
     if (agent is None) == (command is None):
         raise ConfigError(
             "give the agent as a function (package.module:function) or a command, one"
         )
     if agent is not None:
+        if workers:
+            raise ConfigError("workers serve a command's episodes; a function already stays")
         return CallableHarness.named(agent)
+    if workers:
+        from toolgym.agents.gateway.worker import WorkerHarness
+
+        return WorkerHarness(command or [], pass_env, isolate, workers)
     return CommandHarness(command or [], pass_env, isolate)
 
 
@@ -127,22 +134,11 @@ class CommandHarness:
             raise ToolgymError("a harness command needs at least the program to run")
         self.argv, self.name = list(argv), " ".join(argv)
         self.pass_env = (*PASSED_ENV, *pass_env)
-        self.prefix: list[str] = []
-        if isolate:
-            bwrap = shutil.which("bwrap")
-            if bwrap is None:
-                raise ConfigError(
-                    "harness commands run isolated from each other and the trainer with "
-                    "bubblewrap, which is not installed (Debian: apt-get install bubblewrap); "
-                    "or set harness.isolate: false to run them as the trainer's own processes"
-                )
-            self.prefix = [bwrap, "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid",
-                           "--unshare-ipc", "--die-with-parent", "--new-session", "--"]  # fmt: skip
+        self.prefix = isolation_prefix() if isolate else []
 
     def environment(self, task: HarnessTask, base_url: str, api_key: str) -> dict[str, str]:
-        kept = {name: os.environ[name] for name in self.pass_env if name in os.environ}
-        return {**kept, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": api_key,
-                "TOOLGYM_TASK": task.to_json()}  # fmt: skip
+        return {**passed_environment(self.pass_env), "OPENAI_BASE_URL": base_url,
+                "OPENAI_API_KEY": api_key, "TOOLGYM_TASK": task.to_json()}  # fmt: skip
 
     async def run(self, task: HarnessTask, base_url: str, api_key: str) -> Any:
         process = await asyncio.create_subprocess_exec(
@@ -174,6 +170,25 @@ class CommandHarness:
         if more:
             raise HarnessFailed(f"the command printed more than {OUTPUT_LIMIT} bytes")
         return out.decode(errors="replace").strip()
+
+
+def isolation_prefix() -> list[str]:
+    """bubblewrap's command line that runs an agent's process in PID and IPC namespaces of its
+    own (the file system shared), ended with the trainer; a ConfigError where it is missing."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise ConfigError(
+            "harness commands run isolated from each other and the trainer with "
+            "bubblewrap, which is not installed (Debian: apt-get install bubblewrap); "
+            "or set harness.isolate: false to run them as the trainer's own processes"
+        )
+    return [bwrap, "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--unshare-ipc",
+            "--die-with-parent", "--new-session", "--"]  # fmt: skip
+
+
+def passed_environment(names: Sequence[str]) -> dict[str, str]:
+    """The trainer's variables `names` names, where set."""
+    return {name: os.environ[name] for name in names if name in os.environ}
 
 
 EXIT_POLL_S = 0.02
