@@ -32,8 +32,9 @@ paper (a flag).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,7 @@ from toolgym.training.builders import (
     build_runtime,
     build_snapshot,
     check_engine,
+    model_hint,
 )
 from toolgym.training.config import TrainConfig
 from toolgym.training.credit import assign_credit
@@ -93,7 +95,7 @@ class Trainer:
         (learner.py); the parts' model is then this rank's shard."""
         if parts is None:
             check_engine(config)
-            check_model_dir(config.model)
+            check_model_dir(config.model, hint=model_hint(config))
         self.config = config
         self.run_files = RunDirectory(config)
         self.run_dir = self.run_files.path
@@ -151,6 +153,15 @@ class Trainer:
         each step's record once it is logged (the CLI prints a line from it); `on_episode`
         each training episode as it ends (the CLI shows a long step is alive)."""
         self.on_step, self.player.on_episode = on_step, on_episode
+        with self.opened(resume, overwrite):
+            self.runtime.run(self.train_steps())
+        return read_metrics(self.run_dir)
+
+    @contextlib.contextmanager
+    def opened(self, resume: bool = False, overwrite: bool = False) -> Iterator[None]:
+        """The run directory claimed (or its run resumed), its metrics and log open and the
+        start evaluated (eval.at_start); a clean exit saves the policy. Whatever drives the
+        steps (`run`, or your own loop: training/driven.py) runs inside it."""
         if resume:
             self._resume()
         else:
@@ -161,13 +172,12 @@ class Trainer:
             with RunLog(self.run_dir, self.config, self.step) as self.report:
                 if self.config.eval.at_start and not resume:
                     self.log_step({"step": 0, "env_steps": 0, **self.evaluate()})
-                self.runtime.run(self.train_steps())
+                yield
                 self.run_files.save_policy(self.policy())
                 self.learner.stop()
         finally:
             self.metrics.close()
             self.close()
-        return read_metrics(self.run_dir)
 
     async def train_steps(self) -> None:
         """Each step: take its batch from the stream, learn from it, sync the weights, then
