@@ -11,6 +11,8 @@ intervals.
 
 `--agent` and `--teacher` run another agent (a function or, with `--command`, a command
 line) and teacher through the same commands: a second framework's own warm start.
+`--teacher bench/sloppy_teacher.py:reply --keep all` measures what RL itself adds, from a
+warm start that is right about half the time (tests/test_harness_learns.py asserts it).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from toolgym.training.config import TrainConfig
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = f"{ROOT / 'examples' / 'agents' / 'arithmetic_openai.py'}:solve"
 TEACHER = f"{ROOT / 'examples' / 'agents' / 'arithmetic_teacher.py'}:reply"
+SLOPPY_TEACHER = f"{ROOT / 'bench' / 'sloppy_teacher.py'}:reply"
 CONFIG = ROOT / "configs" / "harness_arithmetic.yaml"
 ENV_ARGS = {"n_operands": 2}
 
