@@ -22,7 +22,7 @@ from toolgym.agents.collector import GroupRequest
 from toolgym.agents.engines.base import SamplingParams
 from toolgym.agents.engines.hf import HFEngine
 from toolgym.agents.gateway.collector import HarnessCollector, HarnessLimits
-from toolgym.agents.gateway.harness import CallableHarness, CommandHarness
+from toolgym.agents.gateway.harness import CallableHarness, CommandHarness, HarnessTask
 from toolgym.agents.gateway.result_check import result_check
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
@@ -375,6 +375,22 @@ def test_a_harness_run_trains_and_evaluates_through_the_gateway(
     if run_name == "openai":  # the agent's tools ran in the agent: no env can replay them
         replay = run_cli("rollouts", "rescore", str(run), "--reward", "replay")
         assert replay.returncode != 0 and "cannot be replayed" in replay.stderr
+
+
+def test_an_isolated_command_sees_the_runs_directory_empty(tmp_path):
+    """The run's stored episodes hold tasks' answers (an evaluation's, its `expected`): an
+    agent, or a shell tool of its, that went looking finds an empty folder."""
+    run_dir = tmp_path / "run"
+    (run_dir / "evaluations").mkdir(parents=True)
+    (run_dir / "evaluations" / "step_000000.jsonl").write_text('{"expected": "42"}\n')
+    look = f"ls -A {run_dir}; cat {run_dir}/evaluations/step_000000.jsonl; echo done"
+    task = HarnessTask("t", "What is 6 * 7?", [], 0)
+    hidden = CommandHarness(["sh", "-c", look], hidden=[run_dir])
+    seen = asyncio.run(hidden.run(task, "http://127.0.0.1:9/v1", "key"))
+    assert seen == "done"  # nothing listed, nothing read
+    shown = CommandHarness(["sh", "-c", look])  # the same command, nothing hidden
+    assert "42" in asyncio.run(shown.run(task, "http://127.0.0.1:9/v1", "key"))
+    assert (run_dir / "evaluations" / "step_000000.jsonl").exists()  # hidden, not touched
 
 
 def test_an_isolated_command_dies_with_a_killed_trainer(tmp_path):

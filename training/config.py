@@ -433,8 +433,9 @@ class HarnessSection(ConfigModel):
     locale and the Python paths; never the trainer's keys unless named here)."""
     isolate: bool = True
     """Run each command in PID and IPC namespaces of its own (bubblewrap): it cannot see or
-    signal the trainer or its siblings, and all it started ends with it. false: the
-    trainer's own processes (then it can read its siblings' keys and tasks)."""
+    signal the trainer or its siblings, it sees the run's directory empty (the stored
+    episodes hold tasks' answers), and all it started ends with it. false: the trainer's own
+    processes (then it can read its siblings' keys and tasks, and the run's files)."""
     reward: str = "env"
     """How a result is scored: env (the env's `answer_tool`, called with the result, on an
     instance reset with the episode's task), exact, contains, number, or

@@ -5,7 +5,7 @@ episodes play and closed with the runtime."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from toolgym.agents.collector import PoolSource
 from toolgym.agents.engines import Engine
@@ -29,11 +29,15 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class HarnessPlay:
-    def __init__(self, section: HarnessSection, max_turns: int | None) -> None:
+    def __init__(
+        self, section: HarnessSection, max_turns: int | None, hidden: Sequence[str] = ()
+    ) -> None:
+        """`hidden`: folders an isolated command sees empty (the run's directory: its stored
+        episodes hold tasks' answers)."""
         self.section = section
         self.harness: Harness = make_harness(
             section.agent, section.command, section.pass_env, section.isolate,
-            section.concurrency if section.worker else 0,
+            section.concurrency if section.worker else 0, hidden,
         )  # fmt: skip
         self.reward: ResultCheck = result_check(section.reward, section.answer_tool)
         self.max_calls = min(section.max_calls, max_turns or section.max_calls)

@@ -120,7 +120,9 @@ class Player:
         self.on_episode: Callable[[Trajectory], None] | None = None
         """Sees each episode as it ends."""
         self.harness = (
-            HarnessPlay(config.harness, config.rollout.max_turns) if config.harness else None
+            HarnessPlay(config.harness, config.rollout.max_turns, [config.run_dir])
+            if config.harness
+            else None
         )
         """The user's agent, when it plays the episodes through the gateway."""
 

@@ -22,6 +22,7 @@ import shutil
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from toolgym.errors import ConfigError, ToolgymError, one_line
@@ -89,11 +90,12 @@ class CallableHarness:
 
 def make_harness(
     agent: str | None, command: Sequence[str] | None, pass_env: Sequence[str] = (),
-    isolate: bool = True, workers: int = 0,
+    isolate: bool = True, workers: int = 0, hidden: Sequence[str | Path] = (),
 ) -> Harness:  # fmt: skip
     """The user's agent: a function ("path/to/file.py:function" or "package.module:function")
     or a command line, exactly one; a command with `workers` is that many long-lived workers
-    (worker.py's line protocol), else it runs once per episode."""
+    (worker.py's line protocol), else it runs once per episode. An isolated command sees an
+    empty folder at each `hidden` one."""
     if (agent is None) == (command is None):
         raise ConfigError(
             "give the agent as a function (package.module:function) or a command, one"
@@ -105,8 +107,8 @@ def make_harness(
     if workers:
         from toolgym.agents.gateway.worker import WorkerHarness
 
-        return WorkerHarness(command or [], pass_env, isolate, workers)
-    return CommandHarness(command or [], pass_env, isolate)
+        return WorkerHarness(command or [], pass_env, isolate, workers, hidden)
+    return CommandHarness(command or [], pass_env, isolate, hidden)
 
 
 PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
@@ -128,13 +130,14 @@ class CommandHarness:
     process group is ended as it exits; a process that left the group is out of reach."""
 
     def __init__(
-        self, argv: Sequence[str], pass_env: Sequence[str] = (), isolate: bool = True
-    ) -> None:
+        self, argv: Sequence[str], pass_env: Sequence[str] = (), isolate: bool = True,
+        hidden: Sequence[str | Path] = (),
+    ) -> None:  # fmt: skip
         if not argv:
             raise ToolgymError("a harness command needs at least the program to run")
         self.argv, self.name = list(argv), " ".join(argv)
         self.pass_env = (*PASSED_ENV, *pass_env)
-        self.prefix = isolation_prefix() if isolate else []
+        self.prefix = isolation_prefix(hidden) if isolate else []
 
     def environment(self, task: HarnessTask, base_url: str, api_key: str) -> dict[str, str]:
         return {**passed_environment(self.pass_env), "OPENAI_BASE_URL": base_url,
@@ -172,9 +175,11 @@ class CommandHarness:
         return out.decode(errors="replace").strip()
 
 
-def isolation_prefix() -> list[str]:
+def isolation_prefix(hidden: Sequence[str | Path] = ()) -> list[str]:
     """bubblewrap's command line that runs an agent's process in PID and IPC namespaces of its
-    own (the file system shared), ended with the trainer; a ConfigError where it is missing."""
+    own (the file system shared, but for an empty folder over each `hidden` one: the run's
+    directory, whose stored episodes hold tasks' answers), ended with the trainer; a
+    ConfigError where it is missing."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise ConfigError(
@@ -182,8 +187,10 @@ def isolation_prefix() -> list[str]:
             "bubblewrap, which is not installed (Debian: apt-get install bubblewrap); "
             "or set harness.isolate: false to run them as the trainer's own processes"
         )
-    return [bwrap, "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--unshare-ipc",
-            "--die-with-parent", "--new-session", "--"]  # fmt: skip
+    covered = [arg for path in hidden if Path(path).is_dir()
+               for arg in ("--tmpfs", str(Path(path).resolve()))]  # fmt: skip
+    return [bwrap, "--dev-bind", "/", "/", *covered, "--proc", "/proc", "--unshare-pid",
+            "--unshare-ipc", "--die-with-parent", "--new-session", "--"]  # fmt: skip
 
 
 def passed_environment(names: Sequence[str]) -> dict[str, str]:

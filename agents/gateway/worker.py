@@ -26,6 +26,7 @@ import contextlib
 import json
 from collections import deque
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from toolgym.agents.gateway.harness import (
@@ -79,13 +80,13 @@ class WorkerHarness:
 
     def __init__(
         self, argv: Sequence[str], pass_env: Sequence[str] = (), isolate: bool = True,
-        workers: int = 8,
+        workers: int = 8, hidden: Sequence[str | Path] = (),
     ) -> None:  # fmt: skip
         if not argv:
             raise ToolgymError("a harness worker needs at least the program to run")
         self.argv, self.name = list(argv), f"worker: {' '.join(argv)}"
         self.pass_env = (*PASSED_ENV, *pass_env)
-        self.prefix = isolation_prefix() if isolate else []
+        self.prefix = isolation_prefix(hidden) if isolate else []
         self.slots = asyncio.Semaphore(workers)
         self.idle: list[_Worker] = []
         self.started = 0

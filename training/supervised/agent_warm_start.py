@@ -121,7 +121,7 @@ async def _play(
         SamplingParams(max_tokens=r.max_tokens), max_turns=r.max_turns,
         max_context_tokens=r.max_context_tokens, episode_timeout_s=r.episode_timeout_s,
     )  # fmt: skip
-    play = HarnessPlay(config.harness, r.max_turns)
+    play = HarnessPlay(config.harness, r.max_turns, [config.run_dir])
     collector = await play.collector(
         runtime, teacher, renderer, PolicyGate(), rollout, runtime.pool_for, None
     )
