@@ -40,9 +40,11 @@ def toolgym(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "toolgym", *args], check=True)
 
 
-def agent_overrides(agent: str | None, command: list[str] | None) -> list[str]:
+def agent_overrides(
+    agent: str | None, command: list[str] | None, worker: bool = False
+) -> list[str]:
     if command:
-        return ["harness.agent=null", f"harness.command={command}"]
+        return ["harness.agent=null", f"harness.command={command}", f"harness.worker={worker}"]
     return [f"harness.agent={agent or AGENT}"]
 
 
@@ -74,13 +76,14 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=200)
     parser.add_argument("--agent", help="the agent function (default: the openai example)")
     parser.add_argument("--command", nargs="+", help="or the agent as a command line")
+    parser.add_argument("--worker", action="store_true", help="the command as long-lived workers")
     parser.add_argument("--teacher", default=TEACHER)
     parser.add_argument("--sft", type=Path, help="a warm start already made (skips it)")
     parser.add_argument("--set", nargs="*", default=[], help="more config overrides")
     parser.add_argument("--base", type=Path, help="the model the warm start fine-tunes "
                         "(default: pretrain a tiny one, about four minutes)")  # fmt: skip
     args = parser.parse_args()
-    agent = agent_overrides(args.agent, args.command)
+    agent = agent_overrides(args.agent, args.command, args.worker)
     start = args.sft or warm_start(args.out, args.demos, args.base, args.teacher, agent, args.keep)
     held_out = HeldOut("grpo")
     for seed in args.seeds:

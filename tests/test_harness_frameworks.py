@@ -21,6 +21,7 @@ from toolgym.agents.gateway.harness import CallableHarness, CommandHarness, Harn
 from toolgym.agents.gateway.result_check import result_check
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings
+from toolgym.agents.gateway.worker import WorkerHarness
 from toolgym.agents.render import ChatRenderer
 from toolgym.agents.runtime import Runtime
 from toolgym.envs.ref import EnvRef
@@ -120,9 +121,11 @@ def play(calculator_model_dir):
     def play_(example: str, size: int = 2, *args: str):
         """Play the example agent: a function, or a script (its args after it) run as a
         command from the frameworks' own environment."""
-        if args or example in COMMANDS:
-            harness: Harness = CommandHarness([str(frameworks_python()), str(EXAMPLES / example),
-                                               *args])  # fmt: skip
+        if example.endswith(":worker"):  # the script as a long-lived worker
+            script = EXAMPLES / example.removesuffix(":worker")
+            harness: Harness = WorkerHarness([str(frameworks_python()), str(script)], workers=1)
+        elif args or example in COMMANDS:
+            harness = CommandHarness([str(frameworks_python()), str(EXAMPLES / example), *args])
         else:
             harness = CallableHarness(load_callable(f"{EXAMPLES / example}:solve", "agent"))
         settings = SessionSettings(SamplingParams(max_tokens=48, temperature=0.0), max_calls=4)
@@ -131,6 +134,9 @@ def play(calculator_model_dir):
         groups = runtime.run(
             collector.collect([GroupRequest(ARITHMETIC, d, size) for d in draws()])
         )
+        if isinstance(harness, WorkerHarness):
+            runtime.run(harness.aclose())
+            assert harness.started == 1  # one process served all four episodes
         return [t for g in groups for t in g.trajectories]
 
     yield play_
@@ -139,7 +145,15 @@ def play(calculator_model_dir):
     runtime.close()
 
 
-@pytest.mark.parametrize("example", ["arithmetic_openai.py", "arithmetic_langgraph.py", *COMMANDS])
+@pytest.mark.parametrize(
+    "example",
+    [
+        "arithmetic_openai.py",
+        "arithmetic_langgraph.py",
+        *COMMANDS,
+        "arithmetic_agents_sdk.py:worker",
+    ],
+)
 def test_a_framework_that_keeps_its_history_gives_one_sequence(play, example):
     episodes = play(example)
     assert all(not t.masked for t in episodes), [t.infra_error for t in episodes]
