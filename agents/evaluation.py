@@ -13,8 +13,9 @@ from typing import Any, cast
 from toolgym.agents.collector import GroupRequest, RolloutCollector, requests_for, summarize
 from toolgym.agents.engines import SamplingParams, engine_class, make_engine
 from toolgym.agents.engines.base import Capabilities, Engine, HoldsTokenizer, ReadsImages
+from toolgym.agents.gateway.choose_harness import make_harness
 from toolgym.agents.gateway.collector import HarnessCollector, HarnessLimits
-from toolgym.agents.gateway.harness import Harness, make_harness
+from toolgym.agents.gateway.harness import Harness
 from toolgym.agents.gateway.result_check import ResultCheck, result_check
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings

@@ -128,7 +128,7 @@ class Trajectory:
     verdict: str | None = None
     """What the checker said of that answer (the env's answer tool's reply)."""
     expected: str | None = None
-    """What the task expected (envs/expected_answer.py), stored once the episode was over: it
+    """What the task expected (envs/tasks/expected_answer.py), stored once the episode was over: it
     is never shown to the policy or its agent."""
     segment_starts: list[int] = field(default_factory=list)
     """Offsets in token_ids where another context starts: an episode played through the

@@ -9,8 +9,9 @@ from collections.abc import Callable, Sequence
 
 from toolgym.agents.collector import PoolSource
 from toolgym.agents.engines import Engine
+from toolgym.agents.gateway.choose_harness import make_harness
 from toolgym.agents.gateway.collector import HarnessCollector, HarnessLimits
-from toolgym.agents.gateway.harness import Harness, make_harness
+from toolgym.agents.gateway.harness import Harness
 from toolgym.agents.gateway.result_check import ResultCheck, result_check
 from toolgym.agents.gateway.server import Gateway
 from toolgym.agents.gateway.session import SessionSettings

@@ -159,13 +159,9 @@ class Trainer:
 
     @contextlib.contextmanager
     def opened(self, resume: bool = False, overwrite: bool = False) -> Iterator[None]:
-        """The run directory claimed (or its run resumed), its metrics and log open and the
-        start evaluated (eval.at_start); a clean exit saves the policy. Whatever drives the
-        steps (`run`, or your own loop: training/driven.py) runs inside it."""
-        if resume:
-            self._resume()
-        else:
-            self.run_files.claim(overwrite)
+        """The run directory claimed (or resumed), its logs open, the start evaluated; a clean
+        exit saves the policy. What drives the steps (`run`, training/driven.py) runs in it."""
+        self._resume() if resume else self.run_files.claim(overwrite)
         sinks = ["tensorboard"] * self.config.tensorboard + list(self.config.loggers)
         self.metrics = MetricsLog(self.run_dir, self.step, sinks)
         try:
@@ -231,8 +227,7 @@ class Trainer:
         return step >= self.config.steps or (budget is not None and self.spent >= budget)
 
     def close(self) -> None:
-        """Stop the engine's workers, close the env pools and shared resources, and the loop
-        (a later call such as `evaluate` opens a fresh runtime)."""
+        """Stop the engine's workers, close the env pools, shared resources and the loop."""
         for engine in [self.engine, *([self.snapshot.engine] if self.snapshot else [])]:
             self.runtime.run(engine.aclose())
         self.runtime.run(self.rewards.aclose())

@@ -34,7 +34,7 @@ from toolgym.agents.rollout import EpisodeRequest
 from toolgym.agents.trajectory import EpisodeEnd, Trajectory, TrajectoryGroup
 from toolgym.agents.vision import text_only
 from toolgym.envs.episode_env import EpisodeEnv
-from toolgym.envs.expected_answer import expected_answer
+from toolgym.envs.tasks.expected_answer import expected_answer
 from toolgym.envs.tool_env import SOLVED_REWARD
 from toolgym.errors import RunFailedError, one_line
 

@@ -88,29 +88,6 @@ class CallableHarness:
             ) from exc
 
 
-def make_harness(
-    agent: str | None, command: Sequence[str] | None, pass_env: Sequence[str] = (),
-    isolate: bool = True, workers: int = 0, hidden: Sequence[str | Path] = (),
-) -> Harness:  # fmt: skip
-    """The user's agent: a function ("path/to/file.py:function" or "package.module:function")
-    or a command line, exactly one; a command with `workers` is that many long-lived workers
-    (worker.py's line protocol), else it runs once per episode. An isolated command sees an
-    empty folder at each `hidden` one."""
-    if (agent is None) == (command is None):
-        raise ConfigError(
-            "give the agent as a function (package.module:function) or a command, one"
-        )
-    if agent is not None:
-        if workers:
-            raise ConfigError("workers serve a command's episodes; a function already stays")
-        return CallableHarness.named(agent)
-    if workers:
-        from toolgym.agents.gateway.worker import WorkerHarness
-
-        return WorkerHarness(command or [], pass_env, isolate, workers, hidden)
-    return CommandHarness(command or [], pass_env, isolate, hidden)
-
-
 PASSED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
               "TERM", "PYTHONPATH", "VIRTUAL_ENV", "SSL_CERT_FILE", "SSL_CERT_DIR")  # fmt: skip
 """The trainer's variables a command gets (where set), besides those `pass_env` names: never
