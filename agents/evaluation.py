@@ -62,6 +62,9 @@ class EvalPlan:
     command: tuple[str, ...] | None = None
     """Or a command line run once per episode (it reads OPENAI_BASE_URL, OPENAI_API_KEY and
     TOOLGYM_TASK and prints its result), isolated with bubblewrap."""
+    worker: bool = False
+    """The command as long-lived workers (one per episode slot, agents/gateway/worker.py's
+    line protocol) instead of once per episode."""
     answer_check: str = "env"
     """How an agent's result is checked: env (the env's `answer_tool`), exact, contains,
     number, or "package.module:function"."""
@@ -137,7 +140,8 @@ def evaluate(
         if on_draws is not None:
             on_draws(len(draws))
         # the agent and its check are found before any model loads
-        harness = make_harness(plan.agent, plan.command) if plan.by_agent else None
+        workers = plan.concurrency if plan.worker else 0
+        harness = make_harness(plan.agent, plan.command, workers=workers) if plan.by_agent else None
         check = result_check(plan.answer_check, plan.answer_tool) if harness else None
         engine_args: dict[str, Any] = {"model": plan.model}
         if served:
@@ -190,6 +194,7 @@ class AgentPlay:
             self.engine, self.renderer, self.renderer.tokenizer, concurrency=plan.concurrency
         )
         await gateway.start()
+        await runtime.resources.get("harness", lambda: self.harness)  # its workers closed with it
         try:
             settings = SessionSettings(
                 sampling=self.sampling, max_calls=plan.max_turns or SessionSettings.max_calls,

@@ -465,3 +465,11 @@ def test_toolgym_eval_plays_your_agent_against_the_policy(tiny_model_dir, tmp_pa
     )
     missing = run_cli(*common, "--agent", f"{tmp_path}/nowhere.py:solve")
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    # the example worker serves the evaluation's episodes as long-lived workers
+    worker = f"{sys.executable} {EXAMPLE.parent / 'arithmetic_worker.py'}"
+    served = run_cli(*common, "--command", worker, "--worker", "--out", str(tmp_path / "w.jsonl"))
+    assert served.returncode == 0, served.stderr[-2000:]
+    kept = read_jsonl(tmp_path / "w.jsonl")
+    assert len(kept) == 4 and all(t.steps and not t.masked and "result" in t.scores for t in kept)
+    refused = run_cli(*common, "--agent", f"{EXAMPLE}:solve", "--worker")
+    assert refused.returncode != 0 and "workers serve a command's episodes" in refused.stderr

@@ -13,6 +13,7 @@ from rich.table import Table
 from toolgym.cli.options import (
     AgentCommand,
     AgentPath,
+    AgentWorker,
     AnswerCheck,
     AnswerTool,
     EnvArgs,
@@ -159,6 +160,7 @@ def evaluate(
     tool_schemas: ToolSchemas = None,
     agent: AgentPath = None,
     command: AgentCommand = None,
+    worker: AgentWorker = False,
     answer_check: AnswerCheck = "env",
     answer_tool: AnswerTool = "answer",
 ) -> None:
@@ -175,6 +177,6 @@ def evaluate(
         max_tokens=max_tokens, temperature=temperature, max_turns=max_turns,
         max_context_tokens=max_context, concurrency=concurrency, tool_schemas=tool_schemas,
         plays=plays, agent=agent, command=None if command is None else tuple(shlex.split(command)),
-        answer_check=answer_check, answer_tool=answer_tool,
+        worker=worker, answer_check=answer_check, answer_tool=answer_tool,
     )  # fmt: skip
     raise typer.Exit(eval_command(plan, out))

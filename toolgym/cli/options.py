@@ -40,6 +40,14 @@ AgentCommand = Annotated[
         "OPENAI_BASE_URL, OPENAI_API_KEY and TOOLGYM_TASK, and prints its answer).",
     ),
 ]
+AgentWorker = Annotated[
+    bool,
+    typer.Option(
+        "--worker",
+        help="Run the --command as long-lived workers that serve episode after episode by the "
+        "line protocol (docs/existing-agents.md), not once per episode.",
+    ),
+]
 AnswerCheck = Annotated[
     str,
     typer.Option(
