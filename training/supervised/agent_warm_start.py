@@ -84,8 +84,9 @@ def agent_warm_start(
             train, held_out = sft_draws(source, plan.fine_tune.seed, plan.episodes, plan.held_out)
             teacher = Teacher(replies, renderer, tokenizer)
             try:
-                demonstrated = await _play(config, runtime, teacher, renderer, env.ref, train)
-                measured = await _play(config, runtime, teacher, renderer, env.ref, held_out)
+                demonstrated, measured = await _play(
+                    config, runtime, teacher, renderer, env.ref, [train, held_out]
+                )
                 return demonstrated, measured
             finally:
                 await teacher.aclose()
@@ -112,9 +113,10 @@ def agent_warm_start(
 
 async def _play(
     config: TrainConfig, runtime: Runtime, teacher: Teacher, renderer: ChatRenderer,
-    ref: EnvRef, draws: Sequence[TaskDraw],
-) -> list[Trajectory]:  # fmt: skip
-    """The agent's episodes on `draws`, each call answered by the teacher."""
+    ref: EnvRef, draw_lists: Sequence[Sequence[TaskDraw]],
+) -> list[list[Trajectory]]:  # fmt: skip
+    """The agent's episodes on each list of draws, each call answered by the teacher (one
+    harness for all: a worker's process serves every list)."""
     assert config.harness is not None
     r = config.rollout
     rollout = RolloutConfig(
@@ -125,8 +127,11 @@ async def _play(
     collector = await play.collector(
         runtime, teacher, renderer, PolicyGate(), rollout, runtime.pool_for, None
     )
-    groups = await collector.collect([GroupRequest(ref, d, 1) for d in draws])
-    return [t for g in groups for t in g.trajectories]
+    played = []
+    for draws in draw_lists:
+        groups = await collector.collect([GroupRequest(ref, d, 1) for d in draws])
+        played.append([t for g in groups for t in g.trajectories])
+    return played
 
 
 def _kept(played: list[Trajectory], keep: Keep, teacher: str) -> list[Demonstration]:
