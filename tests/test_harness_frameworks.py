@@ -1,5 +1,5 @@
 """The example agent written with real agent frameworks (LangGraph, smolagents, the OpenAI
-Agents SDK on the Responses API, pydantic-ai), played against the gateway on loopback by a
+Agents SDK on the Responses API and on chat completions, pydantic-ai), played against the gateway on loopback by a
 tiny model taught to call the calculator: LangGraph, the SDK and pydantic-ai send the
 replies back as they were given, so a multi-turn tool-using episode is one token sequence;
 smolagents rewrites its conversation for its final answer, which starts a segment. A
@@ -151,11 +151,14 @@ def play(calculator_model_dir):
         "arithmetic_openai.py",
         "arithmetic_langgraph.py",
         *COMMANDS,
+        "arithmetic_agents_sdk.py --api chat",  # the SDK on chat completions
         "arithmetic_agents_sdk.py:worker",
+        "arithmetic_pydantic_ai.py:worker",
     ],
 )
 def test_a_framework_that_keeps_its_history_gives_one_sequence(play, example):
-    episodes = play(example)
+    script, *args = example.split()
+    episodes = play(script, 2, *args)
     assert all(not t.masked for t in episodes), [t.infra_error for t in episodes]
     for t in episodes:
         assert len(t.steps) >= 2 and t.segment_starts == []
