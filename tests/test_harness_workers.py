@@ -42,8 +42,22 @@ REPORTS_ERROR = (
     "    print(json.dumps({'error': 'no GPU here'}), flush=True)\n"
 )
 
+# a worker that opens a client per episode and never closes it: its connections stay open
+LEAKS_CLIENTS = """import json, sys, openai
+kept = []
+for line in sys.stdin:
+    request = json.loads(line)
+    kept.append(openai.OpenAI(base_url=request["base_url"], api_key=request["api_key"],
+                              max_retries=0))
+    try:
+        kept[-1].chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        print(json.dumps({"result": "1"}), flush=True)
+    except Exception as exc:
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+"""
 
-def play(tiny_model_dir, harness, episodes: int, concurrency: int = 2):
+
+def play(tiny_model_dir, harness, episodes: int, concurrency: int = 2, connections: int = 512):
     tokenizer = load_tokenizer(tiny_model_dir)
     renderer = ChatRenderer(tokenizer)
     runtime = Runtime()
@@ -52,6 +66,7 @@ def play(tiny_model_dir, harness, episodes: int, concurrency: int = 2):
         teacher = Teacher(FunctionReplies(load_callable(TEACHER, "teacher"), "teacher"),
                           renderer, tokenizer)  # fmt: skip
         gateway = Gateway(teacher, renderer, tokenizer)
+        gateway.admission.limit = connections
         await gateway.start()
         pool = runtime.pool_for(ARITHMETIC)
         env = await pool.acquire()
@@ -105,3 +120,17 @@ def test_a_worker_that_breaks_the_protocol_or_reports_an_error_masks_in_words(
         for t in episodes:  # before any model call: it could not be run, not the policy's doing
             assert t.masked and said in t.infra_error, t.infra_error
         assert harness.started == (2 if source is PRINTS_NOISE else 1)
+
+
+def test_a_worker_that_leaves_its_clients_open_is_told_so_when_the_gateway_refuses_it(
+    tiny_model_dir, tmp_path
+):
+    script = tmp_path / "leaks.py"
+    script.write_text(LEAKS_CLIENTS)
+    harness = WorkerHarness([sys.executable, str(script)], workers=1)
+    episodes = play(tiny_model_dir, harness, 5, concurrency=1, connections=3)
+    assert [t.masked for t in episodes] == [False] * 3 + [True] * 2
+    for t in episodes[3:]:  # the fourth connection on is refused: the reason says why
+        assert "APIConnectionError" in t.infra_error, t.infra_error
+        assert "the gateway refused 1 connection meanwhile, at its cap of 3" in t.infra_error
+        assert "must close it" in t.infra_error

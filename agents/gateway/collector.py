@@ -109,6 +109,7 @@ class HarnessEpisode:
         traj.messages = list(opening)  # until the agent's first call says what the model read
         task = HarnessTask(traj.id, _prompt(opening), list(opening), traj.seed)
         session = self.gateway.open(settings, traj)
+        refused = self.gateway.admission.refused
         policy_failed: str | None = None
         try:
             result = await self._run(session, task)
@@ -120,7 +121,7 @@ class HarnessEpisode:
         except Exception as exc:  # the agent's failure (HarnessFailed), or its command's
             why = str(exc) if isinstance(exc, HarnessFailed) else f"the harness failed: {_why(exc)}"
             if session.ended is None and not traj.steps:
-                _masked(traj, EpisodeEnd.INFRA_ERROR, why)
+                _masked(traj, EpisodeEnd.INFRA_ERROR, why + self._refusals_since(refused))
                 return
             result = None  # a budget ended it, or the agent failed on the policy's replies
             policy_failed = None if session.ended else why
@@ -152,6 +153,19 @@ class HarnessEpisode:
         if policy_failed is not None:
             traj.steps[-1].error = f"the agent failed after the policy's replies: {policy_failed}"
         traj.solved = reward >= SOLVED_REWARD  # the default rule: a full reward, never partial
+
+    def _refusals_since(self, refused: int) -> str:
+        """Why an agent's calls may have failed: connections the gateway refused at its cap
+        while the episode ran (an agent that leaves a client open per episode fills it)."""
+        admission = self.gateway.admission
+        if admission.refused == refused:
+            return ""
+        count = admission.refused - refused
+        return (
+            f" (the gateway refused {count} connection{'s' * (count != 1)} meanwhile, at its "
+            f"cap of {admission.limit} open at once: an agent that opens a client per episode "
+            "must close it, with `async with` or `await client.close()`)"
+        )
 
     async def _run(self, session: Session, task: HarnessTask) -> Any:
         """The agent's result, within the episode and idle timeouts (TimeoutError)."""

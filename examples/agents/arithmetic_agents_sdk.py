@@ -41,10 +41,14 @@ def calculator(expression: str) -> str:
     return evaluate(expression)
 
 
-async def play(prompt: str, turns: int) -> str:
+async def play(prompt: str, base_url: str, api_key: str, turns: int) -> str:
     agent = Agent(name="arithmetic", instructions=SYSTEM, tools=[calculator],
                   model_settings=ModelSettings(max_tokens=48))  # fmt: skip
-    result = await Runner.run(agent, prompt, max_turns=turns)
+    # closed after the episode: a worker plays thousands, a client each, and the gateway
+    # refuses connections past 512 open at once
+    async with AsyncOpenAI(base_url=base_url, api_key=api_key) as client:
+        set_default_openai_client(client)
+        result = await Runner.run(agent, prompt, max_turns=turns)
     return str(result.final_output)
 
 
@@ -57,8 +61,7 @@ def main() -> None:
     set_default_openai_api("chat_completions" if args.api == "chat" else "responses")
 
     def episode(task: dict, base_url: str, api_key: str) -> str:
-        set_default_openai_client(AsyncOpenAI(base_url=base_url, api_key=api_key))
-        return asyncio.run(play(task["prompt"], args.max_turns))
+        return asyncio.run(play(task["prompt"], base_url, api_key, args.max_turns))
 
     serve(episode)
 

@@ -15,9 +15,11 @@ UsageLimitExceeded, which scores the episode 0.
 from __future__ import annotations
 
 import argparse
+import asyncio
 
 from arithmetic_tools import SYSTEM, serve
 from arithmetic_tools import calculator as evaluate
+from openai import AsyncOpenAI
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -29,17 +31,24 @@ def calculator(expression: str) -> str:
     return evaluate(expression)
 
 
+async def play(prompt: str, base_url: str, api_key: str, calls: int) -> str:
+    # closed after the episode: a worker plays thousands, a client each, and the gateway
+    # refuses connections past 512 open at once
+    async with AsyncOpenAI(base_url=base_url, api_key=api_key) as client:
+        model = OpenAIChatModel("policy", provider=OpenAIProvider(openai_client=client))
+        agent = Agent(model, system_prompt=SYSTEM, tools=[calculator],
+                      model_settings={"max_tokens": 48})  # fmt: skip
+        result = await agent.run(prompt, usage_limits=UsageLimits(request_limit=calls))
+    return result.output
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--max-calls", type=int, default=4)
     calls = parser.parse_args().max_calls
 
     def episode(task: dict, base_url: str, api_key: str) -> str:
-        model = OpenAIChatModel("policy", provider=OpenAIProvider(base_url=base_url,
-                                                                  api_key=api_key))  # fmt: skip
-        agent = Agent(model, system_prompt=SYSTEM, tools=[calculator],
-                      model_settings={"max_tokens": 48})  # fmt: skip
-        return agent.run_sync(task["prompt"], usage_limits=UsageLimits(request_limit=calls)).output
+        return asyncio.run(play(task["prompt"], base_url, api_key, calls))
 
     serve(episode)
 
