@@ -61,7 +61,7 @@ def test_quickstart_trains_on_mazes_it_is_not_evaluated_on(quickstart_run):
                 assert (policy[f"{key}items"], policy[f"{key}plays"]) == (mazes, each)
                 low, rate, high = (policy[f"{key}success{s}"] for s in ("_low", "", "_high"))
                 assert 0 <= low <= rate <= high <= 1 and high - low < 0.3
-    assert "change, paired by maze" in result.stdout
+    assert "change (paired by maze)" in result.stdout
     for temperature in ("1.0", "0.0"):  # the change paired maze by maze is the rates' change
         sft, trained = results["before_rl"][temperature], results["after_rl"][temperature]
         for key in ("held-out/", "4x4/"):

@@ -17,6 +17,7 @@ import typer
 from rich.table import Table
 
 from toolgym.cli.show import console
+from toolgym.cli.tables import print_table
 from toolgym.intervals import paired_difference
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def compare_command(before_path: Path, after_path: Path) -> int:
         table.add_column(column)
     table.add_row("before", str(before_path), f"{sum(paired.before) / n:.1%}")
     table.add_row("after", str(after_path), f"{sum(paired.after) / n:.1%}")
-    console.print(table)
+    print_table(table, console)
     console.print(
         f"after - before: {100 * difference:+.1f} points, 95% interval "
         f"{100 * low:+.1f} to {100 * high:+.1f} (paired by item)"

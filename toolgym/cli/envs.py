@@ -10,6 +10,7 @@ from rich.table import Table
 
 from toolgym.cli.options import EnvArgs
 from toolgym.cli.show import console
+from toolgym.cli.tables import print_table
 
 MARKS = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "warn": "[yellow]![/]", "skip": "[dim]-[/]"}
 
@@ -29,7 +30,7 @@ def list_command(text: str | None = None) -> int:
         table.add_column("description")
         for s in specs:
             table.add_row(s.id, escape(s.description))
-        console.print(table)
+        print_table(table, console)
     else:
         for s in specs:
             print(f"{s.id}\t{s.description}")  # rich would expand the tab

@@ -22,6 +22,7 @@ from toolgym.cli.options import (
 )
 from toolgym.cli.progress import Ticker
 from toolgym.cli.show import console
+from toolgym.cli.tables import print_table
 
 if TYPE_CHECKING:
     from toolgym.agents.evaluation import EvalPlan
@@ -45,7 +46,9 @@ def eval_command(plan: EvalPlan, out: Path | None) -> int:
     stats = summarize(trajectories, time.perf_counter() - start)
     path = write_jsonl(trajectories, out)
     played = f" · {plan.agent or ' '.join(plan.command or ())}" if plan.by_agent else ""
-    console.print(results_table(f"{plan.env_id} · {plan.engine} · {plan.model}{played}", stats))
+    print_table(
+        results_table(f"{plan.env_id} · {plan.engine} · {plan.model}{played}", stats), console
+    )
     console.print(f"trajectories: {path}")
     if stats.tool_exception_rate:
         console.print(

@@ -9,6 +9,7 @@ import typer
 
 from toolgym.cli.options import EnvArgs
 from toolgym.cli.show import console
+from toolgym.cli.tables import print_table
 
 
 def init_command(arch: str, size: str, out: Path, seed: int) -> int:
@@ -88,7 +89,7 @@ def _print_probes(results: list[Any]) -> None:
     table = Table("probe", "tokens back", "exact", "per token")
     for r in results:
         table.add_row(r.kind, str(r.distance), f"{r.accuracy:.1%}", f"{r.token_accuracy:.1%}")
-    console.print(table)
+    print_table(table, console)
 
 
 def model_init(

@@ -34,6 +34,7 @@ from rich.table import Table
 
 from toolgym.cli.compare import item_success, pair
 from toolgym.cli.show import console, show_message
+from toolgym.cli.tables import print_table
 from toolgym.intervals import paired_difference, percent
 from toolgym.training.quickstart_recipe import (
     ENV_ARGS,
@@ -99,7 +100,7 @@ def quickstart_command(
             t: figures(played) | paired_change(before[t], played) for t, played in after.items()
         },
     }
-    console.print(results_table(results["before_rl"], results["after_rl"]))
+    print_table(results_table(results["before_rl"], results["after_rl"]), console)
     curves = plot_runs(
         [config.run_dir],
         out / "curves.png",
@@ -142,10 +143,11 @@ def paired_change(before: list[Trajectory], after: list[Trajectory]) -> dict[str
 
 
 def results_table(before: dict[float, Any], after: dict[float, Any]) -> Table:
+    """A row per policy, sampling and set of mazes, narrow enough for 80 columns: a set's
+    mazes and plays of each in its name (`3x3 held-out, 198 x 3`)."""
     table = Table(title=f"{ENV_ID} {ENV_ARGS}")
-    for column in ("policy", "sampling", "mazes", "distinct mazes", "plays a maze",
-                   "success (95% interval over mazes)", "valid tool calls", "mean turns",
-                   "change, paired by maze"):  # fmt: skip
+    for column in ("policy", "sampling", "mazes x plays", "success (95% interval)",
+                   "valid calls", "turns", "change (paired by maze)"):  # fmt: skip
         table.add_column(column)
     kinds = (("held-out/", "3x3 held-out"), ("4x4/", "4x4 transfer"))
     for name, results in (("SFT", before), ("SFT + GiGPO", after)):
@@ -156,9 +158,7 @@ def results_table(before: dict[float, Any], after: dict[float, Any]) -> Table:
                 table.add_row(
                     name,
                     sampling,
-                    mazes,
-                    str(r[f"{key}items"]),
-                    f"{r[f'{key}plays']:g}",
+                    f"{mazes}, {r[f'{key}items']:g} x {r[f'{key}plays']:g}",
                     percent(r[f"{key}success"], low, high),
                     f"{r[f'{key}valid_actions']:.1%}",
                     f"{r[f'{key}turns']:.2f}",

@@ -11,6 +11,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from toolgym.cli.tables import print_table
+
 console = Console(highlight=False, soft_wrap=True, emoji=False)
 """Plain lines are never cut or wrapped (a log file or a pipe keeps them whole), and
 `:name:` in an id is text, not an emoji."""
@@ -66,7 +68,7 @@ def show_tools(schemas: list[dict[str, Any]]) -> None:
         required = set(fn["parameters"].get("required", []))
         args = ", ".join(f"{k}{'' if k in required else '?'}: {_type(v)}" for k, v in props.items())
         table.add_row(fn["name"], escape(args) or "-", escape(fn["description"].splitlines()[0]))
-    console.print(table)
+    print_table(table, console)
 
 
 def _type(prop: dict[str, Any]) -> str:
