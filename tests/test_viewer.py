@@ -318,3 +318,25 @@ def test_token_pieces_cost_a_turns_length_not_its_square():
     pieces = run.token_pieces(ids)
     assert "".join(pieces) == Counting().decode(ids)
     assert Counting.decoded <= 2 * len(ids) * (PIECE_CONTEXT + 1)
+
+
+def test_a_folder_of_runs_opens_its_runs_and_not_its_models(tmp_path):
+    """`toolgym view runs/quickstart`: its RL run, not its models (whose config.json is a
+    model's); a folder with no run in it is refused in words."""
+    from toolgym.errors import ConfigError
+    from toolgym.viewer.runs import open_runs
+
+    folder = tmp_path / "quickstart"
+    for model in ("base", "sft"):
+        (folder / model).mkdir(parents=True)
+        (folder / model / "config.json").write_text("{}")
+    (folder / "rl").mkdir()
+    (folder / "rl" / "metrics.jsonl").write_text("")
+    (folder / "curves.png").write_bytes(b"")
+    assert [r.name for r in open_runs([folder])] == ["quickstart/rl"]
+    assert [r.name for r in open_runs([folder / "rl"])] == ["rl"]
+    with pytest.raises(ConfigError, match="is not a run directory .* nor a folder of runs"):
+        open_runs([folder / "rl" / "nothing"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="nor a folder of runs"):
+        open_runs([tmp_path / "empty"])

@@ -35,7 +35,9 @@ def view_command(paths: list[Path], host: str, port: int, open_browser: bool) ->
 
 
 def view(
-    runs: Annotated[list[Path], typer.Argument(help="Training run directories to view.")],
+    runs: Annotated[
+        list[Path], typer.Argument(help="Training run directories to view, or folders of them.")
+    ],
     host: Annotated[
         str, typer.Option(help="Address to serve on; anything but loopback exposes the runs.")
     ] = "127.0.0.1",

@@ -170,12 +170,28 @@ class Run:
 
 
 def open_runs(paths: list[Path]) -> list[Run]:
-    """The runs to serve; a path that is not a run directory is a ConfigError up front."""
+    """The runs to serve: each path a run directory, or a folder of them (the quickstart's
+    `runs/quickstart` holds its RL run beside its models), whose runs are served under
+    `folder/run`. A path that is neither is a ConfigError up front."""
     runs = []
     for path in paths:
-        if not path.is_dir() or not (
-            (path / "config.json").is_file() or (path / METRICS).is_file()
-        ):
-            raise ConfigError(f"{path} is not a run directory (no config.json or {METRICS})")
-        runs.append(Run(path.resolve(), name=path.name or str(path)))
+        if _is_run(path):
+            runs.append(Run(path.resolve(), name=path.name or str(path)))
+            continue
+        inside = sorted(p for p in path.iterdir() if _has_run_records(p)) if path.is_dir() else []
+        if not inside:
+            raise ConfigError(
+                f"{path} is not a run directory (no config.json or {METRICS}), nor a folder of runs"
+            )
+        runs += [Run(p.resolve(), name=f"{path.name}/{p.name}") for p in inside]
     return runs
+
+
+def _is_run(path: Path) -> bool:
+    return path.is_dir() and ((path / "config.json").is_file() or (path / METRICS).is_file())
+
+
+def _has_run_records(path: Path) -> bool:
+    """A run inside a folder: one that recorded something (a model's folder also holds a
+    config.json)."""
+    return path.is_dir() and any((path / name).is_file() for name in (METRICS, SUMMARY, RUN_LOG))
