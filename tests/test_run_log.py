@@ -5,6 +5,7 @@ run log and summary a real run writes."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 
@@ -19,8 +20,8 @@ from toolgym.training.run.summary import run_summary
 from toolgym.training.trainer import Trainer
 
 
-def advisor(steps=40):
-    return Advisor(Settings(steps=steps, lr=5e-4, rollouts_per_task=4, run_dir="runs/x"))
+def advisor(steps=40, **run):
+    return Advisor(Settings(steps=steps, lr=5e-4, rollouts_per_task=4, run_dir="runs/x", **run))
 
 
 def test_the_step_line_shows_kl_in_decimals_and_leaves_out_rounding():
@@ -53,6 +54,47 @@ def test_a_step_with_no_signal_is_told_with_its_cause_then_no_more_than_every_te
     assert "(10 such steps since step 2)" in told[11][0]
     easy = advisor().read({"step": 1, **signal(4, 4, succeeded=3)})
     assert "too easy" in easy[0]
+
+
+def test_the_advice_follows_what_the_run_already_did():
+    """A warm-started run is not told to warm-start as if it had not; a harness run is told
+    its own command; a self-play run's tasks are its proposer's, not the env's settings."""
+    hard = {"step": 1, **signal(8, 8)}
+    warmed = advisor(warm_started=True).read(hard)[0]
+    assert (
+        "warm start and all" in warmed and "more or better demonstrations (toolgym sft)" in warmed
+    )
+    harness = advisor(warm_start="toolgym warm-start", warm_started=True).read(hard)[0]
+    assert "(toolgym warm-start)" in harness and "toolgym sft" not in harness
+    fresh = advisor(warm_start="toolgym warm-start").read(hard)[0]
+    assert "warm-start it on demonstrations (toolgym warm-start)" in fresh
+    selfplay = advisor(selfplay=True, warm_started=True).read(hard)[0]
+    assert "proposed tasks are too hard for the solver" in selfplay
+    assert "warm-start" not in selfplay and "env's settings" not in selfplay
+    flat = advisor(warm_started=True)
+    told = [w for step in range(1, 11) for w in flat.read({"step": step, "rollout/success": 0.4})]
+    assert "warm-start it longer (toolgym sft)" in told[0]
+
+
+def test_a_run_from_a_warm_start_is_advised_as_one(tiny_model_dir, tmp_path):
+    """The run reads what it started from: a model saved with env settings was trained on
+    the env (by `toolgym sft`, `toolgym warm-start` or an earlier run)."""
+    from toolgym.config import load_config
+    from toolgym.envs.saved_settings import write_env_settings
+    from toolgym.training.config import TrainConfig
+    from toolgym.training.run.log import RunLog
+
+    for saved in (False, True):
+        model = tmp_path / f"model-{saved}"
+        shutil.copytree(tiny_model_dir, model)
+        if saved:
+            write_env_settings(model, "toolgym/Maze-v0", {}, True)
+        run_dir = tmp_path / f"run-{saved}"
+        run_dir.mkdir()
+        config = load_config(TrainConfig, None, [f"model={model}", f"run_dir={run_dir}"])
+        with RunLog(run_dir, config) as log:
+            assert log.advisor.settings.warm_started is saved
+            assert log.advisor.settings.warm_start == "toolgym sft"
 
 
 def test_a_step_mostly_without_signal_is_told_once():

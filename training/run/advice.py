@@ -27,6 +27,11 @@ class Settings:
     run_dir: str
     warm_start: str = "toolgym sft"
     """The command that warm-starts this run's policy (`toolgym warm-start` for an agent)."""
+    warm_started: bool = False
+    """The run's model was trained on this env already (a warm start, or an earlier run):
+    telling its user to warm-start it would send them back where they came from."""
+    selfplay: bool = False
+    """The tasks are the policy's own proposals, not the env's."""
 
 
 @dataclass
@@ -83,16 +88,31 @@ class Advisor:
         return None
 
     def remedy(self, failed: int, succeeded: int) -> str:
+        """What to try, from what the run already did: the same groups mean another thing
+        after a warm start, and in self-play, where the policy proposes its own tasks."""
+        s = self.settings
         more = (
-            f"raise rollout.rollouts_per_task (now {self.settings.rollouts_per_task}) so each "
-            "group has more chances to differ"
+            f"raise rollout.rollouts_per_task (now {s.rollouts_per_task}) so each group has "
+            "more chances to differ"
         )
-        if failed >= succeeded:
+        if failed < succeeded:
+            return f"The tasks are too easy for the policy: make them harder, or {more}."
+        if s.selfplay:
             return (
-                "The tasks are too hard for the policy: warm-start it on demonstrations "
-                f"({self.settings.warm_start}), ease the env's settings, or {more}."
+                "The proposed tasks are too hard for the solver: the proposer is paid for tasks "
+                "the solver solves some of the time, so they should ease as it learns; if they "
+                f"do not, {more}."
             )
-        return f"The tasks are too easy for the policy: make them harder, or {more}."
+        if s.warm_started:
+            return (
+                "The tasks are too hard for the policy, warm start and all (its model was "
+                "trained on this env already): ease the env's settings, warm-start it on more "
+                f"or better demonstrations ({s.warm_start}), or {more}."
+            )
+        return (
+            "The tasks are too hard for the policy: warm-start it on demonstrations "
+            f"({s.warm_start}), ease the env's settings, or {more}."
+        )
 
     def not_learning(self, step: int) -> str | None:
         """Once a run: rollout success over the last `window` steps no higher than over the
@@ -110,6 +130,7 @@ class Advisor:
             f"step {step}: the run is not learning yet: rollout success was {before:.3f} over "
             f"steps 1-{w} and is {after:.3f} over steps {step - w + 1}-{step}. Look at what the "
             f"policy does (toolgym rollouts show {s.run_dir}); if its tool calls are often "
-            f"invalid, warm-start it ({s.warm_start}); otherwise try optim.lr above {s.lr:g} or "
+            f"invalid, warm-start it{' longer' * s.warm_started} ({s.warm_start}); otherwise "
+            f"try optim.lr above {s.lr:g} or "
             f"more rollouts per task (rollout.rollouts_per_task, now {s.rollouts_per_task})."
         )

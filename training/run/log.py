@@ -13,6 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from toolgym.envs.saved_settings import FILE as SAVED_SETTINGS
 from toolgym.errors import EpisodesMasked, one_line
 from toolgym.log import get_logger
 from toolgym.training.run.advice import Advisor, Settings
@@ -80,9 +81,10 @@ class RunLog:
         self.run_dir, self.config, self.start_step = run_dir, config, start_step
         optim, rollout = config.optim, config.rollout
         warm_start = "toolgym warm-start" if config.harness else "toolgym sft"
-        self.advisor = Advisor(
-            Settings(config.steps, optim.lr, rollout.rollouts_per_task, str(run_dir), warm_start)
-        )
+        trained = (Path(str(config.model)) / SAVED_SETTINGS).is_file()  # a warm start saves them
+        selfplay = config.selfplay is not None
+        self.advisor = Advisor(Settings(config.steps, optim.lr, rollout.rollouts_per_task,
+                                        str(run_dir), warm_start, trained, selfplay))  # fmt: skip
         for record in read_metrics(run_dir):  # a resumed run's earlier steps, told already
             if record["step"] <= start_step:
                 self.advisor.read(record)
