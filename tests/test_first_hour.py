@@ -59,7 +59,15 @@ def test_train_to_a_file_prints_a_line_per_step_and_keeps_rollouts(tiny_model_di
     assert len(evaluated) == 2 and all(t.id.startswith("Maze-v0:eval:") for t in evaluated)
     assert len((run_dir / "rollouts" / kept[-1]).read_text().splitlines()) == 4
     shown = run_cli("rollouts", "show", str(run_dir), "--index", "1")
-    assert shown.returncode == 0 and "step_000002.jsonl: trajectory 1 of 4" in shown.stdout
+    assert shown.returncode == 0 and "step_000002.jsonl: trajectory 1 of 4 kept" in shown.stdout
+    # beside the episodes it kept, the step's own figures: what it played, not what it kept
+    record = last | {"rollout/masked": 0}
+    assert record["rollout/episodes"] == 4
+    assert (
+        f"the step: 4 episodes played · success {record['rollout/success']:.3f} (95% "
+        f"{record['rollout/success_low']:.2f} to {record['rollout/success_high']:.2f}) · "
+        f"valid calls {record['rollout/valid_actions']:.1%}" in shown.stdout
+    ), shown.stdout
     assert "toolgym/Maze-v0 · seed" in shown.stdout and "turn 1: reward" in shown.stdout
     first = run_cli("rollouts", "show", str(run_dir), "--step", "1")
     assert first.returncode == 0 and "step_000001.jsonl" in first.stdout

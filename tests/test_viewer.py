@@ -98,6 +98,10 @@ def test_each_kind_of_run_opens_on_every_page_with_no_console_error(runs, viewer
         last = int(sorted((run / "rollouts").iterdir())[-1].stem.removeprefix("step_"))
         listed = page.open(f"/run/{number}/step/{last}", "#episodes tr.episode-row")
         assert listed.locator("tr.episode-row").count() == len(step), kind
+        record = [json.loads(r) for r in (run / "metrics.jsonl").read_text().splitlines()]
+        played = next(r for r in record if r["step"] == last)["rollout/episodes"]
+        assert f"the step: {played} episodes played" in listed.inner_text("#figures"), kind
+        assert f"({len(step)} kept of {played} played)" in listed.inner_text("#shown"), kind
         episode = page.open(f"/run/{number}/step/{last}/episode/0", ".turn")
         assert episode.locator(".turn").count() == len(step[0].steps), kind
         if kind == "gui":  # the screenshots the policy saw

@@ -275,8 +275,8 @@ def rollout_metrics(
 ) -> dict[str, Any]:  # fmt: skip
     """`prefix/success` (with its 95% interval, `success_low` and `success_high`, and the
     distinct `items` played), reward, turns and valid_actions, overall and for each env named
-    in `per_env`; with `full`, the overall masked count, tokens_per_s, `masked_reasons`
-    (how many episodes each reason masked) where any was, and `segments` (token sequences
+    in `per_env`; with `full`, the episodes played and masked overall, tokens_per_s,
+    `masked_reasons` (how many episodes each reason masked) where any was, and `segments` (token sequences
     per episode) where a harness played through the gateway rewrote its history."""
     out: dict[str, Any] = {}
     for name in ["", *per_env]:
@@ -295,7 +295,8 @@ def rollout_metrics(
             f"{key}tool_exceptions": stats.tool_exception_rate,
         }
         if full and not name:
-            out |= {f"{key}masked": stats.masked, f"{key}tokens_per_s": stats.tokens_per_s}
+            out |= {f"{key}episodes": stats.episodes, f"{key}masked": stats.masked,
+                    f"{key}tokens_per_s": stats.tokens_per_s}  # fmt: skip
             kept = [t for t in chosen if not t.masked and t.steps]
             if any(t.segment_starts for t in kept):  # a harness rewrote its history
                 out[f"{key}segments"] = sum(len(t.segments()) for t in kept) / len(kept)

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from toolgym.http import BadRequest, Handler, error_middleware
+from toolgym.training.run.step_figures import step_figures
 from toolgym.viewer import episodes
 from toolgym.viewer.runs import LOOPBACK_HOSTS, NotFound, Run
 
@@ -66,8 +67,11 @@ def build_app(runs: list[Run], host: str) -> web.Application:
 
         def listed() -> dict[str, Any]:
             kept = run.step_file(number)
+            record = next((r for r in run.records() if r["step"] == number), None)
             return episodes.page(kept.trajectories, filters, offset, limit) | {
-                "skipped": kept.skipped
+                "skipped": kept.skipped,
+                "figures": step_figures(record),
+                "played": (record or {}).get("rollout/episodes"),
             }
 
         return answer(await asyncio.to_thread(listed))

@@ -265,13 +265,14 @@ async function stepPage(n, step, params) {
   const pager = el("div", { class: "pager" },
     el("button", { id: "previous", text: "previous", onclick: () => move(Math.max(0, offset - PAGE)) }),
     el("button", { id: "next", text: "next", onclick: () => move(offset + PAGE) }),
-    el("span", { id: "shown", text: `${page.matching ? offset + 1 : 0}-${offset + page.rows.length} of ${page.matching} matching (${page.total} kept)` }));
+    el("span", { id: "shown", text: `${page.matching ? offset + 1 : 0}-${offset + page.rows.length} of ${page.matching} matching (${page.total} kept${typeof page.played === "number" ? ` of ${page.played} played` : ""})` }));
   pager.querySelector("#previous").disabled = offset <= 0;
   pager.querySelector("#next").disabled = offset + PAGE >= page.matching;
   const skipped = page.skipped.length
     ? el("p", { class: "warn", id: "skipped", text: `skipped ${page.skipped.length} unreadable line${page.skipped.length > 1 ? "s" : ""}: ${page.skipped.slice(0, 3).join("; ")}` })
     : null;
-  show(el("h2", { text: `step ${step}` }), skipped, form, pager,
+  const figures = page.figures ? el("p", { id: "figures", text: `the step: ${page.figures}` }) : null;
+  show(el("h2", { text: `step ${step}` }), figures, skipped, form, pager,
     el("table", { id: "episodes" }, el("tr", {}, ...header.map((t) => el("th", { text: t }))), ...rows));
 }
 
