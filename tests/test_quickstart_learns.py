@@ -62,6 +62,14 @@ def test_quickstart_trains_on_mazes_it_is_not_evaluated_on(quickstart_run):
                 low, rate, high = (policy[f"{key}success{s}"] for s in ("_low", "", "_high"))
                 assert 0 <= low <= rate <= high <= 1 and high - low < 0.3
     assert "change (paired by maze)" in result.stdout
+    # one held-out figure: the run's summary (what `toolgym view` shows) is the table's own,
+    # at the start and the end, for every eval set
+    summary = json.loads((out / "rl" / "summary.json").read_text())
+    assert summary["held_out"] == ["eval", "test"]
+    for when, policy in (("start", before), ("end", after)):
+        assert summary[when]["success"] == pytest.approx(policy["held-out/success"])
+        assert summary[when]["items"] == HELD_OUT
+        assert summary["sets"]["4x4"][when]["success"] == pytest.approx(policy["4x4/success"])
     for temperature in ("1.0", "0.0"):  # the change paired maze by maze is the rates' change
         sft, trained = results["before_rl"][temperature], results["after_rl"][temperature]
         for key in ("held-out/", "4x4/"):

@@ -170,7 +170,11 @@ def test_a_run_writes_its_log_and_summary_and_warns_where_no_group_can_teach(
         "env.kwargs={size: 3, max_turns: 1, far_goal: true}", "rollout.tasks_per_step=2",
         "rollout.rollouts_per_task=2", "rollout.max_tokens=16", "eval.episodes=2",
         "eval.at_start=true",
+        "eval.sets=[{name: test, id: toolgym/Maze-v0, split: test, episodes: 3, "
+        "kwargs: {size: 3, max_turns: 1, far_goal: true}}, "
+        "{name: 4x4, id: toolgym/Maze-v0, kwargs: {size: 4, max_turns: 1}, episodes: 1}]",
     ])  # fmt: skip
+    assert config.held_out_sets == ["test"]  # the run's own mazes; 4x4 is a transfer set
     metrics = Trainer(config).run()
     assert [m["signal/equal_groups"] for m in metrics if m["step"]] == [2.0, 2.0]
     log = (tmp_path / "train.log").read_text().splitlines()
@@ -182,6 +186,17 @@ def test_a_run_writes_its_log_and_summary_and_warns_where_no_group_can_teach(
     assert summary["status"] == "finished" and summary["steps"] == 2
     assert summary["start"]["step"] == 0 and summary["end"]["step"] == 2
     assert summary["start"]["success"] == summary["end"]["success"] == 0.0
+    # one held-out figure: the eval split and the test split pooled, 2 + 3 mazes; each set's
+    # own beside it, the transfer set's too
+    assert summary["held_out"] == ["eval", "test"] and summary["start"]["items"] == 5
+    assert metrics[0]["held_out/items"] == 5 and "held_out/success" in metrics[-1]
+    assert {name: f["end"]["items"] for name, f in summary["sets"].items()} == {
+        "eval": 2, "test": 3, "4x4": 1,
+    }  # fmt: skip
+    assert any("held-out success at the start (step 0) (pooled: eval, test)" in line
+               for line in log)  # fmt: skip
+    assert any(line.endswith("eval set 4x4: start 0.000 (95% 0.000 to 0.793, 1 items); end "
+                             "0.000 (95% 0.000 to 0.793, 1 items)") for line in log), log  # fmt: skip
     assert summary["no_signal_steps"] == 2 and summary["env_steps"] == metrics[-1]["env_steps"] * 2
     assert log[-1].endswith("steps whose groups all carried no signal: 2")
 

@@ -94,6 +94,14 @@ def test_each_kind_of_run_opens_on_every_page_with_no_console_error(runs, viewer
     for number, (kind, run) in enumerate(runs.items()):
         shown = page.open(f"/run/{number}", "#steps a")
         assert run.name in shown.inner_text("main")
+        if kind == "quickstart":  # its start and end for every eval set, as the summary has them
+            summary = json.loads((run / "summary.json").read_text())
+            assert "held out (eval and test pooled) at the start" in shown.inner_text("main")
+            rows = shown.locator("#eval-sets tr").all_inner_texts()
+            assert [r.split("\t")[:2] for r in rows[1:]] == [
+                ["eval", "held out"], ["test", "held out"], ["4x4", "transfer"]
+            ]  # fmt: skip
+            assert f"{summary['start']['success']:.3f}" in shown.inner_text("main")
         step = read_jsonl(sorted((run / "rollouts").iterdir())[-1])
         last = int(sorted((run / "rollouts").iterdir())[-1].stem.removeprefix("step_"))
         listed = page.open(f"/run/{number}/step/{last}", "#episodes tr.episode-row")

@@ -313,10 +313,12 @@ class EvalSection(ConfigModel):
     its toolgym_best.json: a run that collapses late keeps what it reached. The choice saw
     the eval split, so measure the kept policy on the test split (`toolgym eval --split test`)."""
     sets: list[EvalSetSection] = Field(default_factory=list)
-    """Transfer sets, played at every evaluation beside the run's own held-out split: each
-    an env (id, kwargs, and a `name` its metrics are logged under, eval/NAME/success) whose
-    eval split (or test split: `split`) differs from what training draws, e.g. a larger
-    maze or unseen values."""
+    """Sets played at every evaluation beside the run's own held-out split: each an env
+    (id, kwargs, and a `name` its metrics are logged under, eval/NAME/success) whose eval
+    split (or test split: `split`) differs from what training draws. A set of an env the
+    run trains on, with its settings (its test split: more held-out items), is held out:
+    pooled with the eval split as held_out/success, the run's one held-out figure. Any other
+    (a larger maze, unseen values) measures transfer."""
 
 
 class AsyncSection(ConfigModel):
@@ -647,3 +649,11 @@ class TrainConfig(ConfigModel):
     def mixture(self) -> list[EnvSection]:
         """The envs this run trains on."""
         return self.envs or [self.env]
+
+    @property
+    def held_out_sets(self) -> list[str]:
+        """The eval sets that hold out more of the run's own tasks (an env it trains on, with
+        the same settings, on a split training never draws): pooled with the eval split into
+        the run's one held-out success. The other sets measure transfer."""
+        own = [(e.id, e.kwargs) for e in self.mixture]
+        return [s.label for s in self.eval.sets if (s.id, s.kwargs) in own]

@@ -34,6 +34,7 @@ from toolgym.training.config import EnvSection, TrainConfig
 from toolgym.training.groups import Collect
 from toolgym.training.harness_play import HarnessPlay
 from toolgym.training.rewards.base import Continuation
+from toolgym.training.run.summary import HELD_OUT
 
 log = get_logger(__name__)
 
@@ -233,8 +234,9 @@ class Player:
     def evaluation(
         self, after: str, temperature: float | None = None, plays: int | None = None
     ) -> tuple[dict[str, Any], list[Trajectory]]:
-        """The policy on each env's eval tasks and each transfer set's: the metrics and the
-        episodes they measured (two policies' episodes on the same eval tasks pair item by
+        """The policy on each env's eval tasks and each set's (eval.sets): the metrics, the
+        held-out sets pooled with the eval split as `held_out/...` where the run has any, and
+        the episodes they measured (two policies' episodes on the same eval tasks pair item by
         item, a paired difference tighter than two rates). Unset, `temperature` and `plays`
         are the eval section's; `after` says when, in a failure's message."""
         temperature = self.config.eval.temperature if temperature is None else temperature
@@ -249,6 +251,8 @@ class Player:
             transfer = [t for t in played if t.env_name == name]
             require_unmasked(transfer, f"transfer set {name}'s evaluation {after}")
             metrics |= rollout_metrics(f"eval/{name}", transfer, 0.0, [], full=False)
+        if pooled := [t for t in played if t.env_name in self.config.held_out_sets]:
+            metrics |= rollout_metrics(HELD_OUT, held_out + pooled, 0.0, [], full=False)
         if masked := masked_reasons(played):
             metrics |= {"eval/masked": sum(masked.values()), "eval/masked_reasons": masked}
         return metrics | {"time/eval_s": time.perf_counter() - start}, played

@@ -9,7 +9,8 @@
           demonstrator to surpass (the slip-free solver's student leaves little: RL then
           only sharpens its sampling towards what greedy decoding already did)
     rl    GiGPO from the SFT policy, 16 mazes x 4 rollouts per step in 4 mini-batches (four
-          clipped updates per batch), a format term of -0.2 per malformed turn
+          clipped updates per batch), a format term of -0.2 per malformed turn; the run
+          evaluates at its start too, so its summary and `toolgym view` show the lift
     eval  the SFT and RL policies on the same held-out mazes (3x3 mazes training never drew:
           the env splits its mazes by content; its eval and test splits, 198 mazes), sampled
           at the training temperature (three plays a maze) and greedy, and on larger 4x4
@@ -56,11 +57,12 @@ def quickstart_command(
     out: Path, steps: int, seed: int, engine: str = "hf", size: str | None = None
 ) -> int:
     from toolgym.agents.models.fresh import init_model
+    from toolgym.agents.trajectory import read_jsonl
     from toolgym.cli.progress import TrainSteps
     from toolgym.cli.train import sft_command
     from toolgym.config import load_config
     from toolgym.training.config import TrainConfig
-    from toolgym.training.run.plot import plot_runs
+    from toolgym.training.run.files import eval_rollouts_path
     from toolgym.training.trainer import Trainer
 
     size = model_size(engine, size)
@@ -79,12 +81,16 @@ def quickstart_command(
         + [f"env.id={ENV_ID}", f"env.kwargs={ENV_ARGS}", f"engine.kind={engine}", *RECIPE],
     )
     trainer = Trainer(config)
-    before = {
-        t: trainer.player.evaluation("before RL", t, plays)[1] for t, plays in EVAL_PLAYS.items()
+    greedy = {  # the run evaluates at eval.temperature itself, at its start
+        t: trainer.player.evaluation("before RL", t, plays)[1]
+        for t, plays in EVAL_PLAYS.items()
+        if t != config.eval.temperature
     }
     console.rule(f"3/4 GiGPO for {steps} steps (metrics: {config.run_dir}/metrics.jsonl)")
     with TrainSteps(config.steps) as progress:
         trainer.run(overwrite=True, on_step=progress, on_episode=progress.episode)
+    start = read_jsonl(eval_rollouts_path(config.run_dir, 0))  # the run's step 0, kept whole
+    before = {t: greedy.get(t, start) for t in EVAL_PLAYS}
     console.rule("4/4 the same held-out mazes, before and after RL")
     assert trainer.last_evaluation is not None  # a run ends with an evaluation
     ran_at, _, played = trainer.last_evaluation  # the trained policy's, at eval.temperature
@@ -94,6 +100,18 @@ def quickstart_command(
     }
     show_episode(trainer)
     trainer.close()
+    facts = {"env": ENV_ID, "env_args": ENV_ARGS, "engine": engine, "model_size": size}
+    report(out, config.run_dir, before, after, facts)
+    return 0
+
+
+def report(
+    out: Path, run_dir: Path, before: dict[float, Any], after: dict[float, Any],
+    facts: dict[str, Any],
+) -> None:  # fmt: skip
+    """The table, the curves and results.json, from both policies' held-out episodes."""
+    from toolgym.training.run.plot import plot_runs
+
     results: dict[str, Any] = {
         "before_rl": {t: figures(played) for t, played in before.items()},
         "after_rl": {
@@ -102,16 +120,12 @@ def quickstart_command(
     }
     print_table(results_table(results["before_rl"], results["after_rl"]), console)
     curves = plot_runs(
-        [config.run_dir],
+        [run_dir],
         out / "curves.png",
-        ("rollout/success", "rollout/valid_actions", "eval/success", "eval/test/success"),
+        ("rollout/success", "rollout/valid_actions", "held_out/success", "eval/4x4/success"),
     )
-    console.print(
-        f"learning curves: [bold]{curves}[/]; trained policy: [bold]{config.run_dir}/policy[/]"
-    )
-    results |= {"env": ENV_ID, "env_args": ENV_ARGS, "engine": engine, "model_size": size}
-    (out / "results.json").write_text(json.dumps(results, indent=2))
-    return 0
+    console.print(f"learning curves: [bold]{curves}[/]; trained policy: [bold]{run_dir}/policy[/]")
+    (out / "results.json").write_text(json.dumps(results | facts, indent=2))
 
 
 def of_kind(played: list[Trajectory], kind: str) -> list[Trajectory]:

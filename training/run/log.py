@@ -170,11 +170,20 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"({s['env_steps']:g} env steps) in {clock(s['wall_s'])}"
         + (f"; by phase: {phases}" if phases else "")
     ]
+    pooled = s.get("held_out") or ["eval"]
+    of = f" (pooled: {', '.join(pooled)})" if len(pooled) > 1 else ""
     for when in ("start", "end"):
         if s[when] is not None:
             lines.append(
-                f"held-out success at the {when} (step {s[when]['step']}): {_rate(s[when])}"
+                f"held-out success at the {when} (step {s[when]['step']}){of}: {_rate(s[when])}"
             )
+    sets = s.get("sets") or {}
+    if len(sets) > 1:  # each set's own, the transfer sets among them
+        for name, figures in sets.items():
+            start, end = figures["start"], figures["end"]
+            said = [f"{when} {_rate(f)}" for when, f in (("start", start), ("end", end)) if f]
+            if said:
+                lines.append(f"eval set {name}: {'; '.join(said)}")
     first, last = s["rollout_success"]["first"], s["rollout_success"]["last"]
     if first is not None and last is not None:
         lines.append(f"rollout success: {first:.3f} at the first step, {last:.3f} at the last")

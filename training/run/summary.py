@@ -1,5 +1,6 @@
 """RUN_DIR/summary.json: a run in a few figures, from its records (metrics.jsonl) and how it
-ended: held-out success at the start and at the end with their 95% intervals, the steps and
+ended: held-out success at the start and at the end with their 95% intervals (the eval
+split pooled with the run's held-out sets, `held_out`, and each eval set's own in `sets`), the steps and
 env steps done, the time each phase took, and what was masked or left out of training and
 why. Written when the run ends, however it ends; the run log says it in words (run/log.py)."""
 
@@ -12,6 +13,9 @@ from typing import Any
 
 from toolgym.training.run.files import SUMMARY
 
+HELD_OUT = "held_out"
+"""The prefix of the run's one held-out success where it has held-out sets besides its eval
+split (TrainConfig.held_out_sets): all of them pooled, as `toolgym quickstart` reports it."""
 PHASES = ("rollout", "advantage", "update", "sync", "eval")
 """The phases whose seconds a step's record holds as time/PHASE_s."""
 MASKED_KEYS = ("rollout/masked_reasons", "eval/masked_reasons")
@@ -26,6 +30,8 @@ def run_summary(
     them)."""
     steps = [r for r in records if r["step"] > 0]
     evals = [r for r in records if isinstance(r.get("eval/success"), int | float)]
+    held_out = HELD_OUT if config.held_out_sets else "eval"
+    eval_sets = {"eval": "eval"} | {s.label: f"eval/{s.label}" for s in config.eval.sets}
     masked: Counter[str] = Counter(lost or {})
     for r in records:
         for key in MASKED_KEYS:
@@ -40,8 +46,16 @@ def run_summary(
         "env_steps": sum(r.get("env_steps", 0) for r in steps),
         "wall_s": round(wall_s, 1),
         "time_s": {p: round(sum(r.get(f"time/{p}_s", 0.0) for r in records), 1) for p in PHASES},
-        "start": _success(evals[0]) if evals and evals[0]["step"] == 0 else None,
-        "end": _success(evals[-1]) if evals and evals[-1]["step"] > 0 else None,
+        "start": _success(evals[0], held_out) if evals and evals[0]["step"] == 0 else None,
+        "end": _success(evals[-1], held_out) if evals and evals[-1]["step"] > 0 else None,
+        "held_out": ["eval", *config.held_out_sets],
+        "sets": {
+            name: {
+                "start": _success(evals[0], prefix) if evals and evals[0]["step"] == 0 else None,
+                "end": _success(evals[-1], prefix) if evals and evals[-1]["step"] > 0 else None,
+            }
+            for name, prefix in eval_sets.items()
+        },
         "rollout_success": {
             "first": steps[0].get("rollout/success") if steps else None,
             "last": steps[-1].get("rollout/success") if steps else None,
@@ -60,13 +74,16 @@ def run_summary(
     }
 
 
-def _success(record: dict[str, Any]) -> dict[str, Any]:
+def _success(record: dict[str, Any], prefix: str) -> dict[str, Any] | None:
+    """`prefix/success` of an evaluation's record, with its interval and items."""
+    if not isinstance(record.get(f"{prefix}/success"), int | float):
+        return None
     return {
         "step": record["step"],
-        "success": record["eval/success"],
-        "low": record.get("eval/success_low"),
-        "high": record.get("eval/success_high"),
-        "items": record.get("eval/items"),
+        "success": record[f"{prefix}/success"],
+        "low": record.get(f"{prefix}/success_low"),
+        "high": record.get(f"{prefix}/success_high"),
+        "items": record.get(f"{prefix}/items"),
     }
 
 

@@ -174,10 +174,24 @@ function curves(numbers) {
 }
 
 // ----- pages ---------------------------------------------------------------------------------
+const rate = (part) => (part ? `${fmt(part.success)} [${fmt(part.low, 2)}, ${fmt(part.high, 2)}]` : "-");
+
 function summaryCells(summary) {
   if (!summary) return ["running or no summary yet", "-", "-"];
-  const rate = (part) => (part ? `${fmt(part.success)} [${fmt(part.low, 2)}, ${fmt(part.high, 2)}]` : "-");
   return [`${summary.status}, ${summary.steps} of ${summary.steps_planned} steps`, rate(summary.start), rate(summary.end)];
+}
+
+function evalSets(summary) {
+  // every eval set at the start and the end: the held-out ones (pooled into the run's one
+  // held-out figure) and the transfer sets
+  if (!summary || !summary.sets) return null;
+  const pooled = summary.held_out || ["eval"];
+  const rows = Object.entries(summary.sets).map(([name, f]) => el("tr", {},
+    el("td", { text: name }), el("td", { text: pooled.includes(name) ? "held out" : "transfer" }),
+    el("td", { text: String((f.end || f.start || {}).items ?? "-") }),
+    el("td", { text: rate(f.start) }), el("td", { text: rate(f.end) })));
+  return el("table", { id: "eval-sets" },
+    el("tr", {}, ...["eval set", "kind", "items", "at start", "at end"].map((t) => el("th", { text: t }))), ...rows);
 }
 
 async function home() {
@@ -202,6 +216,11 @@ function flatten(value, prefix, out) {
   return out;
 }
 
+function pooledNote(summary) {
+  const pooled = (summary && summary.held_out) || ["eval"];
+  return pooled.length > 1 ? ` (${pooled.join(" and ")} pooled)` : "";
+}
+
 async function runPage(n) {
   const run = runs[n];
   trail([run.name, null]);
@@ -219,7 +238,8 @@ async function runPage(n) {
   const [status, start, end] = summaryCells(run.summary);
   show(
     el("h2", { text: run.name }), el("p", { class: "dim", text: run.path }),
-    el("p", {}, `${status}; held out at the start ${start}, at the end ${end}`),
+    el("p", {}, `${status}; held out${pooledNote(run.summary)} at the start ${start}, at the end ${end}`),
+    evalSets(run.summary),
     el("h2", { text: "curves" }), holder,
     el("h2", { text: "kept steps" }), steps,
     el("h2", { text: "log" }), logBox,
