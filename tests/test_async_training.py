@@ -77,6 +77,7 @@ def test_with_eta_0_async_trains_on_exactly_what_sync_does(tool_calling_model_di
         assert a["train/loss"] == pytest.approx(s["train/loss"], rel=1e-5, abs=1e-7)
         assert a["env_steps"] == s["env_steps"]
         assert a["async/staleness_0"] == 1.0
+        assert not any(k.startswith("async/") for k in s)  # no staleness chart of zeros
 
 
 def test_staleness_never_passes_eta_and_the_next_step_plays_meanwhile(

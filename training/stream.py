@@ -90,7 +90,7 @@ class GroupStream:
         """Slots that may be started and not yet trained."""
         self.cost = 1 if self.per_group else groups_per_step
         """Slots one unit takes."""
-        self.partial = partial
+        self.partial, self.whole_steps = partial, whole_steps
         self.units_per_step = groups_per_step if self.per_group else 1
         self.last_unit = None if steps is None else steps * self.units_per_step
         self.next_unit = 0
@@ -292,7 +292,10 @@ def batch_metrics(
     stream: GroupStream, batch: Batch, step: int, t0: float, t1: float, t2: float
 ) -> dict[str, float]:
     """How stale `batch` was and who waited for whom (the trainer for groups, or the generator
-    for weights): its learning began at `t0`, its sync at `t1` and ended at `t2`."""
+    for weights): its learning began at `t0`, its sync at `t1` and ended at `t2`. A
+    synchronous run records only its sync's time: its staleness would be a chart of zeros."""
+    if stream.whole_steps:  # synchronous: nothing is stale and nobody waits on the other
+        return {"time/sync_s": t2 - t1}
     step_s = batch.since_previous_s + t2 - t0
     return {
         **staleness_metrics(batch, step, stream.max_staleness, stream.partial),
