@@ -1,6 +1,7 @@
 """Screenshots of `toolgym view`'s pages for docs/rollouts.md, taken in headless Chromium
 (the system's) from real runs: python scripts/viewer_screenshots.py RUN_DIR [RUN_DIR...]
-(the first run's last kept step and its first trained episode are the ones shown)."""
+(the first run's last kept step and its first trained episode are the ones shown), at
+1280 pixels wide, and the runs and run pages at 800 too."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from playwright.sync_api import sync_playwright
 from toolgym.agents.trajectory import read_jsonl
 from toolgym.envs.gui.browser import find_chromium
 from toolgym.training.run.files import kept_steps
+
+WIDTHS = (1280, 800)
+NARROW = ("viewer-runs", "viewer-run")
+"""The pages shot at the narrow width too (their charts wrap)."""
 
 
 def main() -> None:
@@ -53,12 +58,16 @@ def main() -> None:
         args.out.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=find_chromium(), headless=True)
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            for name, (route, ready) in pages.items():
-                page.goto(f"{url}/#{route}")
-                page.wait_for_selector(ready, timeout=20_000)
-                page.screenshot(path=str(args.out / f"{name}.png"))
-                print(args.out / f"{name}.png")
+            for width in WIDTHS:  # a laptop's window, and a narrow one (its name says it)
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                for name, (route, ready) in pages.items():
+                    if width != WIDTHS[0] and name not in NARROW:
+                        continue
+                    page.goto(f"{url}/#{route}")
+                    page.wait_for_selector(ready, timeout=20_000)
+                    path = args.out / f"{name}{'' if width == WIDTHS[0] else f'-{width}'}.png"
+                    page.screenshot(path=str(path))
+                    print(path)
             browser.close()
     finally:
         server.terminate()

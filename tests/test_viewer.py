@@ -7,6 +7,7 @@ can; hostile text stays text; and the server serves nothing but the runs it was 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import urllib.error
 import urllib.request
@@ -67,8 +68,8 @@ def browser():
 class Page:
     """A page of the viewer with every console error and uncaught exception it logs."""
 
-    def __init__(self, browser, url):
-        self.page = browser.new_page()
+    def __init__(self, browser, url, width=1280):
+        self.page = browser.new_page(viewport={"width": width, "height": 900})
         self.page.set_default_timeout(60_000)  # a loaded 2-core machine renders slowly
         self.errors: list[str] = []
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
@@ -127,6 +128,34 @@ def test_each_kind_of_run_opens_on_every_page_with_no_console_error(runs, viewer
     assert page.errors == []
 
 
+@pytest.mark.parametrize("width", [1280, 800])
+def test_the_pages_read_at_a_laptops_width_and_a_narrow_one(runs, viewer, browser, width):
+    """No console error; every chart fills its box, inside the window, with ticks on both
+    axes whose labels stay short (values too small to read are drawn in a named power of
+    ten); a step page states the step's own figures."""
+    page = Page(browser, viewer, width)
+    for route in ("/", "/run/0"):
+        shown = page.open(route, ".chart")
+        sizes = shown.eval_on_selector_all(
+            ".chart",
+            """charts => charts.map((c) => {
+            const svg = c.querySelector("svg").getBoundingClientRect();
+            return {box: c.clientWidth, svg: svg.width, right: c.getBoundingClientRect().right,
+                    y: [...c.querySelectorAll("text.y-label")].map((t) => t.textContent),
+                    x: [...c.querySelectorAll("text.x-label")].map((t) => t.textContent)};
+        })""",
+        )
+        assert len(sizes) >= 8, route
+        for chart in sizes:
+            assert chart["svg"] >= chart["box"] - 12 and chart["right"] <= width, chart
+            assert len(chart["y"]) >= 3 and len(chart["x"]) >= 2, chart
+            assert all(len(label) <= 6 for label in chart["y"] + chart["x"]), chart
+    step = int(sorted((runs["quickstart"] / "rollouts").iterdir())[-1].stem.removeprefix("step_"))
+    listed = page.open(f"/run/0/step/{step}", "#figures")
+    assert "episodes played" in listed.inner_text("#figures")
+    assert page.errors == []
+
+
 def test_shaded_tokens_carry_the_stored_advantages(runs, viewer, browser):
     """On the first kept episode given a non-zero advantage (a kept group can carry no
     signal at all: its advantages all 0)."""
@@ -145,6 +174,13 @@ def test_shaded_tokens_carry_the_stored_advantages(runs, viewer, browser):
         assert shaded == [pytest.approx(s.advantage)] * len(shaded)
         text = "".join(tokens.evaluate_all("ts => ts.map(t => t.textContent)"))
         assert text.removesuffix("<|im_end|>") == s.action  # what the model wrote, and its end
+    # the turns that shared an anchor: each from where the actions differ, whole on demand
+    mates = page.locator("details.mate")
+    assert mates.count() > 0  # GiGPO's anchors: the group's episodes met the same states
+    for k in range(mates.count()):
+        full = mates.nth(k).locator("pre.mate-action").text_content()
+        shown = mates.nth(k).locator(".mate-differs").text_content()
+        assert shown.strip("…") in re.sub(r"\s+", " ", full) and full.strip()
 
 
 def many_episodes(runs, tmp_path):
@@ -175,7 +211,7 @@ def test_filters_paging_and_a_damaged_line(runs, browser, tmp_path):
         page = Page(browser, url)
         listed = page.open(f"/run/0/step/{step}", "#episodes")
         assert listed.locator("tr.episode-row").count() == 50
-        assert "1-50 of 120 matching (120 kept)" in listed.inner_text("#shown")
+        assert "1-50 of 120 matching (120 kept" in listed.inner_text("#shown")
         assert "skipped 1 unreadable line: line 61: JSONDecodeError" in listed.inner_text(
             "#skipped"
         )
@@ -203,12 +239,14 @@ def test_a_run_in_progress_updates_its_curves(runs, browser, tmp_path):
     for url in serve(["view", str(run), "--no-open"], "viewer"):
         page = Page(browser, url)
         shown = page.open("/run/0", ".chart")
-        success = shown.locator(".chart[data-keys^='rollout/success'] text", has_text="steps")
-        assert success.text_content() == "steps 1-2"
+        steps = shown.locator(".chart[data-keys^='rollout/success'] text.x-label")
+        assert steps.all_text_contents() == ["1", "2"]  # a tick a step, whole numbers
         last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
         with (run / "metrics.jsonl").open("a") as f:
             f.write(json.dumps(last | {"step": 3, "rollout/success": 0.5}) + "\n")
-        shown.wait_for_selector("text=steps 1-3", timeout=15_000)
+        shown.wait_for_selector(
+            ".chart[data-keys^='rollout/success'] text.x-label:text-is('3')", timeout=15_000
+        )
         assert "updated" in shown.inner_text("#live") and page.errors == []
 
 

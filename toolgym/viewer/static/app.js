@@ -4,7 +4,7 @@
 "use strict";
 
 const CURVES = [
-  ["rollout/success", "eval/success"],
+  ["rollout/success", "eval/success", "held_out/success"],
   ["rollout/reward"],
   ["rollout/valid_actions"],
   ["train/loss"],
@@ -32,6 +32,7 @@ const PAGE = 50;
 let runs = [];
 const records = new Map(); // run number -> its records, in step order
 let poller = null;
+let xAxis = "steps"; // or "env steps": runs compared at equal cost
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -117,60 +118,122 @@ function expand(keys, numbers) {
   return keys.flatMap((key) => (key.endsWith("/") ? [...seen].filter((k) => k.startsWith(key)).sort() : [key]));
 }
 
+function ticks(lo, hi, count, least = 0) {
+  // round values 1, 2 or 5 times a power of ten apart (at least `least`) that span [lo, hi]
+  const raw = (hi - lo) / count;
+  const power = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = Math.max(least, [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw * 0.999));
+  const first = Math.floor(lo / step + 1e-9), last = Math.ceil(hi / step - 1e-9);
+  const out = [];
+  for (let k = first; k <= last; k++) out.push(Number((k * step).toPrecision(12)));
+  return { values: out, step };
+}
+
+function scaleOf(values) {
+  // values this small or large are drawn as multiples of a power of ten, named on the axis
+  const largest = Math.max(...values.map(Math.abs));
+  if (!(largest > 0) || (largest >= 0.01 && largest < 1e5)) return 0;
+  return Math.floor(Math.log10(largest));
+}
+
+function xOf(record, axis, run) {
+  return axis === "env steps" ? envStepsSoFar(run).get(record.step) : record.step;
+}
+
+function envStepsSoFar(run) {
+  // each step's cumulative env steps (a record holds its own step's)
+  const out = new Map();
+  let total = 0;
+  for (const r of records.get(run) || []) {
+    total += typeof r.env_steps === "number" && r.step > 0 ? r.env_steps : 0;
+    out.set(r.step, total);
+  }
+  return out;
+}
+
 function chart(wanted, numbers) {
-  const W = 300, H = 150, L = 40, B = 20;
   const keys = expand(wanted, numbers);
   const series = [];
   for (const n of numbers) {
     for (const key of keys) {
       const points = (records.get(n) || []).filter((r) => typeof r[key] === "number")
-        .map((r) => ({ x: r.step, y: r[key], low: r[key + "_low"], high: r[key + "_high"] }));
-      if (points.length) series.push({ n, key, points });
+        .map((r) => ({ x: xOf(r, xAxis, n), y: r[key], low: r[key + "_low"], high: r[key + "_high"] }))
+        .filter((p) => typeof p.x === "number");
+      if (points.length) series.push({ n, key, points, colour: COLOURS[(numbers.indexOf(n) * keys.length + keys.indexOf(key)) % COLOURS.length] });
     }
   }
   if (!series.length) return null;
-  const all = series.flatMap((s) => s.points);
-  const xs = all.map((p) => p.x), ys = all.flatMap((p) => [p.y, p.low, p.high]).filter((v) => typeof v === "number");
-  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1);
-  let y0 = Math.min(...ys), y1 = Math.max(...ys);
+  const ys = series.flatMap((s) => s.points.flatMap((p) => [p.y, p.low, p.high])).filter((v) => typeof v === "number");
+  const exponent = scaleOf(ys);
+  const unit = Math.pow(10, exponent);
+  let y0 = Math.min(...ys) / unit, y1 = Math.max(...ys) / unit;
+  if (y0 >= 0 && y0 < y1 - y0) y0 = 0; // a share or a count reads against its zero
   if (y0 === y1) { y0 -= 0.5; y1 += 0.5; }
-  const X = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - 5);
-  const Y = (y) => 5 + (1 - (y - y0) / (y1 - y0)) * (H - B - 5);
-  const box = svg("svg", { width: W, height: H, class: "chart-svg" });
-  box.append(svg("line", { x1: L, y1: H - B, x2: W, y2: H - B, stroke: "#d0d7de" }));
-  for (const [v, y] of [[y1, Y(y1)], [y0, Y(y0)]]) {
-    const label = svg("text", { x: 2, y: y + 4 });
-    label.textContent = fmt(v, 2);
-    box.append(label);
+  const yTicks = ticks(y0, y1, 5);
+  const yRange = [yTicks.values[0], yTicks.values[yTicks.values.length - 1]];
+  // runs of very different lengths each get their own x axis, so a short run is not a corner
+  const extents = numbers.map((n) => Math.max(0, ...series.filter((s) => s.n === n).flatMap((s) => s.points.map((p) => p.x))));
+  const apart = numbers.length > 1 && Math.max(...extents) > 2 * Math.max(1, Math.min(...extents.filter((e) => e > 0)));
+  const groups = apart ? numbers.map((n) => series.filter((s) => s.n === n)).filter((g) => g.length) : [series];
+  const panels = groups.map((g) => panel(g, yTicks, yRange, unit, apart && numbers.length > 1 ? runs[g[0].n].name : null));
+  const legend = el("div", { class: "legend" }, ...series.map((s) => {
+    const name = numbers.length > 1 ? `${runs[s.n].name}: ${s.key}` : s.key;
+    return el("span", {}, el("span", { class: "swatch", style: `background:${s.colour}` }), name);
+  }), exponent ? el("span", { class: "unit", text: `values ×1e${exponent}` }) : null);
+  return el("div", { class: "chart", "data-keys": wanted.join(",") }, ...panels, legend);
+}
+
+function panel(series, yTicks, yRange, unit, title) {
+  const W = 420, H = title ? 160 : 190, L = 44, R = 10, T = title ? 20 : 8, B = 34;
+  const xs = series.flatMap((s) => s.points.map((p) => p.x));
+  let x0 = Math.min(...xs), x1 = Math.max(...xs);
+  if (x0 === x1) { x0 -= 1; x1 += 1; }
+  const xTicks = ticks(x0, x1, 5, 1).values.filter((v) => v >= x0 - 1e-9 && v <= x1 + 1e-9);
+  const X = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
+  const Y = (y) => T + (1 - (y / unit - yRange[0]) / (yRange[1] - yRange[0])) * (H - T - B);
+  const box = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart-svg", role: "img" });
+  const text = (x, y, value, anchor, kind) => { const t = svg("text", { x, y, "text-anchor": anchor, class: kind || "" }); t.textContent = value; box.append(t); };
+  if (title) text(L, 13, title, "start");
+  for (const v of yTicks.values) {
+    const y = T + (1 - (v - yRange[0]) / (yRange[1] - yRange[0])) * (H - T - B);
+    box.append(svg("line", { x1: L, y1: y, x2: W - R, y2: y, stroke: "#eaeef2", class: "grid" }));
+    text(L - 4, y + 3.5, tickLabel(v, yTicks.step), "end", "y-label");
   }
-  const steps = svg("text", { x: W - 60, y: H - 5 });
-  steps.textContent = `steps ${x0}-${x1}`;
-  box.append(steps);
+  for (const v of xTicks) {
+    box.append(svg("line", { x1: X(v), y1: H - B, x2: X(v), y2: H - B + 4, stroke: "#8c959f", class: "tick" }));
+    text(X(v), H - B + 15, tickLabel(v, 1), "middle", "x-label");
+  }
+  box.append(svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#8c959f" }));
+  text((L + W - R) / 2, H - 4, xAxis, "middle", "x-title");
   series.forEach((s, k) => {
-    const colour = COLOURS[(numbers.indexOf(s.n) * keys.length + keys.indexOf(s.key)) % COLOURS.length];
     const band = s.points.filter((p) => typeof p.low === "number" && typeof p.high === "number");
     if (band.length) {
       const d = band.map((p, i) => `${i ? "L" : "M"}${X(p.x)},${Y(p.high)}`).join("")
         + band.slice().reverse().map((p) => `L${X(p.x)},${Y(p.low)}`).join("") + "Z";
-      box.append(svg("path", { d, fill: colour, "fill-opacity": 0.12, stroke: "none" }));
+      box.append(svg("path", { d, fill: s.colour, "fill-opacity": 0.12, stroke: "none" }));
     }
     const d = s.points.map((p, i) => `${i ? "L" : "M"}${X(p.x)},${Y(p.y)}`).join("");
-    box.append(svg("path", { d, fill: "none", stroke: colour, "stroke-width": 1.5, "stroke-dasharray": k % 2 ? "4 2" : "" }));
-    for (const p of s.points.length < 40 ? s.points : []) box.append(svg("circle", { cx: X(p.x), cy: Y(p.y), r: 2, fill: colour }));
+    box.append(svg("path", { d, fill: "none", stroke: s.colour, "stroke-width": 1.5, "stroke-dasharray": k % 2 ? "4 2" : "" }));
+    for (const p of s.points.length < 40 ? s.points : []) box.append(svg("circle", { cx: X(p.x), cy: Y(p.y), r: 2.2, fill: s.colour }));
   });
-  const legend = el("div", { class: "legend" }, ...series.map((s) => {
-    const colour = COLOURS[(numbers.indexOf(s.n) * keys.length + keys.indexOf(s.key)) % COLOURS.length];
-    const name = numbers.length > 1 ? `${runs[s.n].name}: ${s.key}` : s.key;
-    return el("span", {}, el("span", { class: "swatch", style: `background:${colour}` }), name);
-  }));
-  return el("div", { class: "chart", "data-keys": wanted.join(",") }, box, legend);
+  return box;
+}
+
+function tickLabel(value, step) {
+  // as many decimals as the ticks' spacing needs, and no more
+  const decimals = Math.max(0, Math.min(6, -Math.floor(Math.log10(step) + 1e-9)));
+  const abs = Math.abs(value);
+  if (abs >= 1e4) return `${Number((value / 1000).toPrecision(3))}k`;
+  return value.toFixed(decimals);
 }
 
 function curves(numbers) {
   const holder = el("div", { class: "charts", id: "curves" });
   const draw = () => holder.replaceChildren(...CURVES.map((keys) => chart(keys, numbers)).filter(Boolean));
+  const pick = el("select", { id: "x-axis", onchange: () => { xAxis = pick.value; draw(); } },
+    ...["steps", "env steps"].map((a) => { const o = el("option", { value: a, text: a }); o.selected = a === xAxis; return o; }));
   draw();
-  return [holder, draw];
+  return [el("div", {}, el("label", { class: "dim" }, "x axis ", pick), holder), draw];
 }
 
 // ----- pages ---------------------------------------------------------------------------------
@@ -296,6 +359,21 @@ async function stepPage(n, step, params) {
     el("table", { id: "episodes" }, el("tr", {}, ...header.map((t) => el("th", { text: t }))), ...rows));
 }
 
+function sharedStart(texts) {
+  // how many characters every one of `texts` starts with
+  let k = 0;
+  while (texts.every((x) => k < x.length && x[k] === texts[0][k])) k++;
+  return k;
+}
+
+function differing(action, shared) {
+  // an anchor mate's action from where the actions differ (the call's name and keys they
+  // share are elided), its whitespace collapsed; the whole text opens below it
+  const from = shared > 12 ? Math.max(0, shared - 12) : 0;
+  const rest = action.slice(from).replace(/\s+/g, " ");
+  return `${from ? "…" : ""}${rest.length > 60 ? `${rest.slice(0, 60)}…` : rest}`;
+}
+
 function shade(advantage, scale) {
   if (advantage === null || advantage === undefined) return "";
   const a = Math.min(1, Math.abs(advantage) / scale) * 0.55;
@@ -322,9 +400,13 @@ async function episodePage(n, step, index) {
       title: `token ${tok.id}${tok.logprob === null ? "" : `, log-probability ${tok.logprob.toFixed(3)}`}${t.advantage === null ? "" : `, advantage ${t.advantage.toFixed(4)}`}`,
       text: tok.text,
     }))));
+    const shared = sharedStart([t.action, ...t.anchor_mates.map((m) => m.action)]);
     const mates = t.anchor_mates.length
       ? el("div", { class: "facts" }, el("b", { text: "anchor shared with " }),
-        ...t.anchor_mates.map((m) => el("span", {}, el("a", { href: `#/run/${n}/step/${step}/episode/${m.index}`, text: `${m.id} turn ${m.turn}` }), ` (advantage ${fmt(m.advantage)}: ${m.action.slice(0, 60)}) `)))
+        ...t.anchor_mates.map((m) => el("details", { class: "mate" },
+          el("summary", {}, el("a", { href: `#/run/${n}/step/${step}/episode/${m.index}`, text: `${m.id} turn ${m.turn}` }),
+            ` advantage ${fmt(m.advantage)}: `, el("span", { class: "mate-differs", text: differing(m.action, shared) })),
+          el("pre", { class: "mate-action", text: m.action }))))
       : null;
     return el("div", { class: "turn", "data-turn": String(t.turn) },
       facts(["turn", t.turn], ["advantage", t.advantage === null ? "not trained" : fmt(t.advantage, 4)], ["reward", fmt(t.reward)],
