@@ -218,3 +218,19 @@ def test_rollouts_show_wraps_long_messages_to_a_narrow_terminal(tmp_path):
     assert all(f"word{k} " in inside for k in range(60))  # every word kept, none cut off
     assert "x" * 30 in inside and inside.count("x") == 90  # the long word folds over lines
     assert max(len(line) for line in lines if line[:1] in "╭│╰") <= 40  # panels fit the width
+
+
+def test_a_steps_figures_read_any_record_a_file_may_hold():
+    from toolgym.training.run.step_figures import step_figures
+
+    record = {"step": 3, "rollout/episodes": 64, "rollout/masked": 2, "rollout/success": 0.61,
+              "rollout/success_low": 0.49, "rollout/success_high": 0.72,
+              "rollout/valid_actions": 0.953, "signal/groups": 16, "signal/equal_groups": 4}  # fmt: skip
+    assert step_figures(record) == (
+        "64 episodes played (2 masked) · success 0.610 (95% 0.49 to 0.72) · valid calls 95.3% "
+        "· 12 of 16 groups carried a signal"
+    )
+    odd = {"step": 3, "rollout/success": 0.5, "rollout/episodes": "many", "rollout/masked": [1],
+           "rollout/success_low": None, "signal/groups": "x", "rollout/valid_actions": {}}  # fmt: skip
+    assert step_figures(odd) == "success 0.500"
+    assert step_figures({"step": 3}) is None and step_figures(None) is None

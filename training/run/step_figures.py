@@ -13,7 +13,8 @@ def step_figures(record: dict[str, Any] | None) -> str | None:
     if not record or not isinstance(record.get("rollout/success"), int | float):
         return None
     parts = []
-    played, masked = record.get("rollout/episodes"), record.get("rollout/masked") or 0
+    played, masked = record.get("rollout/episodes"), record.get("rollout/masked")
+    masked = masked if isinstance(masked, int | float) else 0  # a record is a file: any shape
     if isinstance(played, int | float):
         parts.append(f"{played:g} episodes played" + (f" ({masked:g} masked)" if masked else ""))
     elif masked:
