@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 from rich.console import Console
@@ -95,3 +96,29 @@ def test_toolgym_eval_s_table_is_whole_in_a_pipe(tiny_model_dir, tmp_path):
     assert "…" not in done.stdout, done.stdout
     for said in ("episodes", "distinct items", "95% interval", "valid tool calls", "masked"):
         assert said in done.stdout, done.stdout
+
+
+def test_toolgym_compare_and_the_models_probes_print_whole(monkeypatch, tmp_path):
+    """A comparison names its two files (a long path is one word) and the probes table is
+    narrow: at 80 columns neither cuts a cell."""
+    from test_compare import episode
+
+    from toolgym.agents.trajectory import write_jsonl
+    from toolgym.cli import compare, models
+
+    folder = tmp_path / ("evaluations-of-the-trained-policy-" * 2)
+    folder.mkdir()
+    for name, solved in (("before", 3), ("after", 9)):
+        write_jsonl([episode(i, i < solved) for i in range(12)], folder / f"{name}.jsonl")
+    out = Console(width=80, file=io.StringIO(), highlight=False)
+    monkeypatch.setattr(compare, "console", out)
+    assert compare.compare_command(folder / "before.jsonl", folder / "after.jsonl") == 0
+    text = out.file.getvalue()
+    # a path wider than the console folds over lines: every character is there, in order
+    assert "…" not in text and str(folder / "before.jsonl") in "".join(text.split())
+    assert "25.0%" in text and "75.0%" in text
+    probes = Console(width=80, file=io.StringIO(), highlight=False)
+    monkeypatch.setattr(models, "console", probes)
+    result = types.SimpleNamespace(kind="copy", distance=64, accuracy=0.5, token_accuracy=0.75)
+    models._print_probes([result])
+    assert "…" not in probes.file.getvalue() and "tokens back" in probes.file.getvalue()
