@@ -151,7 +151,7 @@ def pretrained_base(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def quickstart_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """`toolgym quickstart` as the README runs it (about six minutes): its output directory
+    """`toolgym quickstart` as the README runs it (3 to 5 minutes): its output directory
     (base, sft, rl, results.json) and the finished process."""
     import json
 

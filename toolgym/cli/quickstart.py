@@ -159,14 +159,14 @@ def paired_change(before: list[Trajectory], after: list[Trajectory]) -> dict[str
 def results_table(before: dict[float, Any], after: dict[float, Any]) -> Table:
     """A row per policy, sampling and set of mazes, narrow enough for 80 columns: a set's
     mazes and plays of each in its name (`3x3 held-out, 198 x 3`)."""
-    table = Table(title=f"{ENV_ID} {ENV_ARGS}")
+    table = Table(title=f"{ENV_ID} {ENV_ARGS}; sampled at temperature t, or greedy")
     for column in ("policy", "sampling", "mazes x plays", "success (95% interval)",
                    "valid calls", "turns", "change (paired by maze)"):  # fmt: skip
         table.add_column(column)
     kinds = (("held-out/", "3x3 held-out"), ("4x4/", "4x4 transfer"))
     for name, results in (("SFT", before), ("SFT + GiGPO", after)):
         for temperature, r in results.items():
-            sampling = f"temperature {temperature:g}" if temperature else "greedy"
+            sampling = f"t={temperature:g}" if temperature else "greedy"
             for key, mazes in kinds:
                 low, high = r[f"{key}success_low"], r[f"{key}success_high"]
                 table.add_row(

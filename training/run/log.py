@@ -32,7 +32,7 @@ STEP_FIELDS = (
     ("loss", ("train/loss",)),
     ("kl", ("train/kl_ref", "train/approx_kl")),
     ("anchors", ("adv/anchor_coverage_after_first",)),
-    ("eval", ("eval/success",)),
+    ("held-out", ("held_out/success", "eval/success")),
 )
 """What a training step's line shows, and the record keys it reads (the first present)."""
 KL_NOISE = 1e-6
@@ -43,20 +43,20 @@ weights that sampled (one pass over the batch), so the line leaves it out."""
 def step_line(record: dict[str, Any], total: int, seconds: float, eta_s: float | None) -> str:
     """`step 3/40  success 0.438  ...  kl 0.00041  ...  9.8s  eta 6:12`: KL in plain decimals
     (to the start policy under loss.kl_coef, else the update's to the policy that sampled);
-    an evaluation with its 95% interval."""
+    an evaluation's held-out success (its sets pooled, as the summary gives it) with its 95%
+    interval."""
     width = len(str(total))
     parts = [f"step {int(record['step']):>{width}}/{total}"]
     for name, keys in STEP_FIELDS:
-        value = next((record[k] for k in keys if isinstance(record.get(k), int | float)), None)
+        key = next((k for k in keys if isinstance(record.get(k), int | float)), None)
+        value = None if key is None else record[key]
         if value is None or (name == "kl" and abs(value) < KL_NOISE):
             continue
         if name == "kl":
             parts.append(f"kl {value:.5f}" if value < 0.01 else f"kl {value:.3f}")
-        elif name == "eval" and isinstance(record.get("eval/success_low"), int | float):
-            parts.append(
-                f"eval {value:.3f} [{record['eval/success_low']:.2f}, "
-                f"{record['eval/success_high']:.2f}]"
-            )
+        elif name == "held-out" and isinstance(record.get(f"{key}_low"), int | float):
+            low, high = record[f"{key}_low"], record.get(f"{key}_high")
+            parts.append(f"eval {value:.3f} [{low:.2f}, {high:.2f}]")
         else:
             parts.append(f"{name} {value:.3f}")
     parts += [f"{seconds:.1f}s", f"eta {clock(eta_s)}"]
