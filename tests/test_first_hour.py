@@ -361,3 +361,17 @@ def test_help_texts_are_plain_text_not_markup():
 
     shown = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
     assert "pip install 'toolgym[dist]'" in " ".join(shown.output.split())
+
+
+def test_the_eta_counts_the_steps_pace_not_the_start_s_evaluation(capsys, monkeypatch):
+    """A run that evaluates at its start: the step-0 line has no ETA, and step 1's is step
+    1's own time times the steps left (the evaluation's minutes are not a step's)."""
+    from toolgym.cli import progress as shown
+
+    clock = iter([0.0, 600.0, 610.0])  # started; the start's evaluation took 10 minutes
+    monkeypatch.setattr(shown.time, "perf_counter", lambda: next(clock))
+    steps = shown.TrainSteps(4, heartbeat_s=1e9)
+    steps({"step": 0, "eval/success": 0.4})
+    steps({"step": 1, "rollout/success": 0.5})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].endswith("eta ?") and lines[-1].endswith("eta 0:30")  # 10 s x 3 steps

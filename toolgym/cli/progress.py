@@ -128,6 +128,10 @@ class TrainSteps(Ticker):
     def __call__(self, record: dict[str, Any]) -> None:
         now = time.perf_counter()
         step = int(record["step"])  # counted from 1
+        if step == 0:  # the start's evaluation: no step to pace by; the pace starts after it
+            self.say(step_line(record, self.total or 0, now - self.previous, None))
+            self.started = self.previous = self.heard = now
+            return
         if self.first is None:
             self.first = step
         done = step + 1 - self.first

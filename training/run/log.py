@@ -90,7 +90,8 @@ class RunLog:
                 self.advisor.read(record)
         earlier = read_summary(run_dir) if start_step else None
         self.earlier_s = float(earlier.get("wall_s", 0.0)) if earlier else 0.0
-        self.started = self.previous = time.perf_counter()
+        self.started = self.previous = self.paced_from = time.perf_counter()
+        """`paced_from`: where the steps' pace is timed from (after the start's evaluation)."""
         self.lock = threading.Lock()
         self.file = (run_dir / RUN_LOG).open("a", encoding="utf-8", errors="backslashreplace")
         self.handler = _Warnings(self)
@@ -107,9 +108,11 @@ class RunLog:
         """The step's line, then any warning its record calls for (on the console too)."""
         now, step = time.perf_counter(), int(record["step"])
         done = step - self.start_step
-        eta = (now - self.started) / done * (self.config.steps - step) if done > 0 else None
+        eta = (now - self.paced_from) / done * (self.config.steps - step) if done > 0 else None
         self.write(step_line(record, self.config.steps, now - self.previous, eta))
         self.previous = now
+        if step == self.start_step:  # the start's evaluation: the steps' pace counts from here
+            self.paced_from = now
         for warning in self.advisor.read(record):
             log.warning(warning)
 
