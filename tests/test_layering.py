@@ -233,14 +233,18 @@ def test_each_top_folder_holds_at_most_15_modules_beside_its_sub_folders():
 
 
 def test_the_viewer_reads_a_run_through_one_light_module():
-    """training/run/files.py names a run's files and reads them without torch or the trainer,
-    so the viewer starts fast and reads any run, whatever trained it."""
+    """training/run/files.py names a run's files and reads them without torch or the trainer
+    (and step_figures.py says a step's record in words, importing nothing), so the viewer
+    starts fast and reads any run, whatever trained it."""
     reads = {
         name
         for path in (ROOT / "toolgym" / "viewer").glob("*.py")
         for _, name in imported_names(path, f"toolgym.viewer.{path.stem}")
         if name.startswith("toolgym.training")
     }
-    assert reads == {"toolgym.training.run.files"}
+    assert reads == {"toolgym.training.run.files", "toolgym.training.run.step_figures"}
     files = ROOT / "training" / "run" / "files.py"
     assert {n for _, n in imported_names(files, "toolgym.training.run.files")} <= {"toolgym.errors"}
+    figures = ROOT / "training" / "run" / "step_figures.py"
+    assert not [n for _, n in imported_names(figures, "toolgym.training.run.step_figures")
+                if n.startswith("toolgym")]  # fmt: skip
