@@ -101,7 +101,7 @@ def quickstart_command(
     show_episode(trainer)
     trainer.close()
     facts = {"env": ENV_ID, "env_args": ENV_ARGS, "engine": engine, "model_size": size}
-    report(out, config.run_dir, before, after, facts)
+    report(out, Path(config.run_dir), before, after, facts)
     return 0
 
 
