@@ -1,9 +1,9 @@
 """The example agent written with real agent frameworks (LangGraph, smolagents, the OpenAI
-Agents SDK on the Responses API and on chat completions, pydantic-ai), played against the gateway on loopback by a
-tiny model taught to call the calculator: LangGraph, the SDK and pydantic-ai send the
-replies back as they were given, so a multi-turn tool-using episode is one token sequence;
-smolagents rewrites its conversation for its final answer, which starts a segment. A
-framework's own turn limit is the policy's failure: it scores 0 and trains."""
+Agents SDK on the Responses API and on chat completions, pydantic-ai), played against the
+gateway on loopback by a tiny model taught to call the calculator: LangGraph, the SDK and
+pydantic-ai send the replies back as they were given, so a multi-turn tool-using episode is
+one token sequence; smolagents rewrites its conversation for its final answer, which starts
+a segment. A framework's own turn limit is the policy's failure: it scores 0 and trains."""
 
 from __future__ import annotations
 

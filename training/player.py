@@ -280,8 +280,9 @@ def rollout_metrics(
     """`prefix/success` (with its 95% interval, `success_low` and `success_high`, and the
     distinct `items` played), reward, turns and valid_actions, overall and for each env named
     in `per_env`; with `full`, the episodes played and masked overall, tokens_per_s,
-    `masked_reasons` (how many episodes each reason masked) where any was, and `segments` (token sequences
-    per episode) where a harness played through the gateway rewrote its history."""
+    `masked_reasons` (how many episodes each reason masked) where any was, and `segments`
+    (token sequences per episode) where a harness played through the gateway rewrote its
+    history."""
     out: dict[str, Any] = {}
     for name in ["", *per_env]:
         chosen = [t for t in trajectories if not name or t.env_name == name]

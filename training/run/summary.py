@@ -1,8 +1,9 @@
 """RUN_DIR/summary.json: a run in a few figures, from its records (metrics.jsonl) and how it
 ended: held-out success at the start and at the end with their 95% intervals (the eval
-split pooled with the run's held-out sets, `held_out`, and each eval set's own in `sets`), the steps and
-env steps done, the time each phase took, and what was masked or left out of training and
-why. Written when the run ends, however it ends; the run log says it in words (run/log.py)."""
+split pooled with the run's held-out sets, `held_out`, and each eval set's own in `sets`),
+the steps and env steps done, the time each phase took, and what was masked or left out of
+training and why. Written when the run ends, however it ends; the run log says it in words
+(run/log.py)."""
 
 from __future__ import annotations
 
