@@ -29,7 +29,8 @@ RECIPE = ROOT / "configs" / "maze_gigpo.yaml"
 # rank by rank); 16 trajectories a mini-batch in micro-batches of 5 rows per rank
 SETTINGS = [
     "rollout.tasks_per_step=8", "optim.minibatches=2", "optim.micro_batch_size=5",
-    "loss.kl_coef=0.01", "loss.mode=decoupled", "eval.episodes=8", "eval.plays=1", "tensorboard=false",
+    "loss.kl_coef=0.01", "loss.mode=decoupled", "eval.episodes=8", "eval.plays=1",
+    "eval.at_start=false", "tensorboard=false",
 ]  # fmt: skip
 TOLERANCE = 1e-4
 """Relative, for the first step: the ranks sum their shares of a gradient in another order

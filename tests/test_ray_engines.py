@@ -128,7 +128,7 @@ def test_the_quickstart_trains_through_engine_and_env_actors(cluster, quickstart
         [f"model={quickstart_run[0] / 'sft'}", f"run_dir={tmp_path}", "steps=2",
          "ray.address=local", "ray.env_actors=1", "ray.env_cpus=0.5", "ray.engine_actors=2",
          "ray.engine_cpus=0.5", "rollout.tasks_per_step=8", "optim.micro_batch_size=8",
-         "eval.episodes=8", "eval.sets=[]", "tensorboard=false"],
+         "eval.episodes=8", "eval.sets=[]", "eval.at_start=false", "tensorboard=false"],
     )  # fmt: skip  # without eval sets: each is an env actor of its own, past the 2 CPUs
     metrics = Trainer(config).run()
     assert [m["step"] for m in metrics] == [1, 2]

@@ -24,9 +24,10 @@ from toolgym.agents.ray.envs import RayEnvPool, RayRuntime  # noqa: E402
 RECIPE = ROOT / "configs" / "maze_gigpo.yaml"
 MAZE = ENV_ARGS  # the quickstart's mazes, which its SFT policy plays
 SETTINGS = ["rollout.tasks_per_step=8", "optim.minibatches=2", "optim.micro_batch_size=8",
-            "eval.episodes=8", "eval.sets=[]", "tensorboard=false"]  # fmt: skip
-"""The recipe without its eval sets: each set is a pool of actors of its own, and the test's
-2-CPU cluster holds the run's own pool and no more."""
+            "eval.episodes=8", "eval.sets=[]", "eval.at_start=false",
+            "tensorboard=false"]  # fmt: skip
+"""The recipe without its eval sets (each set is a pool of actors of its own, and the test's
+2-CPU cluster holds the run's own pool and no more) or its evaluation at the start."""
 
 
 @pytest.fixture(scope="module")

@@ -69,7 +69,7 @@ def test_a_run_whose_driver_is_killed_resumes_on_the_cluster_and_trains_each_ste
         f"model={quickstart_run[0] / 'sft'}", f"run_dir={run_dir}", "steps=3",
         "ray.env_actors=1", "ray.engine_actors=1", "ray.engine_cpus=0.5",
         "rollout.tasks_per_step=8", "optim.micro_batch_size=8", "eval.every_steps=3",
-        "eval.episodes=8", "eval.plays=1", "tensorboard=false",
+        "eval.episodes=8", "eval.plays=1", "eval.at_start=false", "tensorboard=false",
     ]  # fmt: skip
     env = {**os.environ, **TOKEN, "OMP_NUM_THREADS": "1"}
     driver = subprocess.Popen(
