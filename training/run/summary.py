@@ -31,6 +31,8 @@ def run_summary(
     them)."""
     steps = [r for r in records if r["step"] > 0]
     evals = [r for r in records if isinstance(r.get("eval/success"), int | float)]
+    first = evals[0] if evals and evals[0]["step"] == 0 else None  # the start's evaluation
+    last = evals[-1] if evals and evals[-1]["step"] > 0 else None  # the last one trained
     held_out = HELD_OUT if config.held_out_sets else "eval"
     eval_sets = {"eval": "eval"} | {s.label: f"eval/{s.label}" for s in config.eval.sets}
     masked: Counter[str] = Counter(lost or {})
@@ -47,14 +49,11 @@ def run_summary(
         "env_steps": sum(r.get("env_steps", 0) for r in steps),
         "wall_s": round(wall_s, 1),
         "time_s": {p: round(sum(r.get(f"time/{p}_s", 0.0) for r in records), 1) for p in PHASES},
-        "start": _success(evals[0], held_out) if evals and evals[0]["step"] == 0 else None,
-        "end": _success(evals[-1], held_out) if evals and evals[-1]["step"] > 0 else None,
+        "start": _success(first, held_out),
+        "end": _success(last, held_out),
         "held_out": ["eval", *config.held_out_sets],
         "sets": {
-            name: {
-                "start": _success(evals[0], prefix) if evals and evals[0]["step"] == 0 else None,
-                "end": _success(evals[-1], prefix) if evals and evals[-1]["step"] > 0 else None,
-            }
+            name: {"start": _success(first, prefix), "end": _success(last, prefix)}
             for name, prefix in eval_sets.items()
         },
         "rollout_success": {
@@ -75,9 +74,9 @@ def run_summary(
     }
 
 
-def _success(record: dict[str, Any], prefix: str) -> dict[str, Any] | None:
+def _success(record: dict[str, Any] | None, prefix: str) -> dict[str, Any] | None:
     """`prefix/success` of an evaluation's record, with its interval and items."""
-    if not isinstance(record.get(f"{prefix}/success"), int | float):
+    if record is None or not isinstance(record.get(f"{prefix}/success"), int | float):
         return None
     return {
         "step": record["step"],

@@ -136,10 +136,6 @@ function scaleOf(values) {
   return Math.floor(Math.log10(largest));
 }
 
-function xOf(record, axis, run) {
-  return axis === "env steps" ? envStepsSoFar(run).get(record.step) : record.step;
-}
-
 function envStepsSoFar(run) {
   // each step's cumulative env steps (a record holds its own step's)
   const out = new Map();
@@ -155,9 +151,10 @@ function chart(wanted, numbers) {
   const keys = expand(wanted, numbers);
   const series = [];
   for (const n of numbers) {
+    const sofar = xAxis === "env steps" ? envStepsSoFar(n) : null; // once a run, not a point
     for (const key of keys) {
       const points = (records.get(n) || []).filter((r) => typeof r[key] === "number")
-        .map((r) => ({ x: xOf(r, xAxis, n), y: r[key], low: r[key + "_low"], high: r[key + "_high"] }))
+        .map((r) => ({ x: sofar ? sofar.get(r.step) : r.step, y: r[key], low: r[key + "_low"], high: r[key + "_high"] }))
         .filter((p) => typeof p.x === "number");
       if (points.length) series.push({ n, key, points, colour: COLOURS[(numbers.indexOf(n) * keys.length + keys.indexOf(key)) % COLOURS.length] });
     }
