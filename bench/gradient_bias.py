@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from toolgym.training.advantages import GroupRewards, compute_advantages
+from toolgym.training.advantages import GroupRewards, Scale, compute_advantages
 from toolgym.training.losses import MODES
 from toolgym.training.losses.aggregate import aggregate, normalizer_for
 
@@ -31,16 +31,15 @@ TURNS = 3
 EPISODES = (("stop",), ("go", "stop"), ("go", "go", "stop"), ("go", "go", "go"))
 """Every episode the policy can play: what it said at each turn."""
 PAID = ("go", "stop")
+MEAN_ONLY = Scale("none")
 THETA = np.array([0.5, 0.0, -0.5])
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "RLOO": ("rloo", {}),
+    "RLOO": ("rloo", {"scale": MEAN_ONLY}),
     "GRPO": ("grpo", {}),
-    "GRPO, mean only": ("grpo", {"std_normalize": False}),
-    "GiGPO (gamma 1, mean only)": (
-        "gigpo", {"gamma": 1.0, "std_normalize": False, "step_std_normalize": False}),
+    "GRPO, mean only": ("grpo", {"scale": MEAN_ONLY}),
+    "GiGPO (gamma 1, mean only)": ("gigpo", {"gamma": 1.0, "scale": MEAN_ONLY}),
     "GiGPO, step leave-one-out": (
-        "gigpo", {"gamma": 1.0, "std_normalize": False, "step_std_normalize": False,
-                  "step_leave_one_out": True}),
+        "gigpo", {"gamma": 1.0, "scale": MEAN_ONLY, "step_leave_one_out": True}),
 }  # fmt: skip
 
 

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from toolgym.errors import ConfigError
-from toolgym.training.advantages import GroupRewards, compute_advantages, gigpo, grpo, rloo
+from toolgym.training.advantages import (
+    GroupRewards,
+    Scale,
+    batch_scaled,
+    compute_advantages,
+    gigpo,
+    grpo,
+    rloo,
+)
 from toolgym.training.advantages.gigpo import discounted_returns, episode_advantages
 
 
@@ -14,6 +22,9 @@ def group(rewards, keys=None, valid=None):
     keys = keys or [[f"s{i}_{t}" for t in range(len(r))] for i, r in enumerate(rewards)]
     valid = np.ones(len(rewards), bool) if valid is None else np.array(valid)
     return GroupRewards([np.array(r, float) for r in rewards], keys, valid)
+
+
+NONE = Scale("none")
 
 
 def close(actual, expected):
@@ -28,7 +39,7 @@ def test_grpo_hand_cases():
         grpo(group([[0, 1], [0], [0, 0, 0], [1]])),
         [[0.866025] * 2, [-0.866025], [-0.866025] * 3, [0.866025]],
     )
-    close(grpo(group([[1], [0]]), std_normalize=False), [[0.5], [-0.5]])  # Dr. GRPO: no std
+    close(grpo(group([[1], [0]]), scale=Scale("none")), [[0.5], [-0.5]])  # Dr. GRPO: no std
     close(grpo(group([[1], [1], [1]])), [[0], [0], [0]])  # all equal: no signal
     close(grpo(group([[1, 0]])), [[0, 0]])  # one trajectory: nothing to compare with
 
@@ -36,13 +47,69 @@ def test_grpo_hand_cases():
 def test_masked_trajectories_are_left_out_of_the_statistics():
     # stats over returns 1 and 0 only: mean 0.5, sample std 0.70711 -> +-0.70711; masked gets 0
     close(grpo(group([[1], [0], [5]], valid=[True, True, False])), [[0.707107], [-0.707107], [0]])
-    close(rloo(group([[1], [0], [9]], valid=[True, True, False])), [[1.0], [-1.0], [0]])
+    close(rloo(group([[1], [0], [9]], valid=[True, True, False]), scale=NONE), [[1.0], [-1.0], [0]])
 
 
 def test_rloo_hand_case():
-    # baselines: mean of the others -> 1 - 0 = 1; 0 - 0.5 = -0.5 (twice)
-    close(rloo(group([[1], [0], [0]])), [[1.0], [-0.5], [-0.5]])
+    # baselines: mean of the others -> 1 - 0 = 1; 0 - 0.5 = -0.5 (twice): the paper's RLOO
+    close(rloo(group([[1], [0], [0]]), scale=NONE), [[1.0], [-0.5], [-0.5]])
     close(rloo(group([[1]])), [[0.0]])
+    # divided by the group's std, as every estimator is by default: std(1, 0, 0) = 0.57735
+    close(rloo(group([[1], [0], [0]])), [[1.732051], [-0.866025], [-0.866025]])
+
+
+FAILURES = [[0, 0], [0, 0], [-0.2, 0], [0, 0]]
+"""A group where no episode succeeded, one paying a -0.2 invalid-call penalty at its first
+turn; every episode's first turn acts in the start state, every second turn in state "a"."""
+FAILURE_KEYS = [["start", "a"]] * 4
+
+
+def test_a_group_whose_returns_barely_differ_is_not_blown_up_by_its_tiny_spread():
+    """Returns 0, 0, -0.2, 0: mean -0.05, deviations 0.05, 0.05, -0.15, 0.05, sample std 0.1.
+    Group std makes the penalty the whole signal (-1.5, as much as a failure beside one
+    success in four gets); GiGPO counts it twice, at the episode level and again at the start
+    anchor, whose discounted returns are the same (state "a" returns are all 0: no step
+    term there). Each scale, worked by hand:"""
+    g = group(FAILURES, FAILURE_KEYS)
+    first_turns = {
+        "group": [1.0, 1.0, -3.0, 1.0],  # (0.05 / 0.1) * 2 levels; -0.15 / 0.1 * 2
+        "none": [0.1, 0.1, -0.3, 0.1],  # the deviations, twice
+        "floor": [0.2, 0.2, -0.6, 0.2],  # divided by the floor 0.5, as std 0.1 < 0.5
+        "batch": [0.1, 0.1, -0.3, 0.1],  # centred here; divided once the step is in
+    }
+    for kind, expected in first_turns.items():
+        out = gigpo(g, gamma=0.95, scale=Scale(kind, floor=0.5))
+        close([a[:1] for a in out], [[v] for v in expected])
+        episode = [v / 2 for v in expected]  # the second turn: the episode level alone
+        close([a[1:] for a in out], [[v] for v in episode])
+    # a group where one episode in four succeeded keeps group std's figures under the floor:
+    # returns 1, 0, 0, 0: std 0.5 -> 1.5, -0.5 (the floor is not above the spread)
+    one_in_four = group([[1], [0], [0], [0]])
+    close(grpo(one_in_four, scale=Scale("floor", 0.5)), grpo(one_in_four))
+    close(grpo(one_in_four), [[1.5], [-0.5], [-0.5], [-0.5]])
+
+
+def test_the_batch_scale_divides_every_group_by_one_spread():
+    """Two groups, the near-constant one and one where an episode in four succeeded, centred
+    by GRPO: (0.05, 0.05, -0.15, 0.05) and (0.75, -0.25, -0.25, -0.25). The eight values
+    have mean 0 and squares summing to 0.03 + 0.75: a population std of sqrt(0.78 / 8) =
+    0.31225. Each is divided by it, so the failures' group stays a fifth of the successful
+    one's, where group std made them level."""
+    centred = [
+        *grpo(group([[sum(r)] for r in FAILURES]), scale=NONE),
+        *grpo(group([[1], [0], [0], [0]]), scale=NONE),
+    ]
+    out = batch_scaled(centred)
+    std = np.sqrt((0.03 + 0.75) / 8)
+    np.testing.assert_allclose(std, 0.31225, atol=1e-5)
+    close(out, [[v / std] for v in (0.05, 0.05, -0.15, 0.05, 0.75, -0.25, -0.25, -0.25)])
+    assert batch_scaled([]) == []
+    close(batch_scaled([np.zeros(1)]), [[0.0]])  # one value: nothing to scale by
+
+
+def test_an_unknown_scale_is_refused_in_words():
+    with pytest.raises(ValueError, match="group, none, floor, batch"):
+        Scale("std")
 
 
 def test_discounted_returns():
@@ -70,12 +137,12 @@ def test_gigpo_hand_case():
 def test_gigpo_options_mean_norm_omega_and_pooled_episode_statistics():
     g = group(TWO["rewards"], TWO["keys"])
     # step mean-norm: s0 -> 0.5 - 1/6, -1/6, -1/6; omega 2 doubles the step part
-    out = gigpo(g, gamma=0.5, omega=2.0, step_std_normalize=False)
+    out = gigpo(g, gamma=0.5, omega=2.0, scale=NONE)
     close(
         out,
         [
-            [0.707107 + 2 * 0.333333, 0.707107],
-            [-0.707107 - 2 * 0.166667, -0.707107, -0.707107 - 2 * 0.166667],
+            [0.5 + 2 * 0.333333, 0.5],  # the episode level is not divided either: 1, 0 -> +-0.5
+            [-0.5 - 2 * 0.166667, -0.5, -0.5 - 2 * 0.166667],
         ],
     )
     # pooled over step rows 1,1,0,0,0: mean 0.4, sample std sqrt(1.2 / 4) = 0.547723
@@ -142,6 +209,6 @@ def test_gigpo_step_leave_one_out_hand_case():
     # TWO, gamma 0.5: anchor s0 holds returns 0.5 (traj 1, t0), 0 (traj 2, t0), 0 (traj 2, t2):
     # each less the mean of the other two -> 0.5, -0.25, -0.25. s1 (return 1) and s2 (0) are
     # alone: each less the other trajectory's return from its start (0 and 0.5) -> 1, -0.5
-    out = step_advantages(group(TWO["rewards"], TWO["keys"]), gamma=0.5, std_normalize=False,
+    out = step_advantages(group(TWO["rewards"], TWO["keys"]), gamma=0.5, scale=NONE,
                           leave_one_out=True)  # fmt: skip
     close(out, [[0.5, 1.0], [-0.25, -0.5, -0.25]])

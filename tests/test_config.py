@@ -7,6 +7,7 @@ import pytest
 from conftest import ROOT
 from toolgym.config import ConfigModel, load_config
 from toolgym.errors import ConfigError
+from toolgym.training.advantages import Scale
 
 
 class Trainer(ConfigModel):
@@ -145,13 +146,14 @@ def test_each_estimator_reads_its_own_settings_and_keeps_the_others():
 
     config = load_config(
         TrainConfig, ROOT / "configs" / "maze_gigpo.yaml",
-        ["model=m", "advantage.gigpo.gamma=0.5", "advantage.grpo.std_normalize=false"],
+        ["model=m", "advantage.gigpo.gamma=0.5", "advantage.scale=floor",
+         "advantage.std_floor=0.25"],
     )  # fmt: skip
     assert config.advantage.options()["gamma"] == 0.5
     config.advantage.estimator = "grpo"
-    assert config.advantage.options() == {"std_normalize": False}
+    assert config.advantage.options() == {"scale": Scale("floor", 0.25)}  # every estimator's
     config.advantage.estimator = "rloo"
-    assert config.advantage.options() == {}
+    assert config.advantage.options() == {"scale": Scale("floor", 0.25)}
     again = TrainConfig.model_validate(config.model_dump())  # a saved run's config.json
     assert again.advantage.model_dump() == config.advantage.model_dump()
 

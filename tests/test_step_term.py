@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from toolgym.training.advantages.base import Scale
 from toolgym.training.advantages.step_term import step_term, with_step_term
 
 
@@ -15,7 +16,7 @@ def test_the_step_term_normalises_over_every_step_of_the_group():
     term = step_term(process, valid)
     assert np.allclose(term[0], [-1.0, 1.0], atol=1e-5) and np.allclose(term[1], [0.0])
     assert term[2].tolist() == [0.0]
-    centred = step_term(process, valid, std_normalize=False)
+    centred = step_term(process, valid, scale=Scale("none"))
     assert np.allclose(centred[0], [-1.0, 1.0]) and np.allclose(centred[1], [0.0])
 
 

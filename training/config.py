@@ -123,6 +123,15 @@ class AdvantageSection(ConfigModel):
     estimator: Annotated[str, Choices("toolgym.training.advantages:ESTIMATORS")] = "gigpo"
     """How rewards become advantages: GRPO (group-normalized returns), RLOO (leave-one-out
     baseline) or GiGPO (GRPO plus step-level groups of identical states)."""
+    scale: Literal["group", "none", "floor", "batch"] = "group"
+    """How every estimator divides its centred advantages, the step anchors' included: by the
+    comparison group's standard deviation (`group`), by nothing (`none`, Dr. GRPO), by that
+    standard deviation or `std_floor`, whichever is larger (`floor`: a group whose returns
+    barely differ stays small), or by the standard deviation of the whole step's advantages
+    (`batch`). docs/which-method.md has what each did."""
+    std_floor: float = Field(0.5, gt=0)
+    """The `floor` scale's least divisor, in units of the reward: 0.5 is the spread of a group
+    half of whose episodes earned 1."""
     step_alpha: float = 1.0
     """Weight of the normalised process-reward step term (rewards with scores: process)."""
     anchor_similarity: float | None = Field(None, gt=0, le=1)
@@ -158,9 +167,12 @@ class AdvantageSection(ConfigModel):
         return settings
 
     def options(self) -> dict[str, Any]:
-        """The chosen estimator's keyword arguments."""
+        """The chosen estimator's keyword arguments, its scale's included."""
+        from toolgym.training.advantages import Scale
+
         settings = self.settings()
-        return settings.model_dump() if settings is not None else {}
+        scale = Scale(self.scale, self.std_floor)
+        return {"scale": scale, **(settings.model_dump() if settings is not None else {})}
 
 
 def _not_an_estimator(name: str, estimators: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
-from toolgym.training.advantages import GroupRewards, compute_advantages
+from toolgym.training.advantages import GroupRewards, batch_scaled, compute_advantages
 from toolgym.training.config import AdvantageSection
 from toolgym.training.rewards import RewardStage
 
@@ -17,7 +17,8 @@ async def assign_credit(
     groups: list[TrajectoryGroup], rewards: RewardStage, setting: AdvantageSection
 ) -> tuple[list[Trajectory], list[np.ndarray]]:
     """The trained episodes (unmasked, with turns, of groups the builder trains) and each
-    one's per-turn advantages."""
+    one's per-turn advantages (under `advantage.scale: batch`, divided once every group's
+    are in)."""
     trajectories, advantages = [], []
     estimator, alpha, options = setting.estimator, setting.step_alpha, setting.options()
     for g in groups:  # the kept rollouts say why these were played but not learned from
@@ -35,6 +36,11 @@ async def assign_credit(
             if not t.masked and t.steps:
                 trajectories.append(t)
                 advantages.append(a)
-                for step, value, anchor in zip(t.steps, a, anchors, strict=True):
-                    step.advantage, step.anchor = float(value), anchor
+                for step, anchor in zip(t.steps, anchors, strict=True):
+                    step.anchor = anchor
+    if setting.scale == "batch":
+        advantages = batch_scaled(advantages)
+    for t, a in zip(trajectories, advantages, strict=True):
+        for step, value in zip(t.steps, a, strict=True):
+            step.advantage = float(value)
     return trajectories, advantages

@@ -1,6 +1,7 @@
 """Advantage estimators, one per file, picked by name from ESTIMATORS. An estimator declares
-the typed settings it takes (`advantage.NAME` in a config, checked as the config loads); a
-new one is its file and one line here."""
+the typed settings it takes (`advantage.NAME` in a config, checked as the config loads) and
+divides its centred values as the `scale` it is given says (base.Scale); a new one is its
+file and one line here."""
 
 from __future__ import annotations
 
@@ -12,24 +13,32 @@ import numpy as np
 
 from toolgym.config import ConfigModel
 from toolgym.errors import lookup
-from toolgym.training.advantages.base import GroupRewards, broadcast
+from toolgym.training.advantages.base import (
+    GROUP_STD,
+    SCALES,
+    GroupRewards,
+    Scale,
+    batch_scaled,
+    broadcast,
+)
 from toolgym.training.advantages.gigpo import GiGPOSettings, gigpo
-from toolgym.training.advantages.grpo import GRPOSettings, grpo
+from toolgym.training.advantages.grpo import grpo
 from toolgym.training.advantages.rloo import rloo
 from toolgym.training.advantages.step_term import with_step_term
 
 
 @dataclass(frozen=True)
 class Estimator:
-    """A registered estimator: its function (a group -> one advantage per step of each
-    trajectory) and the settings its keyword arguments are read from (None: it takes none)."""
+    """A registered estimator: its function (a group and a `scale` keyword -> one advantage
+    per step of each trajectory) and the settings its other keyword arguments are read from
+    (None: it takes none)."""
 
     compute: Callable[..., list[np.ndarray]]
     settings: type[ConfigModel] | None = None
 
 
 ESTIMATORS: dict[str, Estimator] = {
-    "grpo": Estimator(grpo, GRPOSettings),
+    "grpo": Estimator(grpo),
     "rloo": Estimator(rloo),
     "gigpo": Estimator(gigpo, GiGPOSettings),
 }
@@ -40,15 +49,20 @@ def estimator(name: str) -> Callable[..., list[np.ndarray]]:
 
 
 def compute_advantages(
-    name: str, group: GroupRewards, *, step_alpha: float = 1.0, **options: Any
+    name: str,
+    group: GroupRewards,
+    *,
+    step_alpha: float = 1.0,
+    scale: Scale = GROUP_STD,
+    **options: Any,
 ) -> list[np.ndarray]:
-    """The estimator's advantages (a group with a baseline of its own: each return less it,
-    SPIRAL's role-conditioned advantage), plus `step_alpha` times the normalised step term
-    when the group carries process rewards."""
+    """The estimator's advantages, divided as `scale` says (a group with a baseline of its
+    own: each return less it, SPIRAL's role-conditioned advantage), plus `step_alpha` times
+    the normalised step term when the group carries process rewards."""
     if group.baseline is not None:
         values = broadcast(group.returns - group.baseline, group)
     else:
-        values = estimator(name)(group, **options)
+        values = estimator(name)(group, scale=scale, **options)
     if group.process is None or step_alpha == 0:
         return values
     return with_step_term(values, group.process, group.valid, alpha=step_alpha)
@@ -56,8 +70,12 @@ def compute_advantages(
 
 __all__ = [
     "ESTIMATORS",
+    "GROUP_STD",
+    "SCALES",
     "Estimator",
     "GroupRewards",
+    "Scale",
+    "batch_scaled",
     "compute_advantages",
     "estimator",
     "gigpo",

@@ -90,13 +90,55 @@ def anchor_recurrence(group: GroupRewards) -> tuple[int, int, int, int]:
     )
 
 
-def normalize(values: np.ndarray, std: bool) -> np.ndarray:
-    """values - mean, divided by the sample standard deviation (ddof=1) when `std`.
-    Fewer than two values carry no comparison: they get 0."""
+SCALES = ("group", "none", "floor", "batch")
+"""How centred advantages are divided (`advantage.scale`): by their comparison group's
+standard deviation (GRPO's, GiGPO's); by nothing (Dr. GRPO); by that standard deviation or
+`std_floor`, whichever is larger; or, after every group is centred, by the standard deviation
+of the whole step's advantages (`batch_scaled`)."""
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The scaling every estimator applies to its centred values, the step anchors' included.
+    Group std divides a near-constant group by a tiny spread: a group of failures whose
+    returns differ only by a -0.2 penalty, (0, 0, -0.2, 0), gets (0.5, 0.5, -1.5, 0.5), as
+    much credit as a group where one episode in four succeeded. A floor keeps such a group
+    small and leaves groups whose outcomes differ as group std has them."""
+
+    kind: str = "group"
+    floor: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCALES:
+            raise ValueError(f"advantage.scale: {self.kind!r} is not one of {', '.join(SCALES)}")
+
+    def divisor(self, values: np.ndarray) -> float:
+        """What `values`' deviations from their mean are divided by."""
+        if self.kind in ("none", "batch"):  # batch: divided once the whole step is centred
+            return 1.0
+        std = float(values.std(ddof=1))
+        return std + EPS if self.kind == "group" else max(std, self.floor)
+
+
+GROUP_STD = Scale()
+
+
+def normalize(values: np.ndarray, scale: Scale = GROUP_STD) -> np.ndarray:
+    """values - mean, divided as `scale` says (sample standard deviations, ddof=1). Fewer
+    than two values carry no comparison: they get 0."""
     if len(values) < 2:
         return np.zeros_like(values)
-    centred = values - values.mean()
-    return centred / (values.std(ddof=1) + EPS) if std else centred
+    return (values - values.mean()) / scale.divisor(values)
+
+
+def batch_scaled(advantages: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Every turn's advantage divided by their standard deviation over the whole step (the
+    `batch` scale, as REINFORCE++ does): one scale for every group, so a group's share of the
+    update follows how much its outcomes differ."""
+    flat = np.concatenate(advantages) if advantages else np.zeros(0)
+    if len(flat) < 2:
+        return list(advantages)
+    return [a / (flat.std() + EPS) for a in advantages]
 
 
 def broadcast(per_trajectory: np.ndarray, group: GroupRewards) -> list[np.ndarray]:

@@ -18,6 +18,7 @@ with and gives 0:
 
 Final advantage of step t of trajectory i:  A = A^E_i + omega * A^S_t   (omega = 1.0).
 
+Both levels divide as `advantage.scale` says (base.Scale): the paper's is the group's std.
 Standard deviations are sample standard deviations (ddof=1), as in the reference code.
 `step_leave_one_out=True` compares each step with the mean of the others of its anchor group
 (R_t - mean_others R = (R_t - mean R) * n / (n - 1)), as RLOO does for episodes: a mean that
@@ -37,7 +38,7 @@ import numpy as np
 from pydantic import Field
 
 from toolgym.config import ConfigModel
-from toolgym.training.advantages.base import GroupRewards, normalize
+from toolgym.training.advantages.base import GROUP_STD, GroupRewards, Scale, normalize
 
 
 class GiGPOSettings(ConfigModel):
@@ -47,15 +48,11 @@ class GiGPOSettings(ConfigModel):
     """The step-level discount."""
     omega: float = 1.0
     """The weight of the step-level advantage."""
-    std_normalize: bool = True
-    """Episode level: divide by the group's standard deviation."""
-    step_std_normalize: bool = True
-    """Step level: mean-and-std (True) or mean-only (False) normalization."""
     episode_over_steps: bool = False
     """Episode statistics pooled over step rows, as the reference code does."""
     step_leave_one_out: bool = False
     """Step level: each step's return less the mean of the others of its anchor group
-    (with step_std_normalize false, an unbiased expected gradient; the group mean, which
+    (with `advantage.scale: none`, an unbiased expected gradient; the group mean, which
     holds the step's own return, is biased in small anchor groups)."""
 
 
@@ -69,7 +66,7 @@ def discounted_returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
 
 
 def episode_advantages(
-    group: GroupRewards, *, std_normalize: bool = True, episode_over_steps: bool = False
+    group: GroupRewards, *, scale: Scale = GROUP_STD, episode_over_steps: bool = False
 ) -> np.ndarray:
     """A^E per trajectory (0 for masked ones)."""
     returns = group.returns
@@ -81,12 +78,9 @@ def episode_advantages(
         rows = np.concatenate([np.full(len(group.rewards[i]), returns[i]) for i in valid])
         if len(rows) < 2:
             return advantages
-        mean, std = rows.mean(), rows.std(ddof=1)
-        advantages[valid] = (
-            (returns[valid] - mean) / (std + 1e-6) if std_normalize else returns[valid] - mean
-        )
+        advantages[valid] = (returns[valid] - rows.mean()) / scale.divisor(rows)
     else:
-        advantages[valid] = normalize(returns[valid], std_normalize)
+        advantages[valid] = normalize(returns[valid], scale)
     return advantages
 
 
@@ -94,7 +88,7 @@ def step_advantages(
     group: GroupRewards,
     *,
     gamma: float = 0.95,
-    std_normalize: bool = True,
+    scale: Scale = GROUP_STD,
     leave_one_out: bool = False,
 ) -> list[np.ndarray]:
     """A^S per step, from anchor-state groups across the whole group (0 for masked ones).
@@ -112,7 +106,7 @@ def step_advantages(
     all_starts = sum(starts.values())
     for members in anchors.values():
         values = np.array([returns[traj][step] for traj, step in members])
-        values = normalize(values, std_normalize)
+        values = normalize(values, scale)
         if leave_one_out and len(members) > 1:  # less the others' mean: n / (n - 1) times
             values *= len(members) / (len(members) - 1)
         elif leave_one_out and len(starts) > 1:  # alone: less the other episodes' mean return
@@ -129,17 +123,12 @@ def gigpo(
     *,
     gamma: float = 0.95,
     omega: float = 1.0,
-    std_normalize: bool = True,
-    step_std_normalize: bool = True,
+    scale: Scale = GROUP_STD,
     episode_over_steps: bool = False,
     step_leave_one_out: bool = False,
 ) -> list[np.ndarray]:
-    episode = episode_advantages(
-        group, std_normalize=std_normalize, episode_over_steps=episode_over_steps
-    )
-    steps = step_advantages(
-        group, gamma=gamma, std_normalize=step_std_normalize, leave_one_out=step_leave_one_out
-    )
+    episode = episode_advantages(group, scale=scale, episode_over_steps=episode_over_steps)
+    steps = step_advantages(group, gamma=gamma, scale=scale, leave_one_out=step_leave_one_out)
     return [
         (episode[i] + omega * steps[i]) if group.valid[i] else np.zeros(len(steps[i]))
         for i in range(len(steps))

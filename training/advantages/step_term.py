@@ -20,18 +20,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from toolgym.training.advantages.base import normalize
+from toolgym.training.advantages.base import GROUP_STD, Scale, normalize
 
 
 def step_term(
-    process: Sequence[np.ndarray], valid: np.ndarray, *, std_normalize: bool = True
+    process: Sequence[np.ndarray], valid: np.ndarray, *, scale: Scale = GROUP_STD
 ) -> list[np.ndarray]:
     """S_t for every step (zeros for masked trajectories)."""
     kept = [i for i in range(len(process)) if valid[i]]
     out = [np.zeros(len(p)) for p in process]
     if not kept:
         return out
-    pooled = normalize(np.concatenate([np.asarray(process[i], float) for i in kept]), std_normalize)
+    pooled = normalize(np.concatenate([np.asarray(process[i], float) for i in kept]), scale)
     start = 0
     for i in kept:
         out[i] = pooled[start : start + len(process[i])]
@@ -45,10 +45,10 @@ def with_step_term(
     valid: np.ndarray,
     *,
     alpha: float = 1.0,
-    std_normalize: bool = True,
 ) -> list[np.ndarray]:
-    """The estimator's advantages plus alpha times the step term."""
-    term = step_term(process, valid, std_normalize=std_normalize)
+    """The estimator's advantages plus alpha times the step term (its scores' units are
+    their source's own, so always divided by their spread)."""
+    term = step_term(process, valid)
     return [
         a + alpha * s if valid[i] else np.zeros(len(a))
         for i, (a, s) in enumerate(zip(advantages, term, strict=True))

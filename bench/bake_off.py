@@ -1,0 +1,224 @@
+"""The bake-off: credit-assignment methods x horizons x seeds at equal env steps, and the
+tables of docs/which-method.md written from the runs, so a bigger machine reruns the page
+with one command.
+
+    python bench/bake_off.py [--tables scale estimators process] [--horizons long short]
+        [--seeds 3] [--steps 40] [--out runs/bake-off] [--doc docs/which-method.md]
+        [--model-long DIR] [--model-short DIR] [section.field=value ...]
+
+Each table compares methods (named override sets) against its first, the reference. In each
+seed the reference trains `--steps` updates and evaluates at its start and end; every other
+method trains until it has spent the env steps the reference spent in that seed
+(`max_env_steps`, Monte-Carlo branches counted), then evaluates. The figures are held-out
+success at the end (items training never drew) per seed, the mean over seeds with its 95%
+interval, each method's difference from the reference paired by seed, and the least
+valid-call rate of any training step (a method that breaks calls shows it there).
+
+A finished run is kept under `--out` with the overrides it ran with, and reused when the
+same table, horizon, method and seed are asked for again: stop it and run it again, and it
+goes on where it stopped. The tables go into the doc between the markers
+`<!-- bake-off TABLE HORIZON -->` and `<!-- /bake-off -->` (added at the end of the doc when
+missing), with the command that made them.
+
+The horizons' start models are made as their configs' headers say: the quickstart's SFT
+policy (`runs/quickstart/sft`, made by `make quickstart`) and the far-goal one
+(`runs/sft-far`, configs/maze_far_gigpo.yaml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolgym.config import load_config
+from toolgym.intervals import mean_interval, paired_difference
+from toolgym.training.config import TrainConfig
+from toolgym.training.run.metrics import env_steps_spent
+
+ROOT = Path(__file__).parent.parent
+CONFIGS = ROOT / "configs"
+PRM = "{source: implicit_prm, scores: process, kwargs: {beta: 0.05, lr: 1.0e-4}}"
+MC = "{source: mc_values, scores: process, kwargs: {continuations: 2, budget: 'entropy:2'}}"
+
+
+@dataclass(frozen=True)
+class Horizon:
+    config: Path
+    model: str
+    says: str
+
+
+HORIZONS = {
+    "short": Horizon(CONFIGS / "maze_gigpo.yaml", "runs/quickstart/sft",
+                     "the quickstart's 3x3 mazes, about three moves to the goal"),
+    "long": Horizon(CONFIGS / "maze_far_gigpo.yaml", "runs/sft-far",
+                    "3x3 mazes whose goal is farthest from the start: 2 to 8 moves, median 5"),
+}  # fmt: skip
+TABLES: dict[str, dict[str, list[str]]] = {
+    "scale": {
+        "GiGPO, group std": ["advantage.scale=group"],
+        "floor 0.5": ["advantage.scale=floor", "advantage.std_floor=0.5"],
+        "none (Dr. GRPO)": ["advantage.scale=none"],
+        "batch std": ["advantage.scale=batch"],
+    },
+    "estimators": {
+        "GiGPO": ["advantage.estimator=gigpo"],
+        "GRPO": ["advantage.estimator=grpo"],
+        "RLOO": ["advantage.estimator=rloo"],
+    },
+    "process": {
+        "GiGPO alone": ["rewards=[{source: env}]"],
+        "+ implicit PRM": [f"rewards=[{{source: env}}, {PRM}]"],
+        "+ Monte-Carlo values": [f"rewards=[{{source: env}}, {MC}]"],
+    },
+}
+"""Each table's methods: a label and the overrides that make the method from the horizon's
+recipe; the first is the reference the others are measured against."""
+
+
+@dataclass
+class Result:
+    """One run's figures: held-out success at its start and end, the least valid-call rate of
+    a training step, its updates and env steps."""
+
+    start: float | None
+    end: float
+    least_valid: float
+    updates: int
+    env_steps: float
+
+
+def train(run: Path, config_path: Path, overrides: list[str]) -> Result:
+    """Train (or reuse the finished run made with the same overrides) and read its figures."""
+    made = run / "bake_off.json"
+    done = (run / "summary.json").is_file() and made.is_file()
+    if not (done and json.loads(made.read_text()) == overrides):
+        from toolgym.training.trainer import Trainer
+
+        Trainer(load_config(TrainConfig, config_path, overrides)).run(overwrite=True)
+        made.write_text(json.dumps(overrides))
+    summary = json.loads((run / "summary.json").read_text())
+    if not str(summary.get("status")).startswith("finished") or not summary.get("end"):
+        raise SystemExit(f"{run}: the run did not finish ({summary.get('status')})")
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "rollout/success" in r]
+    return Result(
+        start=summary["start"]["success"] if summary.get("start") else None,
+        end=summary["end"]["success"],
+        least_valid=min(r.get("rollout/valid_actions", 1.0) for r in steps),
+        updates=len(steps),
+        env_steps=sum(env_steps_spent(r) for r in steps),
+    )
+
+
+def bake(args: argparse.Namespace, table: str, horizon: str) -> dict[str, list[Result]]:
+    """Every method of `table` at `horizon`, seed by seed (the reference first in each)."""
+    setting = HORIZONS[horizon]
+    model = getattr(args, f"model_{horizon}") or setting.model
+    results: dict[str, list[Result]] = {name: [] for name in TABLES[table]}
+    for seed in range(args.seeds):
+        budget: list[str] = []
+        for index, (name, method) in enumerate(TABLES[table].items()):
+            run = args.out / table / horizon / f"{slug(name)}-seed{seed}"
+            overrides = [
+                f"model={model}", f"run_dir={run}", f"seed={seed}", f"steps={args.steps}",
+                "eval.every_steps=1000000", f"eval.at_start={index == 0}", "tensorboard=false",
+                *method, *args.overrides, *budget,
+            ]  # fmt: skip
+            result = train(run, setting.config, overrides)
+            results[name].append(result)
+            print(f"{table} {horizon} seed {seed} {name}: held out {result.end:.1%}, "
+                  f"{result.updates} updates, {result.env_steps:.0f} env steps, least valid "
+                  f"calls {result.least_valid:.2f}", flush=True)  # fmt: skip
+            if index == 0:
+                budget = [f"steps={4 * args.steps}", f"max_env_steps={int(result.env_steps)}"]
+    return results
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def percent(figure: tuple[float, float, float], signed: bool = False) -> str:
+    """A mean and its interval, in percent or (`signed`) in points."""
+    mean, low, high = (100 * x for x in figure)
+    sign, unit = ("+", "") if signed else ("", "%")
+    if low == -float("inf"):
+        return f"{mean:{sign}.1f}{unit} (one seed)"
+    return f"{mean:{sign}.1f}{unit} ({low:{sign}.1f} to {high:{sign}.1f})"
+
+
+def markdown(table: str, horizon: str, results: dict[str, list[Result]], command: str) -> str:
+    """The table of one bake-off, with the command that made it and the start it began from."""
+    reference, *_ = results
+    base = [r.end for r in results[reference]]
+    starts = [r.start for r in results[reference] if r.start is not None]
+    lines = [
+        f"`{command}` ({HORIZONS[horizon].says}; {len(base)} seeds, each method given the env "
+        f"steps the reference spent in its seed; held-out success at the start "
+        f"{percent(mean_interval(starts))}):",
+        "",
+        f"| method | held out at the end, by seed | mean (95% over seeds) | minus {reference}, "
+        "paired by seed | least valid calls in a step, by seed | updates |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, runs in results.items():
+        ends = [r.end for r in runs]
+        against = "" if name == reference else percent(paired_difference(ends, base), True)
+        lines.append(
+            f"| {name} | {', '.join(f'{e:.1%}' for e in ends)} | {percent(mean_interval(ends))} "
+            f"| {against} | {', '.join(f'{r.least_valid:.2f}' for r in runs)} "
+            f"| {', '.join(str(r.updates) for r in runs)} |"
+        )
+    return "\n".join(lines)
+
+
+def write(doc: Path, table: str, horizon: str, text: str) -> None:
+    """Put `text` between the doc's markers for this table (appended when it has none)."""
+    opening, closing = f"<!-- bake-off {table} {horizon} -->", "<!-- /bake-off -->"
+    page = doc.read_text()
+    block = f"{opening}\n{text}\n{closing}"
+    pattern = re.compile(re.escape(opening) + r".*?" + re.escape(closing), re.S)
+    if pattern.search(page):
+        page = pattern.sub(lambda _: block, page)
+    else:
+        page = page.rstrip("\n") + f"\n\n## Bake-off: {table}, {horizon} horizon\n\n{block}\n"
+    doc.write_text(page)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", nargs="+", choices=list(TABLES), default=list(TABLES))
+    parser.add_argument("--horizons", nargs="+", choices=list(HORIZONS), default=["long"])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--out", type=Path, default=Path("runs/bake-off"))
+    parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "which-method.md")
+    for name, setting in HORIZONS.items():
+        parser.add_argument(f"--model-{name}", help=f"start model (default {setting.model})")
+    parser.add_argument("overrides", nargs="*", help="section.field=value settings for all")
+    args = parser.parse_args()
+    for horizon in args.horizons:
+        model = getattr(args, f"model_{horizon}") or HORIZONS[horizon].model
+        if not (Path(model) / "config.json").is_file():
+            parser.error(f"no model at {model}: make it as {HORIZONS[horizon].config.name}'s "
+                         f"header says, or name it with --model-{horizon}")  # fmt: skip
+    for table in args.tables:
+        for horizon in args.horizons:
+            results = bake(args, table, horizon)
+            command = (f"python bench/bake_off.py --tables {table} --horizons {horizon} "
+                       f"--seeds {args.seeds} --steps {args.steps}")  # fmt: skip
+            if args.overrides:
+                command += " " + " ".join(args.overrides)
+            text = markdown(table, horizon, results, command)
+            print(text)
+            write(args.doc, table, horizon, text)
+            print(f"written to {args.doc}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
