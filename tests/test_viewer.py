@@ -25,6 +25,10 @@ from toolgym.training.trainer import Trainer
 pytestmark = pytest.mark.timeout(600)
 
 
+QUICKSTART = "{size: 3, n_doors: 0, far_goal: false, max_turns: 6}"
+"""The quickstart's mazes, which its SFT policy solves about half the time."""
+
+
 def train(run_dir, *settings):
     Trainer(load_config(TrainConfig, None, [f"run_dir={run_dir}", "tensorboard=false",
                                             *settings])).run()  # fmt: skip
@@ -33,7 +37,9 @@ def train(run_dir, *settings):
 
 @pytest.fixture(scope="module")
 def runs(quickstart_run, tool_calling_model_dir, tmp_path_factory):
-    """The quickstart's RL run, and a self-play, a GUI (screenshots) and an async run."""
+    """The quickstart's RL run, and a self-play, a GUI (screenshots), an async run and one
+    paid a proxy reward beside the env's (from the quickstart's SFT policy, which solves some
+    mazes and fails others, so the proxy's agreement with success has both to go on)."""
     root = tmp_path_factory.mktemp("viewed")
     small = ["rollout.tasks_per_step=2", "rollout.rollouts_per_task=2", "rollout.max_tokens=16",
              "optim.micro_batch_size=2", "eval.episodes=2", "rollouts_kept=8"]  # fmt: skip
@@ -52,7 +58,11 @@ def runs(quickstart_run, tool_calling_model_dir, tmp_path_factory):
         "selfplay": train(root / "selfplay", model, "steps=1", *small, *selfplay),
         "gui": train(root / "gui", f"model={vlm}", "steps=1", *small, *gui),
         "async": train(root / "async", model, "steps=2", *small, *mazes),
-    }
+        "proxied": train(root / "proxied", f"model={quickstart_run[0] / 'sft'}", "steps=2",
+                         *small, "rollout.tasks_per_step=8", "rollout.max_tokens=32",
+                         "rollout.tool_schemas_in_prompt=false", f"env.kwargs={QUICKSTART}",
+                         "rewards=[{source: env}, {source: format, kwargs: {invalid: -0.2}}]"),
+    }  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +135,15 @@ def test_each_kind_of_run_opens_on_every_page_with_no_console_error(runs, viewer
             )
         if kind == "async":
             assert "staleness" in episode.inner_text(".turn")
+        if kind == "proxied":  # the proxy's agreement with success, banded by its interval
+            curves = page.open(f"/run/{number}", ".chart[data-keys^='proxy/*/agreement']")
+            chart = curves.locator(".chart[data-keys^='proxy/*/agreement']")
+            assert "proxy/format/agreement" in chart.inner_text()
+            assert "rollout/success" in chart.inner_text()
+            assert "agreement_low" not in chart.inner_text()  # a band, not a series
+            assert chart.locator("path[fill-opacity]").count() >= 1
+            scores = curves.locator(".chart[data-keys='proxy/*/score']").inner_text()
+            assert "proxy/format/score" in scores
     assert page.errors == []
 
 

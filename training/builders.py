@@ -37,6 +37,7 @@ from toolgym.training.groups import GroupBuilder, TaskGroups
 from toolgym.training.lora import with_lora
 from toolgym.training.player import Player
 from toolgym.training.rewards import (
+    SOURCES,
     RewardStage,
     RunContext,
     WeightedSource,
@@ -298,7 +299,13 @@ def build_reward_stage(
     )
     return RewardStage(
         [
-            WeightedSource(r.label, make_source(r.source, context, **r.kwargs), r.weight, r.scores)
+            WeightedSource(
+                r.label,
+                make_source(r.source, context, **r.kwargs),
+                r.weight,
+                r.scores,
+                proxy=not SOURCES[r.source].verified,
+            )
             for r in config.rewards
         ]
     )

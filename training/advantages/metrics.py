@@ -38,4 +38,25 @@ def advantage_metrics(
     }
     if later:  # single-turn episodes have no turn after the first to speak of
         metrics["adv/anchor_coverage_after_first"] = float(shared_later / later)
-    return metrics
+    return metrics | call_credit(groups)
+
+
+def call_credit(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
+    """The mean advantage of the trained turns whose call was valid (adv/valid_turns) and of
+    those whose call was malformed (adv/invalid_turns), where the step has any. Every valid
+    call shares its format's tokens, so a negative adv/valid_turns pushes that format down
+    for every action at once; an adv/invalid_turns above it pays malformed calls over valid
+    ones. Either is how an update breaks calls (run/advice.py names which)."""
+    turns = [
+        (s.advantage, s.valid_action)
+        for g in groups
+        for t in g.trajectories
+        for s in t.steps
+        if s.advantage is not None
+    ]
+    out = {}
+    for key, valid in (("adv/valid_turns", True), ("adv/invalid_turns", False)):
+        values = [advantage for advantage, was_valid in turns if was_valid is valid]
+        if values:
+            out[key] = float(np.mean(values))
+    return out

@@ -42,6 +42,9 @@ class SourceKind:
     rereads: bool = False
     """It reads back what the episode stored (the env's rewards, a recorded score) instead of
     scoring anew: a rescore with it would only add up the stored numbers."""
+    verified: bool = False
+    """It pays the env's or the checker's own verdict; any other source is a proxy of that
+    verdict, whose agreement with it every step logs (agreement.py)."""
 
     @property
     def make(self) -> Callable[..., RewardSource]:
@@ -52,11 +55,13 @@ _HERE = "toolgym.training.rewards"
 
 
 SOURCES: dict[str, SourceKind] = {
-    "env": SourceKind(f"{_HERE}.env_reward:EnvReward", rereads=True),
+    "env": SourceKind(f"{_HERE}.env_reward:EnvReward", rereads=True, verified=True),
     "format": SourceKind(f"{_HERE}.format_reward:FormatReward"),
     "length": SourceKind(f"{_HERE}.length_reward:LengthReward"),
     "function": SourceKind(f"{_HERE}.function_reward:FunctionReward"),
-    "result": SourceKind(f"{_HERE}.recorded_reward:ResultScore", ("outcome",), rereads=True),
+    "result": SourceKind(
+        f"{_HERE}.recorded_reward:ResultScore", ("outcome",), rereads=True, verified=True
+    ),
     "proposer": SourceKind(f"{_HERE}.recorded_reward:ProposerScore", ("outcome",), rereads=True),
     "agent": SourceKind(f"{_HERE}.recorded_reward:AgentScore", ("outcome",), rereads=True),
     "implicit_prm": SourceKind(

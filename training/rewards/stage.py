@@ -25,6 +25,7 @@ import numpy as np
 
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
 from toolgym.errors import ToolgymError
+from toolgym.training.rewards.agreement import agreement_metrics
 from toolgym.training.rewards.base import (
     HoldsResources,
     KeepsState,
@@ -47,6 +48,9 @@ class WeightedSource:
     weight: float
     scores: str = "outcome"
     """What it scores: the episode's outcome, or its steps (a process reward)."""
+    proxy: bool = False
+    """It is not the verified outcome (a PRM, a judge, what an agent reported): the step's
+    metrics say how far it agrees with that outcome (agreement.py)."""
 
 
 class RewardStage:
@@ -152,8 +156,9 @@ class RewardStage:
         return total
 
     def metrics(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
-        """Mean per-trajectory sum of each component (unmasked trajectories), and each
-        source's own metrics under its name (NAME/KEY)."""
+        """Mean per-trajectory sum of each component (unmasked trajectories), each source's
+        own metrics under its name (NAME/KEY), and each proxy's agreement with the verified
+        outcome (proxy/NAME/...)."""
         kept = [t for t in trajectories if not t.masked]
         n = max(len(kept), 1)
         out = {
@@ -164,4 +169,5 @@ class RewardStage:
             if isinstance(entry.source, PreparesScores):
                 own = entry.source.last_metrics
                 out |= {f"{entry.name}/{key}": value for key, value in own.items()}
-        return out
+        proxies = {e.name: e.scores for e in self.sources if e.proxy}
+        return out | agreement_metrics(kept, proxies)

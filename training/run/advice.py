@@ -1,12 +1,15 @@
 """Warnings a run gives while it trains, each with what to try: a step whose groups carry no
-signal (every rollout of a task earned the same, so the update changes nothing), and a run
-whose rollout success has not risen. The run log writes them and the console shows them
-(run/log.py); they read only the steps' records."""
+signal (every rollout of a task earned the same, so the update changes nothing), a run
+whose rollout success has not risen, a valid-call collapse and a gamed reward
+(credit_alarms.py). The run log writes them and the console shows them (run/log.py); they
+read only the steps' records."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from toolgym.training.run.credit_alarms import CallCollapse, GamedReward
 
 NO_SIGNAL_EVERY = 10
 """After a step with no signal is reported, the next is reported no sooner than this many
@@ -42,6 +45,12 @@ class Advisor:
     last_silent_told: int | None = None
     mostly_told: bool = False
     not_learning_told: bool = False
+    collapse: CallCollapse = field(init=False)
+    gamed: GamedReward = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.collapse = CallCollapse(self.settings.lr)
+        self.gamed = GamedReward(max(3, self.settings.steps // 10))
 
     @property
     def window(self) -> int:
@@ -56,7 +65,9 @@ class Advisor:
             return []
         if isinstance(record.get("rollout/success"), int | float):
             self.success.append(float(record["rollout/success"]))
-        return [w for w in (self.no_signal(step, record), self.not_learning(step)) if w]
+        found = [self.collapse.read(record), *self.gamed.read(record)]
+        found += [self.no_signal(step, record), self.not_learning(step)]
+        return [w for w in found if w]
 
     def no_signal(self, step: int, record: dict[str, Any]) -> str | None:
         groups = record.get("signal/groups", 0)
@@ -118,6 +129,8 @@ class Advisor:
         """Once a run: rollout success over the last `window` steps no higher than over the
         first (checked every `window` steps from 2 windows in)."""
         w = self.window
+        if self.collapse.told or self.gamed.warned:  # those say why already
+            return None
         if self.not_learning_told or len(self.success) < 2 * w or step % w:
             return None
         first, last = self.success[:w], self.success[-w:]

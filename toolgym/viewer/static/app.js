@@ -7,6 +7,12 @@ const CURVES = [
   ["rollout/success", "eval/success", "held_out/success"],
   ["rollout/reward"],
   ["rollout/valid_actions"],
+  // what the updates paid valid and malformed calls: how a collapse of valid calls began
+  ["adv/valid_turns", "adv/invalid_turns"],
+  // each reward that is not the verified outcome: its agreement with it (0.5: none), beside
+  // success, and its score; a proxy rising while success falls is being gamed
+  ["proxy/*/agreement", "rollout/success"],
+  ["proxy/*/score"],
   ["train/loss"],
   ["train/kl_ref", "train/approx_kl"],
   ["train/entropy"],
@@ -112,10 +118,18 @@ function poll(numbers, redraw) {
 
 // ----- curves ------------------------------------------------------------------------------
 function expand(keys, numbers) {
-  // a key ending in "/" stands for every key under it that the runs' records hold
+  // a key ending in "/" stands for every key under it that the runs' records hold, and a
+  // "*" for any one name; an interval's _low and _high keys are its series' band, not series
   const seen = new Set();
   for (const n of numbers) for (const r of records.get(n) || []) for (const k of Object.keys(r)) seen.add(k);
-  return keys.flatMap((key) => (key.endsWith("/") ? [...seen].filter((k) => k.startsWith(key)).sort() : [key]));
+  const found = (test) => [...seen].filter((k) => test(k) && !/_(low|high)$/.test(k)).sort();
+  return keys.flatMap((key) => {
+    if (key.includes("*")) {
+      const [head, tail] = key.split("*");
+      return found((k) => k.startsWith(head) && k.endsWith(tail) && !k.slice(head.length, k.length - tail.length).includes("/"));
+    }
+    return key.endsWith("/") ? found((k) => k.startsWith(key)) : [key];
+  });
 }
 
 function ticks(lo, hi, count, least = 0) {
