@@ -212,6 +212,27 @@ def test_each_minibatch_is_one_optimizer_step(tool_calling_model_dir, tmp_path):
         load_config(TrainConfig, None, ["model=x", *SMALL, "optim.minibatches=4"])
 
 
+def test_a_target_kl_ends_an_update_at_the_first_minibatch_that_moved_past_it(
+    tool_calling_model_dir, tmp_path
+):
+    """Four mini-batches: with a bound no later one can meet, the first steps alone (the
+    second's forward pass finds the policy moved, and holds); with one far above, all four
+    step. The held mini-batch's KL is the update's largest."""
+    four = ["optim.minibatches=2", "optim.ppo_epochs=2"]
+    held, held_metrics = one_update(
+        tool_calling_model_dir, tmp_path / "held", *four, "optim.target_kl=1e-12"
+    )
+    assert {int(state["step"]) for state in held.optimizer.state.values()} == {1}
+    assert held_metrics[0]["train/held"] == 1.0
+    assert held_metrics[0]["train/approx_kl_max"] > 1e-12
+    free, free_metrics = one_update(
+        tool_calling_model_dir, tmp_path / "free", *four, "optim.target_kl=1e9"
+    )
+    assert {int(state["step"]) for state in free.optimizer.state.values()} == {4}
+    assert free_metrics[0]["train/held"] == 0.0
+    assert free_metrics[0]["train/approx_kl_max"] >= free_metrics[0]["train/approx_kl"]
+
+
 @pytest.mark.parametrize("mode", ["decoupled", "truncated-is"])
 def test_off_policy_loss_modes_equal_on_policy_when_the_engine_samples_the_trained_weights(
     tool_calling_model_dir, tmp_path, mode

@@ -205,6 +205,11 @@ class OptimSection(ConfigModel):
     into this many mini-batches (PPO's minibatches), each with its own loss normalization.
     More steps per collected batch learn more from it; clipping keeps the later ones near
     the behaviour policy."""
+    target_kl: float | None = Field(None, gt=0)
+    """A bound on how far one update moves the policy (PPO's early stop): a mini-batch after
+    the first whose approx KL from the policy that played, measured before its step, is
+    above this takes no step, and the update ends there (train/held). None: every mini-batch
+    steps. docs/which-method.md has what it did to valid calls."""
     schedule: Annotated[str, Choices("toolgym.training.schedule:DECAYS")] = "constant"
     """How the learning rate moves after warm-up, over the run's steps (to lr x min_lr_ratio)."""
     warmup_steps: int = Field(0, ge=0)

@@ -67,7 +67,9 @@ class Learner:
     def update(self, batch: TokenBatch, step: int) -> dict[str, float]:
         """ppo_epochs passes over `batch`, one optimizer step per mini-batch. With
         optim.on_nonfinite=stop it stops at the first step whose loss or gradient norm is not
-        finite (`stopped` is 1 then; the weights are as that step found them)."""
+        finite (`stopped` is 1 then; the weights are as that step found them). With
+        optim.target_kl, a mini-batch after the first whose approx KL, measured before its
+        step, is above it takes no step and ends the update (`held` is 1 then)."""
         batch = batch.to(self.precision.device)
         optim = self.config.optim
         lr = optim.lr * lr_factor(
@@ -85,15 +87,22 @@ class Learner:
         stop = optim.on_nonfinite == "stop"
         steps: list[dict[str, float]] = []
         passes = (batch.split(minibatch_size) for _ in range(optim.ppo_epochs))
+        held = None
         for minibatch in itertools.chain.from_iterable(passes):
             # without the proximal pass, the first mini-batch's forward passes are the
             # learner's own log-probabilities before any update
             meter = None if self.ppo.needs_proximal or steps else fidelity
-            steps.append(self.optimizer_step(minibatch, meter))
+            done = self.optimizer_step(minibatch, meter, optim.target_kl if steps else None)
+            if done.pop("held"):  # its KL is what held it; its loss and norm were not stepped
+                held = done
+                break
+            steps.append(done)
             if stop and steps[-1]["skipped"]:
                 break
         self.model.eval()
         out = {k: float(np.mean([s[k] for s in steps])) for k in steps[0]}
+        kls = [s["approx_kl"] for s in [*steps, *([held] if held else [])] if "approx_kl" in s]
+        out |= {"approx_kl_max": max(kls, default=0.0), "held": float(held is not None)}
         # with the proximal pass every rank holds every row's (nothing to reduce)
         out |= fidelity.metrics(None if self.ppo.needs_proximal else self.ranks)
         out["stopped"] = float(stop and bool(steps[-1]["skipped"]))
@@ -118,11 +127,15 @@ class Learner:
         return replace(batch, proximal_logprobs=scored)
 
     def optimizer_step(
-        self, minibatch: TokenBatch, fidelity: FidelityMeter | None = None
+        self,
+        minibatch: TokenBatch,
+        fidelity: FidelityMeter | None = None,
+        target_kl: float | None = None,
     ) -> dict[str, float]:
         """One optimizer step on `minibatch`, its gradient accumulated over micro-batches.
         Returns its loss, gradient norm and the micro-batches' mean loss metrics. `fidelity`
-        is shown each micro-batch's log-probabilities (taken before the step)."""
+        is shown each micro-batch's log-probabilities (taken before the step). Its approx KL
+        (every rank's, summed) above `target_kl` holds the step (`held`: 1)."""
         normalizer = normalizer_for(minibatch.loss_mask, max_tokens=self.config.rollout.max_tokens)
         world = self.ranks.world if self.ranks else 1
         sums: dict[str, float] = {}
@@ -161,12 +174,19 @@ class Learner:
             sums.update(zip(keys, reduced[2:], strict=True))
             return total
 
+        def too_far() -> bool:
+            return (
+                target_kl is not None and sums.get("approx_kl", 0.0) / max(count, 1.0) > target_kl
+            )
+
         done = optimizer_step(
-            self.optimizer, self.model.parameters(), accumulate, self.config.optim.grad_clip
-        )
+            self.optimizer, self.model.parameters(), accumulate, self.config.optim.grad_clip,
+            hold=too_far,
+        )  # fmt: skip
         out = {k: v / max(count, 1.0) for k, v in sums.items()}
-        out |= {"loss": done.loss, "grad_norm": done.grad_norm, "skipped": float(not done.stepped)}
-        return out
+        skipped = not done.stepped and not done.held
+        return out | {"loss": done.loss, "grad_norm": done.grad_norm, "skipped": float(skipped),
+                      "held": float(done.held)}  # fmt: skip
 
     @torch.no_grad()
     def reference_logprobs(self, micro: TokenBatch) -> torch.Tensor | None:

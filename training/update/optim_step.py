@@ -21,7 +21,10 @@ class StepResult:
     grad_norm: float
     """The gradient's global norm before clipping."""
     stepped: bool
-    """False when the loss or the gradient norm was not finite: nothing changed."""
+    """False when the loss or the gradient norm was not finite, or the step was held:
+    nothing changed."""
+    held: bool = False
+    """`hold` said the step should not be taken (the gradient was dropped)."""
 
 
 def adamw(
@@ -42,14 +45,20 @@ def optimizer_step(
     accumulate: Callable[[], float],
     grad_clip: float,
     lr: float | None = None,
+    hold: Callable[[], bool] | None = None,
 ) -> StepResult:
     """`accumulate()` runs the backward passes (one per micro-batch) and returns the loss;
-    `lr`, when given, is set on every parameter group first."""
+    `lr`, when given, is set on every parameter group first; `hold()`, asked once the
+    gradient is in, True drops it and leaves the weights (and the optimizer's moments) as
+    they were."""
     if lr is not None:
         for group in optimizer.param_groups:
             group["lr"] = lr
     optimizer.zero_grad()
     loss = accumulate()
+    if hold is not None and hold():
+        optimizer.zero_grad()
+        return StepResult(loss, 0.0, stepped=False, held=True)
     norm = torch.nn.utils.clip_grad_norm_(list(parameters), grad_clip)
     if isinstance(norm, DTensor):  # the norm over sharded weights: the ranks' whole
         norm = norm.full_tensor()
