@@ -14,9 +14,9 @@ success at the end (items training never drew) per seed, the mean over seeds wit
 interval, each method's difference from the reference paired by seed, and the least
 valid-call rate of any training step (a method that breaks calls shows it there).
 
-A finished run is kept under `--out` with the overrides it ran with, and reused when the
-same table, horizon, method and seed are asked for again: stop it and run it again, and it
-goes on where it stopped. The tables go into the doc between the markers
+A finished run is kept under `--out` with the settings it ran with, and reused wherever the
+same settings are asked for again (every table's reference, GiGPO as the recipe has it, is
+trained once a seed): stop it and run it again, and it goes on where it stopped. The tables go into the doc between the markers
 `<!-- bake-off TABLE HORIZON -->` and `<!-- /bake-off -->` (added at the end of the doc when
 missing), with the command that made them.
 
@@ -58,26 +58,32 @@ HORIZONS = {
     "long": Horizon(CONFIGS / "maze_far_gigpo.yaml", "runs/sft-far",
                     "3x3 mazes whose goal is farthest from the start: 2 to 8 moves, median 5"),
 }  # fmt: skip
+REFERENCE = "GiGPO"
+"""Every table's first method: the horizon's recipe as it is, trained once a seed for all."""
 TABLES: dict[str, dict[str, list[str]]] = {
     "scale": {
-        "GiGPO, group std": ["advantage.scale=group"],
-        "floor 0.5": ["advantage.scale=floor", "advantage.std_floor=0.5"],
-        "none (Dr. GRPO)": ["advantage.scale=none"],
-        "batch std": ["advantage.scale=batch"],
+        REFERENCE: [],
+        "scale floor, 0.5": ["advantage.scale=floor", "advantage.std_floor=0.5"],
+        "scale none (Dr. GRPO)": ["advantage.scale=none"],
+        "scale batch": ["advantage.scale=batch"],
+    },
+    "calls": {
+        REFERENCE: [],
+        "target_kl 0.05": ["optim.target_kl=0.05"],
     },
     "estimators": {
-        "GiGPO": ["advantage.estimator=gigpo"],
+        REFERENCE: [],
         "GRPO": ["advantage.estimator=grpo"],
         "RLOO": ["advantage.estimator=rloo"],
     },
     "process": {
-        "GiGPO alone": ["rewards=[{source: env}]"],
+        REFERENCE: [],
         "+ implicit PRM": [f"rewards=[{{source: env}}, {PRM}]"],
         "+ Monte-Carlo values": [f"rewards=[{{source: env}}, {MC}]"],
     },
 }
 """Each table's methods: a label and the overrides that make the method from the horizon's
-recipe; the first is the reference the others are measured against."""
+recipe; the first, the reference, the others are measured against."""
 
 
 @dataclass
@@ -93,14 +99,17 @@ class Result:
 
 
 def train(run: Path, config_path: Path, overrides: list[str]) -> Result:
-    """Train (or reuse the finished run made with the same overrides) and read its figures."""
+    """Train, or reuse the finished run made with the same settings (as the config resolves
+    them today: a changed default trains again), and read its figures."""
+    config = load_config(TrainConfig, config_path, [f"run_dir={run}", *overrides])
+    settings = config.model_dump(mode="json", exclude={"run_dir"})
     made = run / "bake_off.json"
     done = (run / "summary.json").is_file() and made.is_file()
-    if not (done and json.loads(made.read_text()) == overrides):
+    if not (done and json.loads(made.read_text()) == settings):
         from toolgym.training.trainer import Trainer
 
-        Trainer(load_config(TrainConfig, config_path, overrides)).run(overwrite=True)
-        made.write_text(json.dumps(overrides))
+        Trainer(config).run(overwrite=True)
+        made.write_text(json.dumps(settings))
     summary = json.loads((run / "summary.json").read_text())
     if not str(summary.get("status")).startswith("finished") or not summary.get("end"):
         raise SystemExit(f"{run}: the run did not finish ({summary.get('status')})")
@@ -123,9 +132,9 @@ def bake(args: argparse.Namespace, table: str, horizon: str) -> dict[str, list[R
     for seed in range(args.seeds):
         budget: list[str] = []
         for index, (name, method) in enumerate(TABLES[table].items()):
-            run = args.out / table / horizon / f"{slug(name)}-seed{seed}"
+            run = args.out / horizon / f"{slug(name)}-seed{seed}"
             overrides = [
-                f"model={model}", f"run_dir={run}", f"seed={seed}", f"steps={args.steps}",
+                f"model={model}", f"seed={seed}", f"steps={args.steps}",
                 "eval.every_steps=1000000", f"eval.at_start={index == 0}", "tensorboard=false",
                 *method, *args.overrides, *budget,
             ]  # fmt: skip

@@ -1,6 +1,7 @@
 """The bake-off bench end to end on a tiny model: each method trains in each seed at the
-reference's env steps, a finished run is reused when asked for again, and the table lands
-between its markers in the doc, replacing the one before it."""
+reference's env steps, a finished run is reused when asked for again (the reference by
+every table), and the table lands between its markers in the doc, replacing the one before
+it."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ SMALL = [
 def test_the_bake_off_trains_each_method_at_equal_env_steps_and_writes_its_table(
     tiny_model_dir, tmp_path, monkeypatch
 ):
-    methods = dict(list(bake_off.TABLES["scale"].items())[:2])  # group std and the floor
+    methods = dict(list(bake_off.TABLES["scale"].items())[:2])  # the recipe and the floor
     monkeypatch.setitem(bake_off.TABLES, "scale", methods)
     args = argparse.Namespace(
         seeds=2, steps=2, out=tmp_path / "runs", model_long=str(tiny_model_dir), overrides=SMALL
@@ -32,13 +33,18 @@ def test_the_bake_off_trains_each_method_at_equal_env_steps_and_writes_its_table
         assert ref.updates == 2 and ref.start is not None and other.start is None
         assert other.env_steps >= ref.env_steps or other.updates == 4 * args.steps
         assert 0.0 <= other.least_valid <= 1.0
-    run = tmp_path / "runs" / "scale" / "long" / "floor-0-5-seed1"
+    run = tmp_path / "runs" / "long" / "scale-floor-0-5-seed1"
     config = (run / "config.json").read_text()
     assert '"scale": "floor"' in config and f'"max_env_steps": {int(ref.env_steps)}' in config
 
     trained = (run / "metrics.jsonl").stat().st_mtime_ns
     assert bake_off.bake(args, "scale", "long") == results  # reused, not trained again
     assert (run / "metrics.jsonl").stat().st_mtime_ns == trained
+    reference = tmp_path / "runs" / "long" / "gigpo-seed0" / "metrics.jsonl"
+    before = reference.stat().st_mtime_ns
+    calls = bake_off.bake(args, "calls", "long")  # another table: the same reference runs
+    assert calls["GiGPO"] == results["GiGPO"] and reference.stat().st_mtime_ns == before
+    assert [r.updates <= 4 * args.steps for r in calls["target_kl 0.05"]] == [True, True]
 
     doc = tmp_path / "which-method.md"
     doc.write_text("# Which method\n\nbefore\n\n<!-- bake-off scale long -->\nold\n"
@@ -47,9 +53,9 @@ def test_the_bake_off_trains_each_method_at_equal_env_steps_and_writes_its_table
     bake_off.write(doc, "scale", "long", text)
     bake_off.write(doc, "scale", "long", text)
     page = doc.read_text()
-    assert "old" not in page and page.count("| floor 0.5 |") == 1
+    assert "old" not in page and page.count("| scale floor, 0.5 |") == 1
     assert page.startswith("# Which method\n\nbefore\n") and page.endswith("after\n")
-    row = next(line for line in page.splitlines() if line.startswith("| floor 0.5 |"))
+    row = next(line for line in page.splitlines() if line.startswith("| scale floor, 0.5 |"))
     assert row.count("%") == 3  # two seeds' figures and their mean; the difference in points
     assert row.endswith(f"| {floor[0].updates}, {floor[1].updates} |")
     bake_off.write(doc, "estimators", "short", "a table")  # no markers yet: appended

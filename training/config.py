@@ -134,6 +134,11 @@ class AdvantageSection(ConfigModel):
     half of whose episodes earned 1."""
     step_alpha: float = 1.0
     """Weight of the normalised process-reward step term (rewards with scores: process)."""
+    step_combine: Literal["add", "redistribute"] = "add"
+    """How process rewards join the advantage: their normalised step term added (`add`, able
+    to outweigh the verified outcome), or the estimator's credit moved between each
+    episode's turns as they rank them, its sum and, with step_alpha <= 0.5, every turn's
+    sign kept (`redistribute`; training/advantages/step_term.py)."""
     anchor_similarity: float | None = Field(None, gt=0, le=1)
     """GiGPO's anchor groups (and adv/anchor_coverage): None joins steps whose env state_key
     is equal; a number s in (0, 1] also joins steps whose observations acted on share at

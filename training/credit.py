@@ -20,7 +20,8 @@ async def assign_credit(
     one's per-turn advantages (under `advantage.scale: batch`, divided once every group's
     are in)."""
     trajectories, advantages = [], []
-    estimator, alpha, options = setting.estimator, setting.step_alpha, setting.options()
+    estimator, options = setting.estimator, setting.options()
+    alpha, combine = setting.step_alpha, setting.step_combine
     for g in groups:  # the kept rollouts say why these were played but not learned from
         for t in g.trajectories:
             t.untrained = g.untrained
@@ -31,7 +32,9 @@ async def assign_credit(
         group = GroupRewards.from_trajectories(
             g.trajectories, outcomes, process, g.baseline, similar
         )
-        values = compute_advantages(estimator, group, step_alpha=alpha, **options)
+        values = compute_advantages(
+            estimator, group, step_alpha=alpha, step_combine=combine, **options
+        )
         for t, a, anchors in zip(g.trajectories, values, group.state_keys, strict=True):
             if not t.masked and t.steps:
                 trajectories.append(t)

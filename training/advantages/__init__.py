@@ -24,7 +24,7 @@ from toolgym.training.advantages.base import (
 from toolgym.training.advantages.gigpo import GiGPOSettings, gigpo
 from toolgym.training.advantages.grpo import grpo
 from toolgym.training.advantages.rloo import rloo
-from toolgym.training.advantages.step_term import with_step_term
+from toolgym.training.advantages.step_term import redistributed, with_step_term
 
 
 @dataclass(frozen=True)
@@ -53,18 +53,23 @@ def compute_advantages(
     group: GroupRewards,
     *,
     step_alpha: float = 1.0,
+    step_combine: str = "add",
     scale: Scale = GROUP_STD,
     **options: Any,
 ) -> list[np.ndarray]:
     """The estimator's advantages, divided as `scale` says (a group with a baseline of its
-    own: each return less it, SPIRAL's role-conditioned advantage), plus `step_alpha` times
-    the normalised step term when the group carries process rewards."""
+    own: each return less it, SPIRAL's role-conditioned advantage), and where the group
+    carries process rewards, `step_alpha` times their normalised step term added to it
+    (`step_combine` add) or its credit moved between each episode's turns by them
+    (redistribute; step_term.py)."""
     if group.baseline is not None:
         values = broadcast(group.returns - group.baseline, group)
     else:
         values = estimator(name)(group, scale=scale, **options)
     if group.process is None or step_alpha == 0:
         return values
+    if step_combine == "redistribute":
+        return redistributed(values, group.process, group.valid, alpha=step_alpha)
     return with_step_term(values, group.process, group.valid, alpha=step_alpha)
 
 

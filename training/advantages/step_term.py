@@ -11,6 +11,19 @@ it joins the estimator's advantage as
 
     A_t = A_t^estimator + alpha * S_t        (alpha = 1, OPRL's default)
 
+Added so, a process reward can outweigh the verified outcome: a failed episode's turns the
+PRM likes get positive credit, and a PRM that comes to favour malformed calls pays for them.
+`redistribute` keeps the outcome's credit and only moves it between an episode's turns:
+
+    c_t = tanh((p_t - mean_{episode} p) / std_{centred steps}),  c_t -= mean_{episode} c
+    A_t = A_t^estimator + alpha * |A_t^estimator| * c_t
+
+Each episode's turns then sum to the estimator's credit; with alpha <= 1/2 no turn's credit
+changes its sign, so a failure's turns are all blamed, its worse ones (by the process
+reward) more, and a success's turns all credited, its better ones more. A one-turn episode
+has nothing to redistribute, and stays out of the spread of the centred steps (pooled over
+the group's episodes of several turns).
+
 Steps of masked trajectories get 0 and are left out of the statistics.
 """
 
@@ -20,7 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from toolgym.training.advantages.base import GROUP_STD, Scale, normalize
+from toolgym.training.advantages.base import EPS, GROUP_STD, Scale, normalize
 
 
 def step_term(
@@ -53,3 +66,28 @@ def with_step_term(
         a + alpha * s if valid[i] else np.zeros(len(a))
         for i, (a, s) in enumerate(zip(advantages, term, strict=True))
     ]
+
+
+def redistributed(
+    advantages: Sequence[np.ndarray],
+    process: Sequence[np.ndarray],
+    valid: np.ndarray,
+    *,
+    alpha: float = 0.5,
+) -> list[np.ndarray]:
+    """The estimator's advantages with each episode's credit moved between its turns as the
+    process reward ranks them (module docstring); the episode's sum is unchanged."""
+    kept = [
+        i for i in range(len(process)) if valid[i] and len(process[i]) > 1
+    ]  # with turns to rank
+    centred = {i: np.asarray(process[i], float) - np.mean(process[i]) for i in kept}
+    pooled = np.concatenate([centred[i] for i in kept]) if kept else np.zeros(0)
+    out = [np.asarray(a, float) if valid[i] else np.zeros(len(a)) for i, a in enumerate(advantages)]
+    if len(pooled) < 2:
+        return out
+    spread = pooled.std(ddof=1) + EPS
+    for i in kept:
+        shares = np.tanh(centred[i] / spread)
+        shares -= shares.mean()
+        out[i] = out[i] + alpha * np.abs(out[i]) * shares
+    return out
