@@ -1,9 +1,11 @@
-"""The bake-off: credit-assignment methods x horizons x seeds at equal env steps, and the
-tables of docs/which-method.md written from the runs, so a bigger machine reruns the page
-with one command.
+"""The bake-off: credit-assignment methods x horizons x seeds at equal env steps.
 
-    python bench/bake_off.py [--tables scale estimators process] [--horizons long short]
-        [--seeds 3] [--steps 40] [--out runs/bake-off] [--doc docs/which-method.md]
+It writes the tables of docs/which-method.md from its runs, so a bigger machine reruns the
+page with one command.
+
+    python bench/bake_off.py [--tables scale calls estimators process] [--horizons long short]
+        [--seeds 3] [--steps 40] [--methods LABEL ...] [--out runs/bake-off]
+        [--doc docs/which-method.md]
         [--model-long DIR] [--model-short DIR] [section.field=value ...]
 
 Each table compares methods (named override sets) against its first, the reference. In each
@@ -79,6 +81,11 @@ TABLES: dict[str, dict[str, list[str]]] = {
     "process": {
         REFERENCE: [],
         "+ implicit PRM": [f"rewards=[{{source: env}}, {PRM}]"],
+        "+ implicit PRM, redistributed": [
+            f"rewards=[{{source: env}}, {PRM}]",
+            "advantage.step_combine=redistribute",
+            "advantage.step_alpha=0.5",
+        ],
         "+ Monte-Carlo values": [f"rewards=[{{source: env}}, {MC}]"],
     },
 }
@@ -128,10 +135,12 @@ def bake(args: argparse.Namespace, table: str, horizon: str) -> dict[str, list[R
     """Every method of `table` at `horizon`, seed by seed (the reference first in each)."""
     setting = HORIZONS[horizon]
     model = getattr(args, f"model_{horizon}") or setting.model
-    results: dict[str, list[Result]] = {name: [] for name in TABLES[table]}
+    methods = {name: method for name, method in TABLES[table].items()
+               if name == REFERENCE or not args.methods or name in args.methods}  # fmt: skip
+    results: dict[str, list[Result]] = {name: [] for name in methods}
     for seed in range(args.seeds):
         budget: list[str] = []
-        for index, (name, method) in enumerate(TABLES[table].items()):
+        for index, (name, method) in enumerate(methods.items()):
             run = args.out / horizon / f"{slug(name)}-seed{seed}"
             overrides = [
                 f"model={model}", f"seed={seed}", f"steps={args.steps}",
@@ -205,12 +214,19 @@ def main() -> None:
     parser.add_argument("--horizons", nargs="+", choices=list(HORIZONS), default=["long"])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument(
+        "--methods", nargs="+", help="only these of each table's methods (and its reference)"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/bake-off"))
     parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "which-method.md")
     for name, setting in HORIZONS.items():
         parser.add_argument(f"--model-{name}", help=f"start model (default {setting.model})")
     parser.add_argument("overrides", nargs="*", help="section.field=value settings for all")
     args = parser.parse_args()
+    offered = {name for table in args.tables for name in TABLES[table]}
+    if unknown := set(args.methods or ()) - offered:
+        parser.error(f"--methods: no table asked for has {sorted(unknown)}; they have "
+                     f"{sorted(offered)}")  # fmt: skip
     for horizon in args.horizons:
         model = getattr(args, f"model_{horizon}") or HORIZONS[horizon].model
         if not (Path(model) / "config.json").is_file():
@@ -221,6 +237,8 @@ def main() -> None:
             results = bake(args, table, horizon)
             command = (f"python bench/bake_off.py --tables {table} --horizons {horizon} "
                        f"--seeds {args.seeds} --steps {args.steps}")  # fmt: skip
+            if args.methods:
+                command += " --methods " + " ".join(f"'{m}'" for m in args.methods)
             if args.overrides:
                 command += " " + " ".join(args.overrides)
             text = markdown(table, horizon, results, command)
