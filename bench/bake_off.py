@@ -71,6 +71,7 @@ TABLES: dict[str, dict[str, list[str]]] = {
     },
     "calls": {
         REFERENCE: [],
+        "turns centred": ["advantage.centre_turns=true"],
         "target_kl 0.05": ["optim.target_kl=0.05"],
     },
     "estimators": {

@@ -14,6 +14,7 @@ from toolgym.training.advantages import (
     gigpo,
     grpo,
     rloo,
+    turns_centred,
 )
 from toolgym.training.advantages.gigpo import discounted_returns, episode_advantages
 
@@ -212,3 +213,39 @@ def test_gigpo_step_leave_one_out_hand_case():
     out = step_advantages(group(TWO["rewards"], TWO["keys"]), gamma=0.5, scale=NONE,
                           leave_one_out=True)  # fmt: skip
     close(out, [[0.5, 1.0], [-0.25, -0.5, -0.25]])
+
+
+def test_centred_turns_leave_the_call_format_no_net_push():
+    """A success of one turn against three failures of three: GRPO gives +1.5 and -0.5 a
+    turn, so the step's ten turns sum to 1.5 - 9 * 0.5 = -3 and every call's shared tokens
+    are pushed down by it. Centred (mean -0.3): +1.8 and -0.2, summing to 0, each episode
+    still ranked as before."""
+    centred = turns_centred(grpo(group([[1], [0, 0, 0], [0, 0, 0], [0, 0, 0]])))
+    close(centred, [[1.8], [-0.2] * 3, [-0.2] * 3, [-0.2] * 3])
+    assert sum(a.sum() for a in centred) == pytest.approx(0.0)
+
+
+def test_the_step_passes_centre_then_divide_every_trained_turn():
+    """Through the run's own credit stage: the group above, played as episodes and scored by
+    the env's reward, with `centre_turns` and the `batch` scale: the centred values (+1.8,
+    -0.2) divided by their population std over the ten turns, sqrt((1.8^2 + 9 * 0.2^2) /
+    10) = 0.6; each turn keeps its value on `Step.advantage`."""
+    import asyncio
+
+    from toolgym.agents.trajectory import Step, Trajectory, TrajectoryGroup
+    from toolgym.training.config import AdvantageSection
+    from toolgym.training.credit import assign_credit
+    from toolgym.training.rewards import RewardStage, WeightedSource, make_source
+
+    def episode(name, rewards):
+        steps = [Step(0, 0, [], "a", [], r, f"{name}{t}", f"{name}{t + 1}")
+                 for t, r in enumerate(rewards)]  # fmt: skip
+        return Trajectory(id=name, steps=steps)
+
+    played = [episode("w", [1.0]), *(episode(n, [0.0] * 3) for n in "xyz")]
+    groups = [TrajectoryGroup("g", 0, played)]
+    stage = RewardStage([WeightedSource("env", make_source("env"), 1.0)])
+    setting = AdvantageSection(estimator="grpo", scale="batch", centre_turns=True)
+    trained, advantages = asyncio.run(assign_credit(groups, stage, setting))
+    close(advantages, [[3.0], [-1 / 3] * 3, [-1 / 3] * 3, [-1 / 3] * 3])
+    assert [s.advantage for s in trained[1].steps] == pytest.approx([-1 / 3] * 3, abs=1e-5)

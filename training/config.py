@@ -132,6 +132,11 @@ class AdvantageSection(ConfigModel):
     std_floor: float = Field(0.5, gt=0)
     """The `floor` scale's least divisor, in units of the reward: 0.5 is the spread of a group
     half of whose episodes earned 1."""
+    centre_turns: bool = False
+    """Every trained turn's advantage less the mean over the step's turns, so the tokens
+    every call shares get no net push (training/advantages/base.py: turns_centred); where
+    failures run longer than successes, that mean is below 0, and a run's updates push the
+    call format itself down."""
     step_alpha: float = 1.0
     """Weight of the normalised process-reward step term (rewards with scores: process)."""
     step_combine: Literal["add", "redistribute"] = "add"

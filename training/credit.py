@@ -8,7 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from toolgym.agents.trajectory import Trajectory, TrajectoryGroup
-from toolgym.training.advantages import GroupRewards, batch_scaled, compute_advantages
+from toolgym.training.advantages import (
+    GroupRewards,
+    batch_scaled,
+    compute_advantages,
+    turns_centred,
+)
 from toolgym.training.config import AdvantageSection
 from toolgym.training.rewards import RewardStage
 
@@ -17,8 +22,8 @@ async def assign_credit(
     groups: list[TrajectoryGroup], rewards: RewardStage, setting: AdvantageSection
 ) -> tuple[list[Trajectory], list[np.ndarray]]:
     """The trained episodes (unmasked, with turns, of groups the builder trains) and each
-    one's per-turn advantages (under `advantage.scale: batch`, divided once every group's
-    are in)."""
+    one's per-turn advantages (with `advantage.centre_turns`, less the mean of every
+    group's turns; under `advantage.scale: batch`, divided once every group's are in)."""
     trajectories, advantages = [], []
     estimator, options = setting.estimator, setting.options()
     alpha, combine = setting.step_alpha, setting.step_combine
@@ -41,6 +46,8 @@ async def assign_credit(
                 advantages.append(a)
                 for step, anchor in zip(t.steps, anchors, strict=True):
                     step.anchor = anchor
+    if setting.centre_turns:
+        advantages = turns_centred(advantages)
     if setting.scale == "batch":
         advantages = batch_scaled(advantages)
     for t, a in zip(trajectories, advantages, strict=True):

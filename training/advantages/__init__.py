@@ -20,6 +20,7 @@ from toolgym.training.advantages.base import (
     Scale,
     batch_scaled,
     broadcast,
+    turns_centred,
 )
 from toolgym.training.advantages.gigpo import GiGPOSettings, gigpo
 from toolgym.training.advantages.grpo import grpo
@@ -86,4 +87,5 @@ __all__ = [
     "gigpo",
     "grpo",
     "rloo",
+    "turns_centred",
 ]

@@ -131,6 +131,20 @@ def normalize(values: np.ndarray, scale: Scale = GROUP_STD) -> np.ndarray:
     return (values - values.mean()) / scale.divisor(values)
 
 
+def turns_centred(advantages: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Every turn's advantage less the mean over the whole step's turns. Each group's
+    episode advantages sum to 0, but a turn takes its episode's: where failures run longer
+    than successes, the turns' sum is negative, and every turn's share of it lands on the
+    tokens all calls share (`<tool_call>`, `{"name": `, `"arguments": {`). Step after step
+    that pushes the call format itself down, until it breaks. Centred, those tokens get no
+    net push; the shift is the same for every turn, a baseline, so the expected gradient
+    is unchanged."""
+    flat = np.concatenate(advantages) if advantages else np.zeros(0)
+    if not len(flat):
+        return list(advantages)
+    return [a - flat.mean() for a in advantages]
+
+
 def batch_scaled(advantages: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Every turn's advantage divided by their standard deviation over the whole step (the
     `batch` scale, as REINFORCE++ does): one scale for every group, so a group's share of the

@@ -3,13 +3,14 @@
 A valid-call collapse: the share of valid tool calls falls far below where it just was. Its
 cause is in the records of the updates since: malformed turns paid more than valid ones
 (adv/invalid_turns above adv/valid_turns: a reward that prefers them), valid turns pushed
-down as a whole (adv/valid_turns below 0: most episodes failed, and every failure's
-negative advantage lands on the call format every action shares), or an update that moved
+down as a whole (adv/valid_turns below PUSHED: every failure's negative advantage lands on
+the call format every action shares), or an update that moved
 the policy far (train/approx_kl).
 
 A gamed reward: a proxy (any reward that is not the verified outcome; its agreement with
 that outcome is logged each step, rewards/agreement.py) rises while success falls, each by
-more than twice its standard error, over the last steps against those before them.
+more than twice its standard error, over the last steps against the steps of highest
+success before them.
 """
 
 from __future__ import annotations
