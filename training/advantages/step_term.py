@@ -77,9 +77,7 @@ def redistributed(
 ) -> list[np.ndarray]:
     """The estimator's advantages with each episode's credit moved between its turns as the
     process reward ranks them (module docstring); the episode's sum is unchanged."""
-    kept = [
-        i for i in range(len(process)) if valid[i] and len(process[i]) > 1
-    ]  # with turns to rank
+    kept = [i for i in range(len(process)) if valid[i] and len(process[i]) > 1]  # turns to rank
     centred = {i: np.asarray(process[i], float) - np.mean(process[i]) for i in kept}
     pooled = np.concatenate([centred[i] for i in kept]) if kept else np.zeros(0)
     out = [np.asarray(a, float) if valid[i] else np.zeros(len(a)) for i, a in enumerate(advantages)]

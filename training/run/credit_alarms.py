@@ -97,8 +97,9 @@ class CallCollapse:
         if paid_malformed(updates):
             return "Fix what the reward that prefers malformed calls pays, or take it out."
         return (
-            f"Try a lower optim.lr (now {self.lr:g}), or advantage.scale floor or batch, which "
-            "keep failures whose returns barely differ from outweighing the rest."
+            f"Try advantage.centre_turns (the call format every turn shares then gets no net "
+            f"push), optim.target_kl (a bound on each update) or a lower optim.lr (now "
+            f"{self.lr:g}); docs/which-method.md has what each did."
         )
 
 
