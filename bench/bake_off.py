@@ -88,6 +88,9 @@ TABLES: dict[str, dict[str, list[str]]] = {
             "advantage.step_alpha=0.5",
         ],
         "+ Monte-Carlo values": [f"rewards=[{{source: env}}, {MC}]"],
+        "+ Monte-Carlo values where GiGPO compares nothing": [
+            f"rewards=[{{source: env}}, {MC.replace('entropy:2', 'alone')}]"
+        ],
     },
 }
 """Each table's methods: a label and the overrides that make the method from the horizon's

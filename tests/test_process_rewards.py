@@ -52,6 +52,11 @@ def test_branch_budgets_choose_steps_before_the_last():
             steps_to_branch(5, bad)
     with pytest.raises(ConfigError, match="entropy"):
         steps_to_branch(5, "entropy:2")
+    # GiGPO compares nothing at a step whose anchor state is its group's alone: branch there
+    alone = [False, True, False, True, True]  # the last step's never counts
+    assert steps_to_branch(5, "alone", alone=alone) == [1, 3]
+    with pytest.raises(ConfigError, match="alone"):
+        steps_to_branch(5, "alone")
 
 
 def test_step_values_are_continuation_means_filled_back_from_the_outcome():
@@ -143,3 +148,18 @@ def test_the_prm_scores_steps_before_it_learns_from_them(prm):
         asyncio.run(
             prm.prepare([other], None)
         )  # as an outcome source it would have no returns to learn from
+
+
+def test_the_alone_budget_reads_each_steps_anchor_state_across_its_group():
+    """Two episodes from one start, a third masked (left out, as in every statistic): the
+    start recurs, the later states do not, except where two episodes met again."""
+    from toolgym.agents.trajectory import Step, Trajectory, TrajectoryGroup
+    from toolgym.training.rewards.mc_reward import _alone
+
+    def played(name, keys, masked=False):
+        steps = [Step(0, 0, [], "a", [], 0.0, k, None) for k in keys]
+        return Trajectory(id=name, steps=steps, infra_error="sandbox died" if masked else None)
+
+    group = TrajectoryGroup("g", 0, [played("x", ["s", "a", "m"]), played("y", ["s", "b", "m"]),
+                                     played("z", ["s", "a"], masked=True)])  # fmt: skip
+    assert _alone([group]) == {"x": [False, True, False], "y": [False, True, False]}

@@ -5,8 +5,10 @@ t is their mean outcome. The last step's value is the trajectory's own outcome, 
 not branched takes the value of the next one that is known (its continuation is the one the
 trajectory took), so every step has a value for the step term.
 
-Which steps to branch is a budget: all of them, every k-th, or those where the policy was
-least sure (the highest mean token entropy).
+Which steps to branch is a budget: all of them, every k-th, those where the policy was
+least sure (the highest mean token entropy), or those GiGPO has nothing to compare: steps
+whose anchor state no other turn of their group shares (`alone`), where an outcome-only step
+advantage is 0 and a value adds what the group cannot.
 """
 
 from __future__ import annotations
@@ -19,23 +21,31 @@ from toolgym.errors import ConfigError
 
 
 def steps_to_branch(
-    n_steps: int, budget: str = "all", entropies: Sequence[float] | None = None
+    n_steps: int,
+    budget: str = "all",
+    entropies: Sequence[float] | None = None,
+    alone: Sequence[bool] | None = None,
 ) -> list[int]:
     """The steps (0-based, never the last: its value is the outcome) to branch from.
 
     budget: "all"; "every:K" (steps K-1, 2K-1, ...); "entropy:N" (the N steps with the
-    highest mean token entropy, in step order; needs `entropies`).
+    highest mean token entropy, in step order; needs `entropies`); "alone" (the steps whose
+    anchor state is their group's alone; needs `alone`).
     """
     candidates = list(range(max(n_steps - 1, 0)))
     kind, _, arg = budget.partition(":")
     if kind == "all" and not arg:
         return candidates
+    if kind == "alone" and not arg:
+        if alone is None or len(alone) != n_steps:
+            raise ConfigError("an 'alone' budget needs, for each step, whether its state is alone")
+        return [t for t in candidates if alone[t]]
     try:
         count = int(arg)
     except ValueError:
         count = 0
     if count < 1 or kind not in ("every", "entropy"):
-        raise ConfigError(f"branch budget {budget!r}: use 'all', 'every:K' or 'entropy:N'")
+        raise ConfigError(f"branch budget {budget!r}: use 'all', 'every:K', 'entropy:N' or 'alone'")
     if kind == "every":
         return [t for t in candidates if (t + 1) % count == 0]
     if entropies is None or len(entropies) != n_steps:

@@ -20,6 +20,7 @@ the rollout recorded.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,14 +44,15 @@ class MCSettings(ConfigModel):
     continuations: int = Field(4, ge=1)
     """Episodes played from each branched state (K)."""
     budget: str = "all"
-    """Which steps to branch from: all (every step but the last), every:K (every K-th), or
-    entropy:N (the N steps where the policy was least sure)."""
+    """Which steps to branch from: all (every step but the last), every:K (every K-th),
+    entropy:N (the N steps where the policy was least sure), or alone (the steps whose
+    anchor state no other turn of their group shares: where GiGPO compares nothing)."""
 
     @field_validator("budget")
     @classmethod
     def _known_budget(cls, budget: str) -> str:
         try:
-            steps_to_branch(2, budget, [0.0, 0.0])
+            steps_to_branch(2, budget, [0.0, 0.0], [True, True])
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         return budget
@@ -81,10 +83,12 @@ class MCValueReward(PreparedScores):
             for t, r in zip(g.trajectories, row, strict=True)
             if not t.masked and t.steps
         ]
+        alone = _alone(groups)
+        budget = self.settings.budget
         requests = [
             (t, after + 1, self.settings.continuations)
             for t, _ in kept
-            for after in steps_to_branch(len(t.steps), self.settings.budget, _entropies(t))
+            for after in steps_to_branch(len(t.steps), budget, _entropies(t), alone[t.id])
         ]
         outcomes = await self.continue_from(requests) if requests else []
         branched: dict[str, dict[int, list[float]]] = {}
@@ -104,6 +108,17 @@ class MCValueReward(PreparedScores):
             "env_steps": float(sum(r.env_steps for results in outcomes for r in results)),
             "seconds": time.perf_counter() - t0,
         }
+
+
+def _alone(groups: Sequence[TrajectoryGroup]) -> dict[str, list[bool]]:
+    """For each unmasked trajectory, whether each step's anchor state is the only one of its
+    key among its group's unmasked turns (GiGPO's step groups of one)."""
+    out: dict[str, list[bool]] = {}
+    for g in groups:
+        played = [t for t in g.trajectories if not t.masked]
+        seen = Counter(s.state_key for t in played for s in t.steps)
+        out |= {t.id: [seen[s.state_key] == 1 for s in t.steps] for t in played}
+    return out
 
 
 def _entropies(trajectory: Trajectory) -> list[float]:
