@@ -171,6 +171,8 @@ def percent(figure: tuple[float, float, float], signed: bool = False) -> str:
     sign, unit = ("+", "") if signed else ("", "%")
     if low == -float("inf"):
         return f"{mean:{sign}.1f}{unit} (one seed)"
+    if high - low < 1e-9:
+        return f"{mean:{sign}.1f}{unit} (in every seed)"
     return f"{mean:{sign}.1f}{unit} ({low:{sign}.1f} to {high:{sign}.1f})"
 
 
