@@ -53,6 +53,9 @@ def test_a_fall_within_the_noise_or_without_a_cause_is_told_as_such():
     alarm = CallCollapse(lr=5e-4)
     for step, valid in enumerate([0.9, 0.7, 0.8, 0.65], start=1):  # never 0.3 below the best
         assert alarm.read(record(step, valid)) is None
+    held = CallCollapse(lr=5e-4)  # a held mini-batch's KL says what the step before it did
+    held.read(record(1, 0.93, **{"train/approx_kl": 0.0, "train/approx_kl_max": 2.183}))
+    assert "step 1's update moved the policy far (approx KL 2.183" in held.read(record(2, 0.19))
     quiet = CallCollapse(lr=5e-4)
     quiet.read(record(1, 0.9, **{"adv/valid_turns": -0.05, "train/approx_kl": 0.01}))
     assert "No cause shows in the records" in quiet.read(record(2, 0.3))

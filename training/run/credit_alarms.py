@@ -97,9 +97,9 @@ class CallCollapse:
         if paid_malformed(updates):
             return "Fix what the reward that prefers malformed calls pays, or take it out."
         return (
-            f"Try advantage.centre_turns (the call format every turn shares then gets no net "
-            f"push), optim.target_kl (a bound on each update) or a lower optim.lr (now "
-            f"{self.lr:g}); docs/which-method.md has what each did."
+            "Try advantage.centre_turns (the call format every turn shares then gets no net "
+            f"push) or a lower optim.lr (now {self.lr:g}); docs/which-method.md has what each "
+            "did, and what optim.target_kl did."
         )
 
 
@@ -131,8 +131,12 @@ def pushed_down(updates: Sequence[dict[str, Any]]) -> str | None:
 
 
 def moved_far(updates: Sequence[dict[str, Any]]) -> str | None:
+    """An update whose mini-batches met the policy far from the one that played: their mean
+    KL, or their largest (under optim.target_kl, the held mini-batch's, which measured what
+    the steps before it did)."""
     for r in updates:
-        kl = number(r, "train/approx_kl")
+        kls = [v for key in ("train/approx_kl", "train/approx_kl_max") if (v := number(r, key))]
+        kl = max(kls, default=None)
         if kl is not None and kl > FAR:
             return (
                 f"step {r['step']}'s update moved the policy far (approx KL {kl:.3f}, above {FAR})"
