@@ -183,3 +183,20 @@ def test_a_score_recorded_while_playing_is_paid_only_through_its_reward_source()
         load_config(
             TrainConfig, harness, ["model=m", "rewards=[{source: result, scores: process}]"]
         )
+
+
+def test_a_saved_config_with_the_old_std_switches_loads_where_they_agree_with_its_scale():
+    """Runs saved before advantage.scale hold `advantage.grpo.std_normalize` and GiGPO's two
+    switches: true under the group scale (what they meant) still loads, resumable; a switch
+    that says what the scale does not is refused, naming the setting that replaced it."""
+    from toolgym.training.config import TrainConfig
+
+    old = ["model=m", "advantage.grpo={std_normalize: true}",
+           "advantage.gigpo={gamma: 0.5, std_normalize: true, step_std_normalize: true}"]  # fmt: skip
+    config = load_config(TrainConfig, None, old)
+    assert config.advantage.options()["gamma"] == 0.5
+    assert config.advantage.options()["scale"] == Scale("group")
+    with pytest.raises(ConfigError, match="step_std_normalize: false is advantage.scale: none"):
+        load_config(TrainConfig, None, ["model=m", "advantage.gigpo.step_std_normalize=false"])
+    none = ["model=m", "advantage.scale=none", "advantage.gigpo.step_std_normalize=false"]
+    assert load_config(TrainConfig, None, none).advantage.options()["scale"] == Scale("none")

@@ -113,6 +113,10 @@ class RolloutSection(ConfigModel):
     models; the env's system message still lists its tools). SFT must use the same."""
 
 
+RETIRED = {"std_normalize", "step_std_normalize"}
+"""Estimator settings advantage.scale replaced."""
+
+
 class AdvantageSection(ConfigModel):
     """Beside the fields below, `advantage.NAME` holds the settings of estimator NAME (its
     own table below): each estimator's are kept, so switching `estimator` keeps the others'
@@ -156,8 +160,13 @@ class AdvantageSection(ConfigModel):
         from toolgym.training.advantages import ESTIMATORS
 
         extra = self.__pydantic_extra__ if self.__pydantic_extra__ is not None else {}
-        for name, value in extra.items():
+        for name, value in list(extra.items()):
+            if isinstance(value, dict):
+                value = extra[name] = self._without_retired(name, value)
             settings = ESTIMATORS[name].settings if name in ESTIMATORS else None
+            if settings is None and name in ESTIMATORS and value == {}:  # GRPO's old switch
+                del extra[name]
+                continue
             if settings is None:
                 raise ConfigError(_not_an_estimator(name, ESTIMATORS))
             if isinstance(value, settings):  # an already checked config, copied or assigned
@@ -170,6 +179,21 @@ class AdvantageSection(ConfigModel):
             if kind.settings is not None and name not in extra:
                 extra[name] = kind.settings()
         return self
+
+    def _without_retired(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
+        """An estimator's settings less the std switches `scale` replaced: a saved run's
+        config that agrees with its scale (true under group, false under none) still loads,
+        and one that does not is refused in words."""
+        kept = dict(value)
+        for key in RETIRED & kept.keys():
+            divided = kept.pop(key)
+            if (divided, self.scale) not in ((True, "group"), (False, "none")):
+                raise ConfigError(
+                    f"advantage.{name}.{key}: every estimator now divides as advantage.scale "
+                    f"says (group, none, floor, batch); {key}: {str(divided).lower()} is "
+                    f"advantage.scale: {'group' if divided else 'none'}"
+                )
+        return kept
 
     def settings(self) -> ConfigModel | None:
         """The chosen estimator's settings (None: it takes none)."""
