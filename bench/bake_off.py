@@ -205,7 +205,7 @@ def write(doc: Path, table: str, horizon: str, text: str) -> None:
     """Put `text` between the doc's markers for this table (appended when it has none)."""
     opening, closing = f"<!-- bake-off {table} {horizon} -->", "<!-- /bake-off -->"
     page = doc.read_text()
-    block = f"{opening}\n{text}\n{closing}"
+    block = f"{opening}\n{text}\n\n{closing}"  # a blank line ends the table before the marker
     pattern = re.compile(re.escape(opening) + r".*?" + re.escape(closing), re.S)
     if pattern.search(page):
         page = pattern.sub(lambda _: block, page)

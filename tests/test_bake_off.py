@@ -60,5 +60,5 @@ def test_the_bake_off_trains_each_method_at_equal_env_steps_and_writes_its_table
     bake_off.write(doc, "estimators", "short", "a table")  # no markers yet: appended
     assert doc.read_text().endswith(
         "## Bake-off: estimators, short horizon\n\n<!-- bake-off estimators short -->\n"
-        "a table\n<!-- /bake-off -->\n"
+        "a table\n\n<!-- /bake-off -->\n"
     )
