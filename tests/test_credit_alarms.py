@@ -95,12 +95,33 @@ def test_no_gaming_is_told_where_the_proxy_and_success_do_not_part(later):
     assert all(alarm.read(r) == [] for r in rows)
 
 
+def test_damaged_records_give_no_alarm_and_no_error():
+    """What a resumed run replays from a damaged metrics.jsonl: wrong types, non-finite and
+    out-of-range figures."""
+    advisor = Advisor(Settings(steps=10, lr=5e-4, rollouts_per_task=4, run_dir="runs/x"))
+    damaged = [
+        {"step": 1, "rollout/valid_actions": "x", "rollout/success": None},
+        {"step": 2, "rollout/valid_actions": float("nan"), "rollout/success": 0.5,
+         "rollout/episodes": 0, "proxy/a/score": "bad"},
+        {"step": 3, "rollout/success": 7.0, "rollout/episodes": -5, "proxy/a/score": 1e308,
+         "proxy/a/score_low": -1e308, "proxy/a/score_high": 1e308},
+        {"step": 4, "rollout/success": -1.0, "proxy/a/score": float("inf"), "proxy/": 1},
+        {"step": 5, "rollout/success": 0.0, "proxy/a/score": 2.0},
+        {"step": 6, "rollout/success": 0.0, "proxy/a/score": 3.0},
+    ]  # fmt: skip
+    for r in damaged:
+        assert all(isinstance(w, str) for w in advisor.read(r))
+
+
 def test_the_agreement_is_the_chance_a_solved_episode_outscores_a_failed_one():
     # solved 3, 2 against failed 1, 2: pairs 3>1, 3>2, 2>1, 2=2 (a half) -> 3.5 / 4 = 0.875.
-    # Hanley-McNeil: q1 = A / (2 - A) = 0.77778, q2 = 2 A^2 / (1 + A) = 0.81667; variance
-    # (0.109375 + (q1 - A^2) + (q2 - A^2)) / 4 = 0.043142; half-width 1.96 * 0.20771 = 0.4071
+    # Hanley-McNeil's variance, at the area pulled half a pair to 0.5 (4 / 5 = 0.8): q1 =
+    # 0.8 / 1.2 = 0.66667, q2 = 2 * 0.64 / 1.8 = 0.71111; (0.16 + (q1 - 0.64) + (q2 - 0.64))
+    # / 4 = 0.064444; half-width 1.96 * 0.25386 = 0.49756
     area, low, high = agreement([3, 2, 1, 2], [True, True, False, False])
-    assert area == 0.875 and low == pytest.approx(0.4679, abs=1e-3) and high == 1.0
+    assert area == 0.875 and low == pytest.approx(0.3774, abs=1e-3) and high == 1.0
+    one_pair = agreement([1.0, 0.0], [True, False])  # perfect, on one pair: a wide interval
+    assert one_pair[0] == 1.0 and one_pair[1] < 0.2
     with pytest.raises(ValueError):
         agreement([1, 2], [True, True])
 
@@ -122,6 +143,9 @@ def test_each_proxy_logs_its_score_and_its_agreement_where_a_step_has_both_outco
     every = agreement_metrics([episode(False, [0.1]), episode(False, [0.2])], {"prm": "process"})
     assert set(every) == {"proxy/prm/score", "proxy/prm/score_low", "proxy/prm/score_high"}
     assert agreement_metrics([], {"prm": "process"}) == {}
+    huge = [episode(True, [1e308, 1e308]), episode(False, [1.0, 1.0])]  # sums past a float
+    assert "proxy/judge/score" in agreement_metrics(huge, {"prm": "outcome", "judge": "outcome"})
+    assert "proxy/prm/score" not in agreement_metrics(huge, {"prm": "outcome"})
 
 
 def test_the_advice_leaves_the_not_learning_hint_to_a_run_whose_calls_collapsed():

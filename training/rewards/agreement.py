@@ -30,12 +30,14 @@ def agreement(scores: Sequence[float], solved: Sequence[bool]) -> tuple[float, f
     if not len(wins) or not len(losses):
         raise ValueError("agreement needs solved and failed episodes both")
     above = (wins[:, None] > losses[None, :]).sum() + 0.5 * (wins[:, None] == losses[None, :]).sum()
-    area = float(above / (len(wins) * len(losses)))
-    q1, q2 = area / (2 - area), 2 * area**2 / (1 + area)
-    variance = (
-        area * (1 - area) + (len(wins) - 1) * (q1 - area**2) + (len(losses) - 1) * (q2 - area**2)
-    ) / (len(wins) * len(losses))
-    half = Z95 * math.sqrt(max(variance, 0.0))
+    pairs = len(wins) * len(losses)
+    area = float(above / pairs)
+    # the variance at the area pulled half a pair towards 0.5, so a perfect few pairs do not
+    # claim an interval of no width
+    a = float((above + 0.5) / (pairs + 1))
+    q1, q2 = a / (2 - a), 2 * a**2 / (1 + a)
+    variance = a * (1 - a) + (len(wins) - 1) * (q1 - a**2) + (len(losses) - 1) * (q2 - a**2)
+    half = Z95 * math.sqrt(max(variance / pairs, 0.0))
     return area, max(0.0, area - half), min(1.0, area + half)
 
 
@@ -56,6 +58,8 @@ def agreement_metrics(
             float(np.sum(v) if scores == "outcome" else np.mean(v))
             for v in ([s.rewards.get(name, 0.0) for s in t.steps] for t in kept)
         ]
+        if not np.isfinite(per_episode).all():  # values each finite, summed past a float
+            continue
         mean, low, high = mean_interval(per_episode)
         out[f"proxy/{name}/score"] = mean
         if math.isfinite(low):

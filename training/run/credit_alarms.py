@@ -196,9 +196,9 @@ def span(records: Sequence[dict[str, Any]]) -> str:
 
 def success(records: Sequence[dict[str, Any]]) -> tuple[float, float]:
     """Rollout success over the records' episodes, and its standard error."""
-    played = [(number(r, "rollout/success") or 0.0, number(r, "rollout/episodes") or 1.0)
-              for r in records]  # fmt: skip
-    episodes = max(sum(n for _, n in played), 1.0)
+    played = [(min(max(number(r, "rollout/success") or 0.0, 0.0), 1.0),
+               max(number(r, "rollout/episodes") or 1.0, 1.0)) for r in records]  # fmt: skip
+    episodes = sum(n for _, n in played)  # a damaged record counts as one episode
     rate = sum(p * n for p, n in played) / episodes
     return rate, math.sqrt(rate * (1 - rate) / episodes)
 
