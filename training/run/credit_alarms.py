@@ -89,7 +89,9 @@ class CallCollapse:
         if not found:
             return (
                 "No cause shows in the records: the updates since neither paid malformed calls "
-                "over valid ones nor pushed valid calls down, and none moved the policy far."
+                "over valid ones nor pushed valid calls down, and none moved the policy far as "
+                "measured (an update's last optimizer step is measured by no later mini-batch: "
+                "the next rollouts are the first to meet it)."
             )
         return "What the updates since did: " + "; ".join(found) + f". {self.remedy(updates)}"
 
