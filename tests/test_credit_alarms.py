@@ -146,6 +146,7 @@ def test_each_proxy_logs_its_score_and_its_agreement_where_a_step_has_both_outco
     huge = [episode(True, [1e308, 1e308]), episode(False, [1.0, 1.0])]  # sums past a float
     assert "proxy/judge/score" in agreement_metrics(huge, {"prm": "outcome", "judge": "outcome"})
     assert "proxy/prm/score" not in agreement_metrics(huge, {"prm": "outcome"})
+    assert "proxy/prm/score" not in agreement_metrics(huge[:1] * 2, {"prm": "process"})
 
 
 def test_the_advice_leaves_the_not_learning_hint_to_a_run_whose_calls_collapsed():

@@ -54,13 +54,17 @@ def agreement_metrics(
     if not kept:
         return out
     for name, scores in proxies.items():
-        per_episode = [
-            float(np.sum(v) if scores == "outcome" else np.mean(v))
-            for v in ([s.rewards.get(name, 0.0) for s in t.steps] for t in kept)
-        ]
+        with np.errstate(over="ignore"):  # a sum past a float is left out below, not raised
+            per_episode = [
+                float(np.sum(v) if scores == "outcome" else np.mean(v))
+                for v in ([s.rewards.get(name, 0.0) for s in t.steps] for t in kept)
+            ]
         if not np.isfinite(per_episode).all():  # values each finite, summed past a float
             continue
-        mean, low, high = mean_interval(per_episode)
+        try:
+            mean, low, high = mean_interval(per_episode)
+        except OverflowError:  # scores this large average past a float too
+            continue
         out[f"proxy/{name}/score"] = mean
         if math.isfinite(low):
             out |= {f"proxy/{name}/score_low": low, f"proxy/{name}/score_high": high}
