@@ -81,11 +81,8 @@ class CallCollapse:
     def cause(self, updates: Sequence[dict[str, Any]]) -> str:
         """What the updates since the best step did to calls, from their records: each kind
         of harm at the first update that shows it."""
-        found = [
-            finding
-            for finding in (paid_malformed(updates), pushed_down(updates), moved_far(updates))
-            if finding
-        ]
+        paid = paid_malformed(updates)
+        found = [finding for finding in (paid, pushed_down(updates), moved_far(updates)) if finding]
         if not found:
             return (
                 "No cause shows in the records: the updates since neither paid malformed calls "
@@ -93,10 +90,11 @@ class CallCollapse:
                 "measured (an update's last optimizer step is measured by no later mini-batch: "
                 "the next rollouts are the first to meet it)."
             )
-        return "What the updates since did: " + "; ".join(found) + f". {self.remedy(updates)}"
+        return "What the updates since did: " + "; ".join(found) + f". {self.remedy(paid)}"
 
-    def remedy(self, updates: Sequence[dict[str, Any]]) -> str:
-        if paid_malformed(updates):
+    def remedy(self, paid: str | None) -> str:
+        """What to try: `paid`, the finding that a reward paid malformed calls, if any."""
+        if paid:
             return "Fix what the reward that prefers malformed calls pays, or take it out."
         return (
             "Try advantage.centre_turns (the call format every turn shares then gets no net "
