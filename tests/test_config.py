@@ -200,3 +200,25 @@ def test_a_saved_config_with_the_old_std_switches_loads_where_they_agree_with_it
         load_config(TrainConfig, None, ["model=m", "advantage.gigpo.step_std_normalize=false"])
     none = ["model=m", "advantage.scale=none", "advantage.gigpo.step_std_normalize=false"]
     assert load_config(TrainConfig, None, none).advantage.options()["scale"] == Scale("none")
+
+
+def test_redistributed_process_rewards_keep_every_turns_sign_or_are_refused():
+    """`step_combine: redistribute` keeps each turn's sign only at step_alpha <= 0.5: left
+    unset it is 0.5 (added, 1), a larger one is refused in words, and a saved config keeps
+    what it resolved to."""
+    from toolgym.training.config import TrainConfig
+
+    redistributed = ["model=m", "advantage.step_combine=redistribute"]
+    assert load_config(TrainConfig, None, ["model=m"]).advantage.step_alpha == 1.0
+    config = load_config(TrainConfig, None, redistributed)
+    assert config.advantage.step_alpha == 0.5
+    saved = TrainConfig.model_validate(config.model_dump(mode="json"))
+    assert saved.advantage.step_alpha == 0.5
+    given = load_config(TrainConfig, None, [*redistributed, "advantage.step_alpha=0.25"])
+    assert given.advantage.step_alpha == 0.25
+    with pytest.raises(
+        ConfigError, match="could flip the sign of a turn's credit; give at most 0.5"
+    ):
+        load_config(TrainConfig, None, [*redistributed, "advantage.step_alpha=1"])
+    with pytest.raises(ConfigError, match="greater than or equal to 0"):
+        load_config(TrainConfig, None, ["model=m", "advantage.step_alpha=-1"])

@@ -63,7 +63,8 @@ class RewardSection(ConfigModel):
     """Its weight in the per-step reward the advantages read."""
     scores: Literal["outcome", "process"] = "outcome"
     """outcome: summed into the returns the estimator normalises; process: a per-step
-    score, normalised over the group's steps and added to the advantage (advantage.step_alpha)."""
+    score that joins the advantage as advantage.step_combine says (added, or moving credit
+    between an episode's turns), weighted by advantage.step_alpha."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """The source's arguments (format: invalid, cut_off; length: per_token, budget;
     function: path="package.module:function"; implicit_prm, mc_values and judge: see their
@@ -117,6 +118,10 @@ RETIRED = {"std_normalize", "step_std_normalize"}
 """Estimator settings advantage.scale replaced."""
 
 
+REDISTRIBUTED_ALPHA = 0.5
+"""The largest weight at which redistributed process rewards keep every turn's sign."""
+
+
 class AdvantageSection(ConfigModel):
     """Beside the fields below, `advantage.NAME` holds the settings of estimator NAME (its
     own table below): each estimator's are kept, so switching `estimator` keeps the others'
@@ -141,18 +146,36 @@ class AdvantageSection(ConfigModel):
     every call shares get no net push (training/advantages/base.py: turns_centred); where
     failures run longer than successes, that mean is below 0, and a run's updates push the
     call format itself down."""
-    step_alpha: float = 1.0
-    """Weight of the normalised process-reward step term (rewards with scores: process)."""
+    step_alpha: float = Field(1.0, ge=0)
+    """Weight of the process rewards' part (rewards with scores: process): 1 when added;
+    when redistributed, 0.5 unless given, and at most 0.5 (above it a turn's sign could
+    flip)."""
     step_combine: Literal["add", "redistribute"] = "add"
     """How process rewards join the advantage: their normalised step term added (`add`, able
     to outweigh the verified outcome), or the estimator's credit moved between each
-    episode's turns as they rank them, its sum and, with step_alpha <= 0.5, every turn's
-    sign kept (`redistribute`; training/advantages/step_term.py)."""
+    episode's turns as they rank them, its sum and every turn's sign kept (`redistribute`;
+    training/advantages/step_term.py). docs/which-method.md has what each did."""
     anchor_similarity: float | None = Field(None, gt=0, le=1)
     """GiGPO's anchor groups (and adv/anchor_coverage): None joins steps whose env state_key
     is equal; a number s in (0, 1] also joins steps whose observations acted on share at
     least s of their words (Jaccard), for envs whose states rarely repeat exactly
     (training/advantages/anchors.py)."""
+
+    @model_validator(mode="after")
+    def _signs_kept(self) -> AdvantageSection:
+        """Redistributed process rewards keep every turn's sign: step_alpha 0.5 unless given,
+        and a larger one refused rather than quietly letting a process reward pay a turn the
+        outcome blamed."""
+        if self.step_combine == "redistribute":
+            if "step_alpha" not in self.model_fields_set:
+                self.step_alpha = REDISTRIBUTED_ALPHA
+            elif self.step_alpha > REDISTRIBUTED_ALPHA:
+                raise ConfigError(
+                    f"advantage.step_alpha: {self.step_alpha} with step_combine: redistribute "
+                    f"could flip the sign of a turn's credit; give at most "
+                    f"{REDISTRIBUTED_ALPHA} (the measured one), or step_combine: add"
+                )
+        return self
 
     @model_validator(mode="after")
     def _estimator_settings(self) -> AdvantageSection:
