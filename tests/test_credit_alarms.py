@@ -56,6 +56,9 @@ def test_a_fall_within_the_noise_or_without_a_cause_is_told_as_such():
     held = CallCollapse(lr=5e-4)  # a held mini-batch's KL says what the step before it did
     held.read(record(1, 0.93, **{"train/approx_kl": 0.0, "train/approx_kl_max": 2.183}))
     assert "step 1's update moved the policy far (approx KL 2.183" in held.read(record(2, 0.19))
+    last = CallCollapse(lr=5e-4)  # where the update's last step left the policy
+    last.read(record(1, 0.99, **{"train/approx_kl": 0.001, "train/approx_kl_after": 0.8}))
+    assert "step 1's update moved the policy far (approx KL 0.800" in last.read(record(2, 0.37))
     quiet = CallCollapse(lr=5e-4)
     quiet.read(record(1, 0.9, **{"adv/valid_turns": -0.05, "train/approx_kl": 0.01}))
     assert "No cause shows in the records" in quiet.read(record(2, 0.3))

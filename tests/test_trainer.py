@@ -233,6 +233,15 @@ def test_a_target_kl_ends_an_update_at_the_first_minibatch_that_moved_past_it(
     assert free_metrics[0]["train/approx_kl_max"] >= free_metrics[0]["train/approx_kl"]
 
 
+def test_an_updates_last_step_is_measured_after_it(tool_calling_model_dir, tmp_path):
+    """One mini-batch: its forward pass meets the policy that played (approx KL about 0), and
+    only the measure after the update sees where its one step left the weights."""
+    trainer, metrics = one_update(tool_calling_model_dir, tmp_path)
+    assert {int(state["step"]) for state in trainer.optimizer.state.values()} == {1}
+    assert metrics[0]["train/approx_kl"] < 1e-9
+    assert metrics[0]["train/approx_kl_after"] > 1e-9
+
+
 @pytest.mark.parametrize("mode", ["decoupled", "truncated-is"])
 def test_off_policy_loss_modes_equal_on_policy_when_the_engine_samples_the_trained_weights(
     tool_calling_model_dir, tmp_path, mode

@@ -4,8 +4,8 @@ A valid-call collapse: the share of valid tool calls falls far below where it ju
 cause is in the records of the updates since: malformed turns paid more than valid ones
 (adv/invalid_turns above adv/valid_turns: a reward that prefers them), valid turns pushed
 down as a whole (adv/valid_turns below PUSHED: every failure's negative advantage lands on
-the call format every action shares), or an update that moved
-the policy far (train/approx_kl).
+the call format every action shares), or an update that moved the policy far
+(train/approx_kl, and train/approx_kl_after: where the last step left it).
 
 A gamed reward: a proxy (any reward that is not the verified outcome; its agreement with
 that outcome is logged each step, rewards/agreement.py) rises while success falls, each by
@@ -86,9 +86,8 @@ class CallCollapse:
         if not found:
             return (
                 "No cause shows in the records: the updates since neither paid malformed calls "
-                "over valid ones nor pushed valid calls down, and none moved the policy far as "
-                "measured (an update's last optimizer step is measured by no later mini-batch: "
-                "the next rollouts are the first to meet it)."
+                "over valid ones nor pushed valid calls down, and none moved the policy far. "
+                "Read the collapsed step's calls (`toolgym rollouts show`)."
             )
         return "What the updates since did: " + "; ".join(found) + f". {self.remedy(paid)}"
 
@@ -131,11 +130,12 @@ def pushed_down(updates: Sequence[dict[str, Any]]) -> str | None:
 
 
 def moved_far(updates: Sequence[dict[str, Any]]) -> str | None:
-    """An update whose mini-batches met the policy far from the one that played: their mean
-    KL, or their largest (under optim.target_kl, the held mini-batch's, which measured what
-    the steps before it did)."""
+    """An update that left the policy far from the one that played: its mini-batches' mean
+    KL, their largest (under optim.target_kl, the held mini-batch's, which measured what the
+    steps before it did), or the KL after its last step."""
     for r in updates:
-        kls = [v for key in ("train/approx_kl", "train/approx_kl_max") if (v := number(r, key))]
+        keys = ("train/approx_kl", "train/approx_kl_max", "train/approx_kl_after")
+        kls = [v for key in keys if (v := number(r, key))]
         kl = max(kls, default=None)
         if kl is not None and kl > FAR:
             return (

@@ -69,7 +69,9 @@ class Learner:
         optim.on_nonfinite=stop it stops at the first step whose loss or gradient norm is not
         finite (`stopped` is 1 then; the weights are as that step found them). With
         optim.target_kl, a mini-batch after the first whose approx KL, measured before its
-        step, is above it takes no step and ends the update (`held` is 1 then)."""
+        step, is above it takes no step and ends the update (`held` is 1 then).
+        `approx_kl_after` is the updated weights' KL from the policy that played, on the last
+        mini-batch stepped: what the last step did, which no later mini-batch measures."""
         batch = batch.to(self.precision.device)
         optim = self.config.optim
         lr = optim.lr * lr_factor(
@@ -87,7 +89,7 @@ class Learner:
         stop = optim.on_nonfinite == "stop"
         steps: list[dict[str, float]] = []
         passes = (batch.split(minibatch_size) for _ in range(optim.ppo_epochs))
-        held = None
+        held = last = None
         for minibatch in itertools.chain.from_iterable(passes):
             # without the proximal pass, the first mini-batch's forward passes are the
             # learner's own log-probabilities before any update
@@ -97,18 +99,38 @@ class Learner:
                 held = done
                 break
             steps.append(done)
+            last = minibatch
             if stop and steps[-1]["skipped"]:
                 break
         self.model.eval()
         out = {k: float(np.mean([s[k] for s in steps])) for k in steps[0]}
         kls = [s["approx_kl"] for s in [*steps, *([held] if held else [])] if "approx_kl" in s]
         out |= {"approx_kl_max": max(kls, default=0.0), "held": float(held is not None)}
+        if last is not None:
+            out["approx_kl_after"] = self.kl_after(last)
         # with the proximal pass every rank holds every row's (nothing to reduce)
         out |= fidelity.metrics(None if self.ppo.needs_proximal else self.ranks)
         out["stopped"] = float(stop and bool(steps[-1]["skipped"]))
         out["tokens"] = float(batch.loss_mask.sum())
         out["lr"] = lr
         return out
+
+    @torch.no_grad()
+    def kl_after(self, minibatch: TokenBatch) -> float:
+        """The weights' approx KL (0.5 * log-ratio^2, a mean over loss tokens) from the policy
+        that played `minibatch`, every rank's tokens counted."""
+        total = count = 0.0
+        size = self.config.optim.micro_batch_size
+        for _, micro, counts in micro_batches(minibatch, self.ranks, size):
+            with self.precision.autocast():
+                logprobs = token_logprobs(self.model, micro)[0]
+            if counts:
+                on = micro.loss_mask.bool()
+                log_ratio = (logprobs.float() - micro.old_logprobs.float())[on]
+                total += float((0.5 * log_ratio**2).sum())
+                count += float(log_ratio.numel())
+        total, count = all_sum([total, count], self.ranks)
+        return total / max(count, 1.0)
 
     @torch.no_grad()
     def with_proximal(self, batch: TokenBatch) -> TokenBatch:
