@@ -14,7 +14,8 @@ const CURVES = [
   ["proxy/*/agreement", "rollout/success"],
   ["proxy/*/score"],
   ["train/loss"],
-  ["train/kl_ref", "train/approx_kl"],
+  // how far each update moved the policy: its mini-batches, and where its last step left it
+  ["train/kl_ref", "train/approx_kl", "train/approx_kl_after"],
   ["train/entropy"],
   ["train/clip_fraction"],
   // token fidelity: the engine's log-probabilities against the learner's (training/update/fidelity.py)
