@@ -73,6 +73,7 @@ TABLES: dict[str, dict[str, list[str]]] = {
         REFERENCE: [],
         "turns centred": ["advantage.centre_turns=true"],
         "target_kl 0.05": ["optim.target_kl=0.05"],
+        "target_kl 0.05, lr warm-up 3 steps": ["optim.target_kl=0.05", "optim.warmup_steps=3"],
     },
     "estimators": {
         REFERENCE: [],
