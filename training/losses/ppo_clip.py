@@ -77,11 +77,16 @@ def ppo_clip_loss(
         metrics["clip_fraction"] = _masked_mean(was_clipped, mask)
         dual_clipped = ((advantages < 0) & (ratio > config.clip_dual)).float()
         metrics["dual_clip_fraction"] = _masked_mean(dual_clipped, mask)
-        metrics["approx_kl"] = _masked_mean(0.5 * log_ratio**2, mask)
+        metrics["approx_kl"] = _masked_mean(approx_kl(log_ratio), mask)
         metrics["ratio_mean"] = _masked_mean(ratio, mask)
         if entropy is not None:
             metrics["entropy"] = _masked_mean(entropy, mask)
     return loss, metrics
+
+
+def approx_kl(log_ratio: torch.Tensor) -> torch.Tensor:
+    """Each token's approximate KL between two policies from their log-ratio (0.5 * r^2)."""
+    return 0.5 * log_ratio**2
 
 
 def _behaviour_metrics(

@@ -25,7 +25,7 @@ from toolgym.errors import ConfigError
 from toolgym.training.config import TrainConfig
 from toolgym.training.distributed import Ranks, all_sum, micro_batches
 from toolgym.training.losses.aggregate import normalizer_for
-from toolgym.training.losses.ppo_clip import ppo_clip_loss
+from toolgym.training.losses.ppo_clip import approx_kl, ppo_clip_loss
 from toolgym.training.run import checkpoint
 from toolgym.training.schedule import lr_factor
 from toolgym.training.update.batch import TokenBatch, token_logprobs
@@ -117,7 +117,7 @@ class Learner:
 
     @torch.no_grad()
     def kl_after(self, minibatch: TokenBatch) -> float:
-        """The weights' approx KL (0.5 * log-ratio^2, a mean over loss tokens) from the policy
+        """The weights' approx KL (a mean over loss tokens) from the policy
         that played `minibatch`, every rank's tokens counted."""
         total = count = 0.0
         size = self.config.optim.micro_batch_size
@@ -127,7 +127,7 @@ class Learner:
             if counts:
                 on = micro.loss_mask.bool()
                 log_ratio = (logprobs.float() - micro.old_logprobs.float())[on]
-                total += float((0.5 * log_ratio**2).sum())
+                total += float(approx_kl(log_ratio).sum())
                 count += float(log_ratio.numel())
         total, count = all_sum([total, count], self.ranks)
         return total / max(count, 1.0)
