@@ -16,9 +16,13 @@ success at the end (items training never drew) per seed, the mean over seeds wit
 interval, each method's difference from the reference paired by seed, and the least
 valid-call rate of any training step (a method that breaks calls shows it there).
 
-A finished run is kept under `--out` with the settings it ran with, and reused wherever the
-same settings are asked for again (every table's reference, GiGPO as the recipe has it, is
-trained once a seed): stop it and run it again, and it goes on where it stopped. The tables go into the doc between the markers
+Each finished run leaves a record under `--records` (committed beside this file): its
+figures, each held-out item's success at the end, and a digest of the settings it ran with.
+A record is reused wherever the same settings are asked for again (every table's reference,
+GiGPO as the recipe has it, is trained once a seed), so a stopped bake-off goes on where it
+stopped, and a later session rewrites the tables without training what is recorded. A
+changed default changes the digest, and that run trains again. The runs themselves train
+under `--out`. The tables go into the doc between the markers
 `<!-- bake-off TABLE HORIZON -->` and `<!-- /bake-off -->` (added at the end of the doc when
 missing), with the command that made them.
 
@@ -30,15 +34,18 @@ policy (`runs/quickstart/sft`, made by `make quickstart`) and the far-goal one
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from toolgym.cli.compare import item_success, pair
 from toolgym.config import load_config
 from toolgym.intervals import mean_interval, paired_difference
 from toolgym.training.config import TrainConfig
+from toolgym.training.run.files import eval_rollouts_path
 from toolgym.training.run.metrics import env_steps_spent
 
 ROOT = Path(__file__).parent.parent
@@ -71,7 +78,7 @@ TABLES: dict[str, dict[str, list[str]]] = {
     },
     "calls": {
         REFERENCE: [],
-        "turns centred": ["advantage.centre_turns=true"],
+        "turns not centred": ["advantage.centre_turns=false"],
         "target_kl 0.05": ["optim.target_kl=0.05"],
         "target_kl 0.05, lr warm-up 3 steps": ["optim.target_kl=0.05", "optim.warmup_steps=3"],
     },
@@ -101,39 +108,60 @@ recipe; the first, the reference, the others are measured against."""
 @dataclass
 class Result:
     """One run's figures: held-out success at its start and end, the least valid-call rate of
-    a training step, its updates and env steps."""
+    a training step, its updates and env steps, and each held-out item's success at the end
+    (to pair two methods' ends maze by maze within a seed)."""
 
     start: float | None
     end: float
     least_valid: float
     updates: int
     env_steps: float
+    items: dict[str, float]
 
 
-def train(run: Path, config_path: Path, overrides: list[str]) -> Result:
-    """Train, or reuse the finished run made with the same settings (as the config resolves
-    them today: a changed default trains again), and read its figures."""
+def digest(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
+
+
+def train(run: Path, record: Path, config_path: Path, overrides: list[str]) -> Result:
+    """The run's figures from its record when one was made with the same settings (as the
+    config resolves them today: a changed default trains again); else train it, and record."""
     config = load_config(TrainConfig, config_path, [f"run_dir={run}", *overrides])
-    settings = config.model_dump(mode="json", exclude={"run_dir"})
-    made = run / "bake_off.json"
-    done = (run / "summary.json").is_file() and made.is_file()
-    if not (done and json.loads(made.read_text()) == settings):
-        from toolgym.training.trainer import Trainer
+    settings = digest(config.model_dump(mode="json", exclude={"run_dir"}))
+    if record.is_file() and (kept := json.loads(record.read_text()))["settings"] == settings:
+        return Result(**kept["result"])
+    from toolgym.training.trainer import Trainer
 
-        Trainer(config).run(overwrite=True)
-        made.write_text(json.dumps(settings))
+    Trainer(config).run(overwrite=True)
+    result = figures(run, config)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({
+        "config": config_path.relative_to(ROOT).as_posix(), "overrides": overrides,
+        "settings": settings, "result": asdict(result),
+    }, indent=1) + "\n")  # fmt: skip
+    return result
+
+
+def figures(run: Path, config: TrainConfig) -> Result:
+    """A finished run's figures, from its summary, metrics and last evaluation's episodes."""
+    from toolgym.agents.trajectory import read_jsonl
+
     summary = json.loads((run / "summary.json").read_text())
     if not str(summary.get("status")).startswith("finished") or not summary.get("end"):
         raise SystemExit(f"{run}: the run did not finish ({summary.get('status')})")
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if "rollout/success" in r]
+    others = {s.name for s in config.eval.sets} - set(config.held_out_sets)
+    played = read_jsonl(eval_rollouts_path(run, len(steps)))
     return Result(
         start=summary["start"]["success"] if summary.get("start") else None,
         end=summary["end"]["success"],
         least_valid=min(r.get("rollout/valid_actions", 1.0) for r in steps),
         updates=len(steps),
         env_steps=sum(env_steps_spent(r) for r in steps),
-    )
+        items={k: round(v, 4) for k, v in
+               sorted(item_success([t for t in played if t.env_name not in others]).items())},
+    )  # fmt: skip
 
 
 def bake(args: argparse.Namespace, table: str, horizon: str) -> dict[str, list[Result]]:
@@ -146,13 +174,14 @@ def bake(args: argparse.Namespace, table: str, horizon: str) -> dict[str, list[R
     for seed in range(args.seeds):
         budget: list[str] = []
         for index, (name, method) in enumerate(methods.items()):
-            run = args.out / horizon / f"{slug(name)}-seed{seed}"
+            run = Path(horizon) / f"{slug(name)}-seed{seed}"
             overrides = [
                 f"model={model}", f"seed={seed}", f"steps={args.steps}",
-                "eval.every_steps=1000000", f"eval.at_start={index == 0}", "tensorboard=false",
-                *method, *args.overrides, *budget,
+                "eval.every_steps=1000000", f"eval.at_start={index == 0}", "eval.kept=100000",
+                "tensorboard=false", *method, *args.overrides, *budget,
             ]  # fmt: skip
-            result = train(run, setting.config, overrides)
+            result = train(args.out / run, (args.records / run).with_suffix(".json"),
+                           setting.config, overrides)  # fmt: skip
             results[name].append(result)
             print(f"{table} {horizon} seed {seed} {name}: held out {result.end:.1%}, "
                   f"{result.updates} updates, {result.env_steps:.0f} env steps, least valid "
@@ -188,18 +217,30 @@ def markdown(table: str, horizon: str, results: dict[str, list[Result]], command
         f"{percent(mean_interval(starts))}):",
         "",
         f"| method | held out at the end, by seed | mean (95% over seeds) | minus {reference}, "
-        "paired by seed | least valid calls in a step, by seed | updates |",
-        "|---|---|---|---|---|---|",
+        f"paired by seed | minus {reference} by seed, paired by item (95%) "
+        "| least valid calls in a step, by seed | updates |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, runs in results.items():
         ends = [r.end for r in runs]
-        against = "" if name == reference else percent(paired_difference(ends, base), True)
+        against = by_seed = ""
+        if name != reference:
+            against = percent(paired_difference(ends, base), True)
+            by_seed = "; ".join(percent(by_item(r, b), True)
+                                for r, b in zip(runs, results[reference], strict=True))  # fmt: skip
         lines.append(
             f"| {name} | {', '.join(f'{e:.1%}' for e in ends)} | {percent(mean_interval(ends))} "
-            f"| {against} | {', '.join(f'{r.least_valid:.2f}' for r in runs)} "
+            f"| {against} | {by_seed} | {', '.join(f'{r.least_valid:.2f}' for r in runs)} "
             f"| {', '.join(str(r.updates) for r in runs)} |"
         )
     return "\n".join(lines)
+
+
+def by_item(run: Result, reference: Result) -> tuple[float, float, float]:
+    """`run`'s held-out success minus the reference's in the same seed, paired item by item:
+    the interval of one seed's difference, over the items both played."""
+    paired = pair(reference.items, run.items)
+    return paired_difference(paired.after, paired.before)
 
 
 def write(doc: Path, table: str, horizon: str, text: str) -> None:
@@ -225,6 +266,7 @@ def main() -> None:
         "--methods", nargs="+", help="only these of each table's methods (and its reference)"
     )
     parser.add_argument("--out", type=Path, default=Path("runs/bake-off"))
+    parser.add_argument("--records", type=Path, default=ROOT / "bench" / "results" / "bake-off")
     parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "which-method.md")
     for name, setting in HORIZONS.items():
         parser.add_argument(f"--model-{name}", help=f"start model (default {setting.model})")

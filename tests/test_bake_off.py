@@ -1,11 +1,13 @@
 """The bake-off bench end to end on a tiny model: each method trains in each seed at the
-reference's env steps, a finished run is reused when asked for again (the reference by
-every table), and the table lands between its markers in the doc, replacing the one before
-it."""
+reference's env steps, a finished run's record is reused when asked for again (the
+reference by every table, and after its run folder is gone, as in a later session), and the
+table lands between its markers in the doc, replacing the one before it."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import sys
 
 from conftest import ROOT
@@ -25,7 +27,8 @@ def test_the_bake_off_trains_each_method_at_equal_env_steps_and_writes_its_table
     methods = dict(list(bake_off.TABLES["scale"].items())[:2])  # the recipe and the floor
     monkeypatch.setitem(bake_off.TABLES, "scale", methods)
     args = argparse.Namespace(seeds=2, steps=2, out=tmp_path / "runs", methods=None,
-                              model_long=str(tiny_model_dir), overrides=SMALL)  # fmt: skip
+                              records=tmp_path / "records", model_long=str(tiny_model_dir),
+                              overrides=SMALL)  # fmt: skip
     results = bake_off.bake(args, "scale", "long")
     reference, floor = (results[name] for name in methods)
     for ref, other in zip(reference, floor, strict=True):
@@ -36,13 +39,21 @@ def test_the_bake_off_trains_each_method_at_equal_env_steps_and_writes_its_table
     config = (run / "config.json").read_text()
     assert '"scale": "floor"' in config and f'"max_env_steps": {int(ref.env_steps)}' in config
 
-    trained = (run / "metrics.jsonl").stat().st_mtime_ns
+    record = json.loads((tmp_path / "records" / "long" / "scale-floor-0-5-seed1.json").read_text())
+    assert "advantage.scale=floor" in record["overrides"] and len(record["settings"]) == 64
+    assert record["result"]["items"] and all(
+        0 <= v <= 1 for v in record["result"]["items"].values()
+    )
+    assert len(record["result"]["items"]) == 4  # eval.episodes, each its own item
+
+    shutil.rmtree(tmp_path / "runs")  # a later session: only the records are left
     assert bake_off.bake(args, "scale", "long") == results  # reused, not trained again
-    assert (run / "metrics.jsonl").stat().st_mtime_ns == trained
-    reference = tmp_path / "runs" / "long" / "gigpo-seed0" / "metrics.jsonl"
-    before = reference.stat().st_mtime_ns
+    assert not (tmp_path / "runs").exists()
     calls = bake_off.bake(args, "calls", "long")  # another table: the same reference runs
-    assert calls["GiGPO"] == results["GiGPO"] and reference.stat().st_mtime_ns == before
+    assert (
+        calls["GiGPO"] == results["GiGPO"]
+        and not (tmp_path / "runs" / "long" / "gigpo-seed0").exists()
+    )
     assert [r.updates <= 4 * args.steps for r in calls["target_kl 0.05"]] == [True, True]
 
     doc = tmp_path / "which-method.md"
@@ -55,7 +66,8 @@ def test_the_bake_off_trains_each_method_at_equal_env_steps_and_writes_its_table
     assert "old" not in page and page.count("| scale floor, 0.5 |") == 1
     assert page.startswith("# Which method\n\nbefore\n") and page.endswith("after\n")
     row = next(line for line in page.splitlines() if line.startswith("| scale floor, 0.5 |"))
-    assert row.count("%") == 3  # two seeds' figures and their mean; the difference in points
+    assert row.count("%") == 3  # two seeds' figures and their mean; the differences in points
+    assert row.split(" | ")[4].count(";") == 1  # each seed's difference, paired item by item
     assert row.endswith(f"| {floor[0].updates}, {floor[1].updates} |")
     bake_off.write(doc, "estimators", "short", "a table")  # no markers yet: appended
     assert doc.read_text().endswith(
