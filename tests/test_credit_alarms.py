@@ -36,6 +36,11 @@ def test_a_collapse_is_told_once_with_the_update_that_pushed_valid_calls_down():
     assert alarm.read(record(5, 0.40)) is None  # the same collapse, deeper: told once
     assert alarm.read(record(6, 0.90)) is None  # back near 97%: a new collapse is told again
     assert alarm.read(record(7, 0.50)).startswith("step 7: valid calls collapsed from 97% (step 2)")
+    centred = CallCollapse(lr=5e-4, centred=True)  # a run centred already is not told to centre
+    for r in [*steady, record(4, 0.60)]:
+        told = centred.read(r)
+    assert told and "Turns are centred already: try a lower optim.lr (now 0.0005)" in told
+    assert "Try advantage.centre_turns" not in told
 
 
 def test_a_collapse_names_the_reward_that_paid_malformed_calls_first():

@@ -35,6 +35,8 @@ class Settings:
     telling its user to warm-start it would send them back where they came from."""
     selfplay: bool = False
     """The tasks are the policy's own proposals, not the env's."""
+    centred: bool = False
+    """The run centres its turns' advantages already (`advantage.centre_turns`)."""
 
 
 @dataclass
@@ -49,7 +51,7 @@ class Advisor:
     gamed: GamedReward = field(init=False)
 
     def __post_init__(self) -> None:
-        self.collapse = CallCollapse(self.settings.lr)
+        self.collapse = CallCollapse(self.settings.lr, self.settings.centred)
         self.gamed = GamedReward(max(3, self.settings.steps // 10))
 
     @property

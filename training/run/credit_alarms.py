@@ -49,6 +49,8 @@ class CallCollapse:
     """Warns once a collapse, again only after the rate came back."""
 
     lr: float
+    centred: bool = False
+    """The run's turns are centred already (`advantage.centre_turns`): not advised again."""
     records: list[dict[str, Any]] = field(default_factory=list)
     """The last RECENT steps' records."""
     fallen_from: float | None = None
@@ -95,6 +97,11 @@ class CallCollapse:
         """What to try: `paid`, the finding that a reward paid malformed calls, if any."""
         if paid:
             return "Fix what the reward that prefers malformed calls pays, or take it out."
+        if self.centred:
+            return (
+                f"Turns are centred already: try a lower optim.lr (now {self.lr:g}); "
+                "docs/which-method.md has what optim.target_kl did."
+            )
         return (
             "Try advantage.centre_turns (the call format every turn shares then gets no net "
             f"push) or a lower optim.lr (now {self.lr:g}); docs/which-method.md has what each "

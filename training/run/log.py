@@ -84,7 +84,8 @@ class RunLog:
         trained = (Path(str(config.model)) / SAVED_SETTINGS).is_file()  # a warm start saves them
         selfplay = config.selfplay is not None
         self.advisor = Advisor(Settings(config.steps, optim.lr, rollout.rollouts_per_task,
-                                        str(run_dir), warm_start, trained, selfplay))  # fmt: skip
+                                        str(run_dir), warm_start, trained, selfplay,
+                                        config.advantage.centre_turns))  # fmt: skip
         for record in read_metrics(run_dir):  # a resumed run's earlier steps, told already
             if record["step"] <= start_step:
                 self.advisor.read(record)
