@@ -176,7 +176,9 @@ def test_a_run_paid_for_malformed_calls_is_told_its_calls_collapsed_and_its_rewa
     quickstart_run, tmp_path
 ):
     """Seeds 0, 1 and 2 of this run told the collapse at steps 5, 5 and 8 and the gaming at
-    6, 7 and 9 of 12, each naming the reward that paid for malformed calls. (The
+    6, 7 and 9 of 12, each naming the reward that paid for malformed calls; seed 0 again
+    once the recipe centred its turns, both at step 6 (centring takes no reward's pay
+    away). (The
     quickstart's own run is no control: it can lose its calls for a step too, and is then
     told so.)"""
     quickstart, result = quickstart_run

@@ -33,6 +33,7 @@ RECIPE = [
     "rollout.rollouts_per_task=4",
     "rollout.max_tokens=32",
     "rollout.tool_schemas_in_prompt=false",
+    "advantage.centre_turns=true",  # the call format gets no net push (configs/maze_gigpo.yaml)
     "optim.lr=5e-4",
     "optim.micro_batch_size=16",
     "optim.minibatches=4",
