@@ -41,7 +41,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from toolgym.cli.compare import item_success, pair
+from toolgym.agents.collector import item_outcomes
 from toolgym.config import load_config
 from toolgym.intervals import mean_interval, paired_difference
 from toolgym.training.config import TrainConfig
@@ -159,8 +159,8 @@ def figures(run: Path, config: TrainConfig) -> Result:
         least_valid=min(r.get("rollout/valid_actions", 1.0) for r in steps),
         updates=len(steps),
         env_steps=sum(env_steps_spent(r) for r in steps),
-        items={k: round(v, 4) for k, v in
-               sorted(item_success([t for t in played if t.env_name not in others]).items())},
+        items={item: round(sum(o) / len(o), 4) for item, o in
+               sorted(item_outcomes(t for t in played if t.env_name not in others).items())},
     )  # fmt: skip
 
 
@@ -239,8 +239,8 @@ def markdown(table: str, horizon: str, results: dict[str, list[Result]], command
 def by_item(run: Result, reference: Result) -> tuple[float, float, float]:
     """`run`'s held-out success minus the reference's in the same seed, paired item by item:
     the interval of one seed's difference, over the items both played."""
-    paired = pair(reference.items, run.items)
-    return paired_difference(paired.after, paired.before)
+    shared = sorted(run.items.keys() & reference.items.keys())
+    return paired_difference([run.items[i] for i in shared], [reference.items[i] for i in shared])
 
 
 def write(doc: Path, table: str, horizon: str, text: str) -> None:
