@@ -162,6 +162,11 @@ def item_outcomes(trajectories: Iterable[Trajectory]) -> dict[str, list[float]]:
     return outcomes
 
 
+def item_success(trajectories: Iterable[Trajectory]) -> dict[str, float]:
+    """Each item's success rate over its scored (unmasked) episodes."""
+    return {item: sum(o) / len(o) for item, o in item_outcomes(trajectories).items()}
+
+
 def tool_exceptions(trajectories: Sequence[Trajectory]) -> list[str]:
     """The error text of every step whose tool calls include one that raised."""
     return [

@@ -41,7 +41,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from toolgym.agents.collector import item_outcomes
+from toolgym.agents.collector import item_success
 from toolgym.config import load_config
 from toolgym.intervals import mean_interval, paired_difference
 from toolgym.training.config import TrainConfig
@@ -159,8 +159,8 @@ def figures(run: Path, config: TrainConfig) -> Result:
         least_valid=min(r.get("rollout/valid_actions", 1.0) for r in steps),
         updates=len(steps),
         env_steps=sum(env_steps_spent(r) for r in steps),
-        items={item: round(sum(o) / len(o), 4) for item, o in
-               sorted(item_outcomes(t for t in played if t.env_name not in others).items())},
+        items={item: round(rate, 4) for item, rate in
+               sorted(item_success(t for t in played if t.env_name not in others).items())},
     )  # fmt: skip
 
 

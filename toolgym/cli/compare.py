@@ -21,7 +21,7 @@ from toolgym.cli.tables import print_table
 from toolgym.intervals import paired_difference
 
 if TYPE_CHECKING:
-    from toolgym.agents.trajectory import Trajectory
+    pass
 
 
 @dataclass(frozen=True)
@@ -34,15 +34,9 @@ class Paired:
     only_after: int
 
 
-def item_success(trajectories: list[Trajectory]) -> dict[str, float]:
-    """Each item's success rate over its scored (unmasked) episodes."""
-    from toolgym.agents.collector import item_outcomes
-
-    return {item: sum(o) / len(o) for item, o in item_outcomes(trajectories).items()}
-
-
 def file_item_success(path: Path) -> dict[str, float]:
     """`item_success` of the trajectories JSONL at `path`, which must hold a scored one."""
+    from toolgym.agents.collector import item_success
     from toolgym.agents.trajectory import read_jsonl
     from toolgym.errors import ConfigError
 

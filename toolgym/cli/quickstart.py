@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from toolgym.cli.compare import item_success, pair
+from toolgym.cli.compare import pair
 from toolgym.cli.show import console, show_message
 from toolgym.cli.tables import print_table
 from toolgym.intervals import paired_difference, percent
@@ -148,6 +148,8 @@ def figures(played: list[Trajectory]) -> dict[str, float]:
 def paired_change(before: list[Trajectory], after: list[Trajectory]) -> dict[str, float]:
     """The trained policy's success minus the SFT policy's on the same mazes, paired maze by
     maze, with its 95% interval, per kind of maze."""
+    from toolgym.agents.collector import item_success
+
     out: dict[str, float] = {}
     for kind in KINDS:
         paired = pair(*(item_success(of_kind(played, kind)) for played in (before, after)))
