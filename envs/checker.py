@@ -575,6 +575,10 @@ async def _reward_integrity(factory: Callable[[], Any], seed: int) -> str | None
 
 
 def _gymnasium(factory: Callable[[], Any]) -> str | None:
+    """Gymnasium's own checker on a fresh instance; its warnings (gymnasium.logger's, marked
+    "WARN:") are the notes. Recording warnings catches every one the process raises meanwhile,
+    so others (a ResourceWarning from an object of earlier work collected now) are no note on
+    this env."""
     env = factory()
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -585,7 +589,10 @@ def _gymnasium(factory: Callable[[], Any]) -> str | None:
                 raise CheckFailed(f"Gymnasium's checker: {exc}") from None
     finally:
         env.close()
-    notes = sorted({str(w.message) for w in caught if "render" not in str(w.message).lower()})
+    notes = sorted({
+        str(w.message) for w in caught
+        if "WARN:" in str(w.message) and "render" not in str(w.message).lower()
+    })  # fmt: skip
     return "; ".join(notes) or None
 
 

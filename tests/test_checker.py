@@ -23,12 +23,10 @@ def test_every_shipped_env_passes_the_contract_checks(env_id):
     held_out = next(f for f in report.findings if f.check == "held-out items")
     leaks = "open exactly as one of" in held_out.message
     assert not leaks or "(declared: " in held_out.message, held_out.message
-    assert {f.check for f in report.findings if f.status == "pass"} >= {
-        "contract",
-        "tasks",
-        "gymnasium check_env",
-        "episodes",
-    }
+    passed = {f.check for f in report.findings if f.status == "pass"}
+    assert passed >= {"contract", "tasks", "gymnasium check_env", "episodes"}, [
+        f"{f.check}: {f.status} {f.message}" for f in report.findings if f.status != "pass"
+    ]
 
 
 def test_a_good_third_party_env_passes():
