@@ -43,7 +43,7 @@ from pathlib import Path
 
 from toolgym.agents.collector import item_success
 from toolgym.config import load_config
-from toolgym.intervals import mean_interval, paired_difference
+from toolgym.intervals import mean_interval, pair, paired_difference
 from toolgym.training.config import TrainConfig
 from toolgym.training.run.files import eval_rollouts_path
 from toolgym.training.run.metrics import env_steps_spent
@@ -239,8 +239,8 @@ def markdown(table: str, horizon: str, results: dict[str, list[Result]], command
 def by_item(run: Result, reference: Result) -> tuple[float, float, float]:
     """`run`'s held-out success minus the reference's in the same seed, paired item by item:
     the interval of one seed's difference, over the items both played."""
-    shared = sorted(run.items.keys() & reference.items.keys())
-    return paired_difference([run.items[i] for i in shared], [reference.items[i] for i in shared])
+    paired = pair(reference.items, run.items)
+    return paired_difference(paired.after, paired.before)
 
 
 def write(doc: Path, table: str, horizon: str, text: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 Z95 = 1.959964
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
@@ -78,6 +79,27 @@ def paired_difference(
     if len(after) != len(before):
         raise ValueError(f"{len(after)} outcomes against {len(before)}: pair them by item")
     return mean_interval([a - b for a, b in zip(after, before, strict=True)])
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Per-item success rates of the items both evaluations scored, and what only one did."""
+
+    before: list[float]
+    after: list[float]
+    only_before: int
+    only_after: int
+
+
+def pair(before: dict[str, float], after: dict[str, float]) -> Paired:
+    """The items both scored, in one order, with the counts each scored alone."""
+    shared = sorted(before.keys() & after.keys())
+    return Paired(
+        [before[i] for i in shared],
+        [after[i] for i in shared],
+        len(before.keys() - after.keys()),
+        len(after.keys() - before.keys()),
+    )
 
 
 def percent(rate: float, low: float, high: float) -> str:

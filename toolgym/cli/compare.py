@@ -9,29 +9,15 @@ holds whatever seeds drew them; an item played several times counts as its succe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from toolgym.cli.show import console
 from toolgym.cli.tables import print_table
-from toolgym.intervals import paired_difference
-
-if TYPE_CHECKING:
-    pass
-
-
-@dataclass(frozen=True)
-class Paired:
-    """Per-item success rates of the items both files scored, and what only one did."""
-
-    before: list[float]
-    after: list[float]
-    only_before: int
-    only_after: int
+from toolgym.intervals import pair, paired_difference
 
 
 def file_item_success(path: Path) -> dict[str, float]:
@@ -50,17 +36,6 @@ def file_item_success(path: Path) -> dict[str, float]:
             "(an empty file, or every episode masked by an infrastructure error)"
         )
     return success
-
-
-def pair(before: dict[str, float], after: dict[str, float]) -> Paired:
-    """The items both scored, in one order, with the counts each scored alone."""
-    shared = sorted(before.keys() & after.keys())
-    return Paired(
-        [before[i] for i in shared],
-        [after[i] for i in shared],
-        len(before.keys() - after.keys()),
-        len(after.keys() - before.keys()),
-    )
 
 
 def compare_command(before_path: Path, after_path: Path) -> int:

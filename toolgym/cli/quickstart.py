@@ -33,10 +33,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from toolgym.cli.compare import pair
 from toolgym.cli.show import console, show_message
 from toolgym.cli.tables import print_table
-from toolgym.intervals import paired_difference, percent
+from toolgym.intervals import pair, paired_difference, percent
 from toolgym.training.quickstart_recipe import (
     ENV_ARGS,
     ENV_ID,
