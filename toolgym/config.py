@@ -24,11 +24,13 @@ M = TypeVar("M", bound="ConfigModel")
 
 
 class ConfigModel(BaseModel):
-    """Base for every config section: unknown keys are errors, values are validated."""
+    """Base for every config section: unknown keys are errors, values are validated, and a
+    number is finite (an infinite weight or rate would train on inf and nan, not fail)."""
 
     model_config = ConfigDict(
-        extra="forbid", validate_assignment=True, use_attribute_docstrings=True
-    )
+        extra="forbid", validate_assignment=True, use_attribute_docstrings=True,
+        allow_inf_nan=False,
+    )  # fmt: skip
     """A field's docstring (the string under it) is its description: the generated
     settings reference (docs/training-settings.md) prints it."""
 
