@@ -21,7 +21,8 @@ figures, each held-out item's success at the end, and a digest of the settings i
 A record is reused wherever the same settings are asked for again (every table's reference,
 GiGPO as the recipe has it, is trained once a seed), so a stopped bake-off goes on where it
 stopped, and a later session rewrites the tables without training what is recorded. A
-changed default changes the digest, and that run trains again. The runs themselves train
+changed default changes the digest, and that run trains again, unless the setting acts on
+nothing in it (how process rewards join, in a run without any). The runs themselves train
 under `--out`. The tables go into the doc between the markers
 `<!-- bake-off TABLE HORIZON -->` and `<!-- /bake-off -->` (added at the end of the doc when
 missing), with the command that made them.
@@ -52,6 +53,8 @@ ROOT = Path(__file__).parent.parent
 CONFIGS = ROOT / "configs"
 PRM = "{source: implicit_prm, scores: process, kwargs: {beta: 0.05, lr: 1.0e-4}}"
 MC = "{source: mc_values, scores: process, kwargs: {continuations: 2, budget: 'entropy:2'}}"
+ADDED = "advantage.step_combine=add"
+"""Process scores added to the estimator's advantage (at weight 1), as these rows measured."""
 
 
 @dataclass(frozen=True)
@@ -89,15 +92,16 @@ TABLES: dict[str, dict[str, list[str]]] = {
     },
     "process": {
         REFERENCE: [],
-        "+ implicit PRM": [f"rewards=[{{source: env}}, {PRM}]"],
+        "+ implicit PRM, added": [f"rewards=[{{source: env}}, {PRM}]", ADDED],
         "+ implicit PRM, redistributed": [
             f"rewards=[{{source: env}}, {PRM}]",
             "advantage.step_combine=redistribute",
             "advantage.step_alpha=0.5",
         ],
-        "+ Monte-Carlo values": [f"rewards=[{{source: env}}, {MC}]"],
+        "+ Monte-Carlo values": [f"rewards=[{{source: env}}, {MC}]", ADDED],
         "+ Monte-Carlo values where GiGPO compares nothing": [
-            f"rewards=[{{source: env}}, {MC.replace('entropy:2', 'alone')}]"
+            f"rewards=[{{source: env}}, {MC.replace('entropy:2', 'alone')}]",
+            ADDED,
         ],
     },
 }
@@ -119,7 +123,13 @@ class Result:
     items: dict[str, float]
 
 
-def digest(settings: dict) -> str:
+def digest(config: TrainConfig) -> str:
+    """A digest of the settings that act in the run: how process rewards join the advantage
+    is left out of a run that has none, so a new default there trains nothing again."""
+    settings = config.model_dump(mode="json", exclude={"run_dir"})
+    if all(r.scores != "process" for r in config.rewards):
+        for name in ("step_combine", "step_alpha"):
+            del settings["advantage"][name]
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 
@@ -127,7 +137,7 @@ def train(run: Path, record: Path, config_path: Path, overrides: list[str]) -> R
     """The run's figures from its record when one was made with the same settings (as the
     config resolves them today: a changed default trains again); else train it, and record."""
     config = load_config(TrainConfig, config_path, [f"run_dir={run}", *overrides])
-    settings = digest(config.model_dump(mode="json", exclude={"run_dir"}))
+    settings = digest(config)
     if record.is_file() and (kept := json.loads(record.read_text()))["settings"] == settings:
         return Result(**kept["result"])
     from toolgym.training.trainer import Trainer

@@ -48,6 +48,8 @@ SEARCH = CONFIGS / "search_gigpo_prm.yaml"
 FAR = CONFIGS / "maze_far_gigpo.yaml"
 PRM = "{source: implicit_prm, scores: process, kwargs: {beta: 0.05, lr: 1.0e-4}}"
 MC = "{source: mc_values, scores: process, kwargs: {continuations: 2, budget: 'entropy:2'}}"
+ADDED = "advantage.step_combine=add"
+"""Process scores added to GiGPO's advantage (at weight 1), as these variants measured."""
 TASKS: dict[str, dict[str, tuple[Path, list[str]]]] = {
     "maze": {
         "gigpo": (CONFIGS / "maze_gigpo.yaml", []),
@@ -56,13 +58,13 @@ TASKS: dict[str, dict[str, tuple[Path, list[str]]]] = {
     },
     "maze_far": {  # the longer horizon: a quest of 2 to 8 moves, about 10 turns an episode
         "gigpo": (FAR, []),
-        "prm": (FAR, [f"rewards=[{{source: env}}, {PRM}]"]),
-        "mc": (FAR, [f"rewards=[{{source: env}}, {MC}]"]),
+        "prm": (FAR, [f"rewards=[{{source: env}}, {PRM}]", ADDED]),
+        "mc": (FAR, [f"rewards=[{{source: env}}, {MC}]", ADDED]),
     },
     "search": {
         "gigpo": (SEARCH, ["rewards=[{source: env}]"]),
         "prm": (SEARCH, []),
-        "mc": (SEARCH, [f"rewards=[{{source: env}}, {MC}]"]),
+        "mc": (SEARCH, [f"rewards=[{{source: env}}, {MC}]", ADDED]),
     },
 }
 """Each task's variants: a config and the overrides that make the variant from it."""

@@ -74,3 +74,20 @@ def test_the_bake_off_trains_each_method_at_equal_env_steps_and_writes_its_table
         "## Bake-off: estimators, short horizon\n\n<!-- bake-off estimators short -->\n"
         "a table\n\n<!-- /bake-off -->\n"
     )
+
+
+def test_a_default_that_acts_on_nothing_in_a_run_keeps_its_record():
+    """How process rewards join the advantage is no part of a run without any: its digest
+    is the same whichever way they would join, so changing that default trains none of the
+    recorded outcome-only runs again; a run with a process reward is told apart by it."""
+    from toolgym.config import load_config
+    from toolgym.training.config import TrainConfig
+
+    def digest(*overrides):
+        return bake_off.digest(load_config(TrainConfig, None, ["model=m", *overrides]))
+
+    added = ["advantage.step_combine=add"]
+    assert digest() == digest(*added) == digest(*added, "advantage.step_alpha=2")
+    prm = f"rewards=[{{source: env}}, {bake_off.PRM}]"
+    assert digest(prm) != digest(prm, *added)
+    assert digest() != digest("advantage.scale=none")

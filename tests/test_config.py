@@ -38,6 +38,9 @@ def test_typos_and_bad_values_are_explained(tmp_path):
         ConfigError, match=r"trainer.steps: Input should be a valid integer.*got 'many'"
     ):
         load_config(Run, None, ["trainer.steps=many"])
+    for infinite in ("inf", "-inf", "nan", ".inf"):
+        with pytest.raises(ConfigError, match=r"trainer.lr: Input should be a finite number"):
+            load_config(Run, None, [f"trainer.lr={infinite}"])
     with pytest.raises(ConfigError, match="must look like section.field=value"):
         load_config(Run, None, ["trainer.steps"])
     with pytest.raises(ConfigError, match="does not exist"):
@@ -203,17 +206,20 @@ def test_a_saved_config_with_the_old_std_switches_loads_where_they_agree_with_it
 
 
 def test_redistributed_process_rewards_keep_every_turns_sign_or_are_refused():
-    """`step_combine: redistribute` keeps each turn's sign only at step_alpha <= 0.5: left
-    unset it is 0.5 (added, 1), a larger one is refused in words, and a saved config keeps
-    what it resolved to."""
+    """Process rewards are redistributed unless a config says otherwise, and that keeps each
+    turn's sign only at step_alpha <= 0.5: left unset it is 0.5 (added, 1), a larger one is
+    refused in words, and a saved config keeps what it resolved to."""
     from toolgym.training.config import TrainConfig
 
-    redistributed = ["model=m", "advantage.step_combine=redistribute"]
-    assert load_config(TrainConfig, None, ["model=m"]).advantage.step_alpha == 1.0
+    redistributed = ["model=m"]
     config = load_config(TrainConfig, None, redistributed)
+    assert config.advantage.step_combine == "redistribute"
     assert config.advantage.step_alpha == 0.5
     saved = TrainConfig.model_validate(config.model_dump(mode="json"))
     assert saved.advantage.step_alpha == 0.5
+    added = load_config(TrainConfig, None, ["model=m", "advantage.step_combine=add"])
+    assert added.advantage.step_alpha == 1.0
+    assert TrainConfig.model_validate(added.model_dump(mode="json")).advantage.step_alpha == 1.0
     given = load_config(TrainConfig, None, [*redistributed, "advantage.step_alpha=0.25"])
     assert given.advantage.step_alpha == 0.25
     with pytest.raises(
@@ -222,3 +228,18 @@ def test_redistributed_process_rewards_keep_every_turns_sign_or_are_refused():
         load_config(TrainConfig, None, [*redistributed, "advantage.step_alpha=1"])
     with pytest.raises(ConfigError, match="greater than or equal to 0"):
         load_config(TrainConfig, None, ["model=m", "advantage.step_alpha=-1"])
+
+
+def test_redistributing_needs_an_outcome_to_redistribute():
+    """Redistributed process scores only move an outcome reward's credit between turns: a
+    config whose every reward scores process would train nothing, and is refused in words;
+    added, the same rewards train."""
+    from toolgym.training.config import TrainConfig
+
+    mc = "{source: mc_values, scores: process}"
+    with pytest.raises(ConfigError, match="every source scores process.*add an outcome reward"):
+        load_config(TrainConfig, None, ["model=m", f"rewards=[{mc}]"])
+    added = ["model=m", f"rewards=[{mc}]", "advantage.step_combine=add"]
+    assert [r.scores for r in load_config(TrainConfig, None, added).rewards] == ["process"]
+    both = ["model=m", f"rewards=[{{source: env}}, {mc}]"]
+    assert len(load_config(TrainConfig, None, both).rewards) == 2

@@ -42,7 +42,7 @@ def test_estimators_add_the_step_term_when_the_group_has_process_rewards():
         valid=np.array([True, True]),
         process=[np.array([1.0, 3.0]), np.array([2.0])],
     )
-    out = compute_advantages("grpo", group, step_alpha=0.5)
+    out = compute_advantages("grpo", group, step_alpha=0.5, step_combine="add")
     assert np.allclose(out[0], [0.707107 - 0.5, 0.707107 + 0.5], atol=1e-4)
     assert np.allclose(out[1], [-0.707107], atol=1e-4)
     plain = compute_advantages("grpo", group, step_alpha=0.0)

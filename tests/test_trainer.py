@@ -464,8 +464,10 @@ def test_a_mixture_trains_both_envs_with_unique_groups_and_per_env_metrics(
 
 
 def test_a_process_reward_joins_the_advantages_as_a_step_term(tool_calling_model_dir, tmp_path):
-    """The env pays nothing, so GRPO's episode term is 0 and every advantage is the step
-    term: the one step with process reward 1 sits above the group's mean, every other below."""
+    """Added, a process reward pays on its own: the env pays nothing, so GRPO's episode term
+    is 0 and every advantage is the step term, the one step with process reward 1 above the
+    group's mean and every other below. Redistributed (the default), it has no outcome credit
+    to move, and every advantage is 0."""
     rewards = (
         "rewards=[{source: env}, {source: function, name: hint, scores: process, "
         "kwargs: {path: 'fixture_rewards:first_step_bonus'}}]"
@@ -485,14 +487,16 @@ def test_a_process_reward_joins_the_advantages_as_a_step_term(tool_calling_model
         trainer.close()
         return out
 
-    trajectories, advantages = first_step("process")
+    trajectories, advantages = first_step("process", "advantage.step_combine=add")
     for t, a in zip(trajectories, advantages, strict=True):
         assert all(s.rewards["env"] == 0.0 for s in t.steps)
         for step, value in enumerate(a):
             hinted = t.id.endswith(":0") and step == 0
             assert value > 0 if hinted else value < 0, (t.id, step, a)
-    _, off = first_step("off", "advantage.step_alpha=0")
-    assert all((a == 0).all() for a in off)
+    for run, setting in (("off", ["advantage.step_combine=add", "advantage.step_alpha=0"]),
+                         ("moved", [])):  # fmt: skip
+        _, none = first_step(run, *setting)
+        assert all((a == 0).all() for a in none), run
 
 
 def test_monte_carlo_values_branch_every_step_and_average_the_continuations(

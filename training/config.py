@@ -120,6 +120,9 @@ RETIRED = {"std_normalize", "step_std_normalize"}
 
 REDISTRIBUTED_ALPHA = 0.5
 """The largest weight at which redistributed process rewards keep every turn's sign."""
+ADDED_ALPHA = 1.0
+"""Added process rewards' weight unless given: their normalised term on a par with the
+outcome's."""
 
 
 class AdvantageSection(ConfigModel):
@@ -146,15 +149,15 @@ class AdvantageSection(ConfigModel):
     every call shares get no net push (training/advantages/base.py: turns_centred); where
     failures run longer than successes, that mean is below 0, and a run's updates push the
     call format itself down."""
-    step_alpha: float = Field(1.0, ge=0)
-    """Weight of the process rewards' part (rewards with scores: process): 1 when added;
-    when redistributed, 0.5 unless given, and at most 0.5 (above it a turn's sign could
-    flip)."""
-    step_combine: Literal["add", "redistribute"] = "add"
-    """How process rewards join the advantage: their normalised step term added (`add`, able
-    to outweigh the verified outcome), or the estimator's credit moved between each
+    step_alpha: float = Field(REDISTRIBUTED_ALPHA, ge=0)
+    """Weight of the process rewards' part (rewards with scores: process): redistributed, 0.5
+    unless given and at most 0.5 (above it a turn's sign could flip); added, 1 unless given."""
+    step_combine: Literal["redistribute", "add"] = "redistribute"
+    """How process rewards join the advantage: the estimator's credit moved between each
     episode's turns as they rank them, its sum and every turn's sign kept (`redistribute`;
-    training/advantages/step_term.py). docs/which-method.md has what each did."""
+    training/advantages/step_term.py), or their normalised step term added (`add`, able to
+    outweigh the verified outcome: added, the implicit PRM came to pay malformed calls in one
+    far-goal seed of three). docs/which-method.md has what each did."""
     anchor_similarity: float | None = Field(None, gt=0, le=1)
     """GiGPO's anchor groups (and adv/anchor_coverage): None joins steps whose env state_key
     is equal; a number s in (0, 1] also joins steps whose observations acted on share at
@@ -163,18 +166,17 @@ class AdvantageSection(ConfigModel):
 
     @model_validator(mode="after")
     def _signs_kept(self) -> AdvantageSection:
-        """Redistributed process rewards keep every turn's sign: step_alpha 0.5 unless given,
-        and a larger one refused rather than quietly letting a process reward pay a turn the
-        outcome blamed."""
-        if self.step_combine == "redistribute":
-            if "step_alpha" not in self.model_fields_set:
-                self.step_alpha = REDISTRIBUTED_ALPHA
-            elif self.step_alpha > REDISTRIBUTED_ALPHA:
-                raise ConfigError(
-                    f"advantage.step_alpha: {self.step_alpha} with step_combine: redistribute "
-                    f"could flip the sign of a turn's credit; give at most "
-                    f"{REDISTRIBUTED_ALPHA} (the measured one), or step_combine: add"
-                )
+        """Redistributed process rewards keep every turn's sign: a step_alpha above 0.5 is
+        refused rather than quietly letting a process reward pay a turn the outcome blamed.
+        Added, their weight is 1 unless given (OPRL's)."""
+        if self.step_combine == "add" and "step_alpha" not in self.model_fields_set:
+            self.step_alpha = ADDED_ALPHA
+        if self.step_combine == "redistribute" and self.step_alpha > REDISTRIBUTED_ALPHA:
+            raise ConfigError(
+                f"advantage.step_alpha: {self.step_alpha} with step_combine: redistribute "
+                f"could flip the sign of a turn's credit; give at most "
+                f"{REDISTRIBUTED_ALPHA} (the measured one), or step_combine: add"
+            )
         return self
 
     @model_validator(mode="after")
@@ -666,6 +668,7 @@ class TrainConfig(ConfigModel):
             raise ConfigError("selfplay.snapshot_every needs mode: sync (an asynchronous run's "
                               "weights change while a step plays)")  # fmt: skip
         self._harness_fits()
+        self._process_rewards_move_credit()
         asynchronous = self.async_training
         if self.mode == "sync" and asynchronous != AsyncSection():  # a saved config's defaults pass
             changed = [
@@ -705,6 +708,17 @@ class TrainConfig(ConfigModel):
         if play is not None and "proposer" not in sources and "proposer" not in play.frozen:
             raise ConfigError("selfplay: proposers are paid through the reward source "
                               "`proposer`: add {source: proposer} to rewards")  # fmt: skip
+
+    def _process_rewards_move_credit(self) -> None:
+        """Redistributed process rewards only move the outcome's credit between turns: with
+        no outcome reward there is none, and they would train nothing."""
+        scores = {r.scores for r in self.rewards}
+        if self.advantage.step_combine == "redistribute" and scores == {"process"}:
+            raise ConfigError(
+                "rewards: every source scores process, and advantage.step_combine: "
+                "redistribute only moves an outcome reward's credit between turns; add an "
+                "outcome reward (e.g. {source: env}), or set advantage.step_combine: add"
+            )
 
     def _harness_fits(self) -> None:
         self._recorded_scores_read()

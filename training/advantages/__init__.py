@@ -53,16 +53,16 @@ def compute_advantages(
     name: str,
     group: GroupRewards,
     *,
-    step_alpha: float = 1.0,
-    step_combine: str = "add",
+    step_alpha: float = 0.5,
+    step_combine: str = "redistribute",
     scale: Scale = GROUP_STD,
     **options: Any,
 ) -> list[np.ndarray]:
     """The estimator's advantages, divided as `scale` says (a group with a baseline of its
     own: each return less it, SPIRAL's role-conditioned advantage), and where the group
-    carries process rewards, `step_alpha` times their normalised step term added to it
-    (`step_combine` add) or its credit moved between each episode's turns by them
-    (redistribute; step_term.py)."""
+    carries process rewards, its credit moved between each episode's turns by them
+    (`step_combine` redistribute, at weight `step_alpha`) or `step_alpha` times their
+    normalised step term added to it (add; step_term.py)."""
     if group.baseline is not None:
         values = broadcast(group.returns - group.baseline, group)
     else:
