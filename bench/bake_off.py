@@ -42,6 +42,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from common import ADDED, MC, PRM
+
 from toolgym.agents.collector import item_success
 from toolgym.config import load_config
 from toolgym.intervals import mean_interval, pair, paired_difference
@@ -51,10 +53,6 @@ from toolgym.training.run.metrics import env_steps_spent
 
 ROOT = Path(__file__).parent.parent
 CONFIGS = ROOT / "configs"
-PRM = "{source: implicit_prm, scores: process, kwargs: {beta: 0.05, lr: 1.0e-4}}"
-MC = "{source: mc_values, scores: process, kwargs: {continuations: 2, budget: 'entropy:2'}}"
-ADDED = "advantage.step_combine=add"
-"""Process scores added to the estimator's advantage (at weight 1), as these rows measured."""
 
 
 @dataclass(frozen=True)

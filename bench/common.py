@@ -14,6 +14,14 @@ from typing import Any
 from toolgym.envs import Env, make_info
 from toolgym.intervals import mean_interval, paired_difference
 
+PRM = "{source: implicit_prm, scores: process, kwargs: {beta: 0.05, lr: 1.0e-4}}"
+"""The implicit PRM as the process-reward benches measure it (a `rewards=` entry)."""
+MC = "{source: mc_values, scores: process, kwargs: {continuations: 2, budget: 'entropy:2'}}"
+"""Monte-Carlo step values as the process-reward benches measure them."""
+ADDED = "advantage.step_combine=add"
+"""Process scores added to the estimator's advantage (at weight 1), as the benches measured
+them before redistributing was the default."""
+
 
 def tiny_model(path: str | None, size: str = "tiny") -> Path:
     """The model at `path`, or a fresh one of `size` in a temporary directory."""

@@ -36,7 +36,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from common import HeldOut, steps_to_threshold
+from common import ADDED, MC, PRM, HeldOut, steps_to_threshold
 
 from toolgym.config import load_config
 from toolgym.training.config import TrainConfig
@@ -46,10 +46,6 @@ from toolgym.training.run.plot import plot_runs
 CONFIGS = Path(__file__).parent.parent / "configs"
 SEARCH = CONFIGS / "search_gigpo_prm.yaml"
 FAR = CONFIGS / "maze_far_gigpo.yaml"
-PRM = "{source: implicit_prm, scores: process, kwargs: {beta: 0.05, lr: 1.0e-4}}"
-MC = "{source: mc_values, scores: process, kwargs: {continuations: 2, budget: 'entropy:2'}}"
-ADDED = "advantage.step_combine=add"
-"""Process scores added to GiGPO's advantage (at weight 1), as these variants measured."""
 TASKS: dict[str, dict[str, tuple[Path, list[str]]]] = {
     "maze": {
         "gigpo": (CONFIGS / "maze_gigpo.yaml", []),
