@@ -165,7 +165,8 @@ def test_a_snapshot_scores_the_proposals_with_weights_of_its_own(every, maze_edi
     """selfplay.scorer: snapshot plays each valid task's scoring episodes with a copy of the
     policy: the start weights throughout (every 0), or those after 1 update from step 1 on
     (every 1); its groups are in the step's episodes, untrained. The policy is moved before
-    the run (a fresh one's updates may be nil), so a copy that shared its weights would show."""
+    the run (a fresh one's updates may be nil), so a copy that shared its weights would show;
+    by 1e-4, not more: a CI run's editor moved by 0.01 wrote no valid proposal at all."""
     settings = ("steps=2", "rollouts_kept=64", "selfplay.scorer=snapshot",
                 f"selfplay.snapshot_every={every}",
                 "env.kwargs={size: 3, n_doors: 0, max_turns: 8}")  # fmt: skip
@@ -174,7 +175,7 @@ def test_a_snapshot_scores_the_proposals_with_weights_of_its_own(every, maze_edi
     start = [p.detach().clone() for p in trainer.model.parameters()]
     with torch.no_grad():
         for p in trainer.model.parameters():
-            p.add_(0.01)
+            p.add_(1e-4)
     after_first: list = []
 
     def keep(record):
