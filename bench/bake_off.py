@@ -90,7 +90,6 @@ TABLES: dict[str, dict[str, list[str]]] = {
     },
     "process": {
         REFERENCE: [],
-        "+ implicit PRM, added": [f"rewards=[{{source: env}}, {PRM}]", ADDED],
         "+ implicit PRM, redistributed": [
             f"rewards=[{{source: env}}, {PRM}]",
             "advantage.step_combine=redistribute",

@@ -19,8 +19,8 @@ PRM = "{source: implicit_prm, scores: process, kwargs: {beta: 0.05, lr: 1.0e-4}}
 MC = "{source: mc_values, scores: process, kwargs: {continuations: 2, budget: 'entropy:2'}}"
 """Monte-Carlo step values as the process-reward benches measure them."""
 ADDED = "advantage.step_combine=add"
-"""Process scores added to the estimator's advantage (at weight 1), as the benches measured
-them before redistributing was the default."""
+"""Monte-Carlo values added to the estimator's advantage (at weight 1), as the benches measured
+them (a process reward that learns from the run, the implicit PRM, is never added)."""
 
 
 def tiny_model(path: str | None, size: str = "tiny") -> Path:

@@ -54,7 +54,7 @@ TASKS: dict[str, dict[str, tuple[Path, list[str]]]] = {
     },
     "maze_far": {  # the longer horizon: a quest of 2 to 8 moves, about 10 turns an episode
         "gigpo": (FAR, []),
-        "prm": (FAR, [f"rewards=[{{source: env}}, {PRM}]", ADDED]),
+        "prm": (FAR, [f"rewards=[{{source: env}}, {PRM}]"]),
         "mc": (FAR, [f"rewards=[{{source: env}}, {MC}]", ADDED]),
     },
     "search": {

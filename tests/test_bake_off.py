@@ -88,6 +88,6 @@ def test_a_default_that_acts_on_nothing_in_a_run_keeps_its_record():
 
     added = ["advantage.step_combine=add"]
     assert digest() == digest(*added) == digest(*added, "advantage.step_alpha=2")
-    prm = f"rewards=[{{source: env}}, {bake_off.PRM}]"
-    assert digest(prm) != digest(prm, *added)
+    mc = f"rewards=[{{source: env}}, {bake_off.MC}]"
+    assert digest(mc) != digest(mc, *added)
     assert digest() != digest("advantage.scale=none")

@@ -243,3 +243,23 @@ def test_redistributing_needs_an_outcome_to_redistribute():
     assert [r.scores for r in load_config(TrainConfig, None, added).rewards] == ["process"]
     both = ["model=m", f"rewards=[{{source: env}}, {mc}]"]
     assert len(load_config(TrainConfig, None, both).rewards) == 2
+
+
+def test_a_process_reward_that_learns_from_the_run_is_never_added():
+    """The implicit PRM learns from the policy's own episodes, so the policy can steer what
+    it pays: added to the outcome it came to pay malformed calls until they broke. Added, it
+    is refused in words; redistributed, it loads. Monte-Carlo values (the verdict's own mean
+    over continuations) may still be added."""
+    from toolgym.training.config import TrainConfig
+
+    prm = "rewards=[{source: env}, {source: implicit_prm, name: prm, scores: process}]"
+    with pytest.raises(ConfigError, match="prm learns from the run's own episodes.*redistribute"):
+        load_config(TrainConfig, None, ["model=m", prm, "advantage.step_combine=add"])
+    assert load_config(TrainConfig, None, ["model=m", prm]).advantage.step_combine == "redistribute"
+    mc = "rewards=[{source: env}, {source: mc_values, scores: process}]"
+    added = load_config(TrainConfig, None, ["model=m", mc, "advantage.step_combine=add"])
+    assert added.advantage.step_combine == "add"
+    alone = "rewards=[{source: implicit_prm, scores: process}]"
+    with pytest.raises(ConfigError, match="add an outcome reward") as refused:
+        load_config(TrainConfig, None, ["model=m", alone])
+    assert "step_combine: add" not in str(refused.value)  # the way out it names is open

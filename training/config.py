@@ -157,7 +157,8 @@ class AdvantageSection(ConfigModel):
     episode's turns as they rank them, its sum and every turn's sign kept (`redistribute`;
     training/advantages/step_term.py), or their normalised step term added (`add`, able to
     outweigh the verified outcome: added, the implicit PRM came to pay malformed calls in one
-    far-goal seed of three). docs/which-method.md has what each did."""
+    far-goal seed of three, so a process reward that learns from the run's own episodes is
+    refused with it). docs/which-method.md has what each did."""
     anchor_similarity: float | None = Field(None, gt=0, le=1)
     """GiGPO's anchor groups (and adv/anchor_coverage): None joins steps whose env state_key
     is equal; a number s in (0, 1] also joins steps whose observations acted on share at
@@ -711,13 +712,29 @@ class TrainConfig(ConfigModel):
 
     def _process_rewards_move_credit(self) -> None:
         """Redistributed process rewards only move the outcome's credit between turns: with
-        no outcome reward there is none, and they would train nothing."""
+        no outcome reward there is none, and they would train nothing. A process reward that
+        learns from the run's own episodes is never added: the policy could steer it to pay
+        more than the verified outcome does."""
+        from toolgym.training.rewards import SOURCES
+
         scores = {r.scores for r in self.rewards}
+        learned = [
+            r.label for r in self.rewards if r.scores == "process" and SOURCES[r.source].learns
+        ]
         if self.advantage.step_combine == "redistribute" and scores == {"process"}:
             raise ConfigError(
                 "rewards: every source scores process, and advantage.step_combine: "
                 "redistribute only moves an outcome reward's credit between turns; add an "
-                "outcome reward (e.g. {source: env}), or set advantage.step_combine: add"
+                "outcome reward (e.g. {source: env})"
+                + ("" if learned else ", or set advantage.step_combine: add")
+            )
+        if self.advantage.step_combine == "add" and learned:
+            raise ConfigError(
+                f"rewards: {', '.join(learned)} learns from the run's own episodes, and "
+                "added (advantage.step_combine: add) what it pays can outweigh the verified "
+                "outcome: added, the implicit PRM came to pay malformed calls until they broke "
+                "(docs/which-method.md). Keep advantage.step_combine: redistribute, which only "
+                "moves the outcome's credit between an episode's turns"
             )
 
     def _harness_fits(self) -> None:

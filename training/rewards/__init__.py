@@ -45,6 +45,10 @@ class SourceKind:
     verified: bool = False
     """It pays the env's or the checker's own verdict; any other source is a proxy of that
     verdict, whose agreement with it every step logs (agreement.py)."""
+    learns: bool = False
+    """It learns from the run's own episodes as they are played, so the policy it scores can
+    steer what it pays: as a process reward it may only move the outcome's credit between
+    turns (advantage.step_combine: redistribute), never be added to it."""
 
     @property
     def make(self) -> Callable[..., RewardSource]:
@@ -69,6 +73,7 @@ SOURCES: dict[str, SourceKind] = {
         ("process",),
         needs_context=True,
         settings=PRMSettings,
+        learns=True,
     ),
     "mc_values": SourceKind(
         f"{_HERE}.mc_reward:MCValueReward", ("process",), needs_context=True, settings=MCSettings
