@@ -730,11 +730,12 @@ class TrainConfig(ConfigModel):
             )
         if self.advantage.step_combine == "add" and learned:
             raise ConfigError(
-                f"rewards: {', '.join(learned)} learns from the run's own episodes, and "
-                "added (advantage.step_combine: add) what it pays can outweigh the verified "
-                "outcome: added, the implicit PRM came to pay malformed calls until they broke "
-                "(docs/which-method.md). Keep advantage.step_combine: redistribute, which only "
-                "moves the outcome's credit between an episode's turns"
+                f"rewards: {', '.join(learned)} {'learn' if len(learned) > 1 else 'learns'} "
+                "from the run's own episodes, and added (advantage.step_combine: add) what it "
+                "pays can outweigh the verified outcome: added, the implicit PRM came to pay "
+                "malformed calls until they broke (docs/which-method.md). Keep "
+                "advantage.step_combine: redistribute, which only moves the outcome's credit "
+                "between an episode's turns"
             )
 
     def _harness_fits(self) -> None:
