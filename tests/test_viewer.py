@@ -89,7 +89,7 @@ class Page:
 
     def open(self, route, ready):
         self.page.goto(f"{self.url}/#{route}")
-        self.page.wait_for_selector(ready, timeout=20_000)
+        self.page.wait_for_selector(ready)
         return self.page
 
 
@@ -153,8 +153,8 @@ def test_the_pages_read_at_a_laptops_width_and_a_narrow_one(runs, viewer, browse
     axes whose labels stay short (values too small to read are drawn in a named power of
     ten); a step page states the step's own figures."""
     page = Page(browser, viewer, width)
-    for route in ("/", "/run/0"):
-        shown = page.open(route, ".chart")
+    for route, ready in (("/", ".chart"), ("/run/0", "#steps a")):
+        shown = page.open(route, ready)
         sizes = shown.eval_on_selector_all(
             ".chart",
             """charts => charts.map((c) => {
@@ -172,6 +172,28 @@ def test_the_pages_read_at_a_laptops_width_and_a_narrow_one(runs, viewer, browse
     step = int(sorted((runs["quickstart"] / "rollouts").iterdir())[-1].stem.removeprefix("step_"))
     listed = page.open(f"/run/0/step/{step}", "#figures")
     assert "episodes played" in listed.inner_text("#figures")
+    assert page.errors == []
+
+
+def test_a_page_left_before_its_answer_came_never_covers_the_one_opened_next(runs, viewer, browser):
+    """A step opened while the run page still waits for its records: the run page's answer,
+    come late, is dropped, not drawn over the step page the user moved to."""
+    page = Page(browser, viewer)
+    held = []
+    page.page.route(re.compile(r"/api/runs/0/records"), lambda route: held.append(route))
+    page.page.goto(f"{viewer}/#/run/0")
+    for _ in range(400):  # the run page asks for its records, and waits
+        if held:
+            break
+        page.page.wait_for_timeout(50)
+    assert held, "the run page never asked for its records"
+    step = int(sorted((runs["quickstart"] / "rollouts").iterdir())[-1].stem.removeprefix("step_"))
+    listed = page.open(f"/run/0/step/{step}", "#figures")
+    with listed.expect_request_finished(lambda request: "/records" in request.url):
+        held[0].continue_()
+    listed.wait_for_timeout(500)  # what the late answer would draw, it draws at once
+    assert "episodes played" in listed.inner_text("#figures")
+    assert listed.locator("#steps").count() == 0
     assert page.errors == []
 
 

@@ -39,6 +39,7 @@ const PAGE = 50;
 let runs = [];
 const records = new Map(); // run number -> its records, in step order
 let poller = null;
+let visit = 0; // counts the pages opened: an answer for one the user has left is dropped
 let xAxis = "steps"; // or "env steps": runs compared at equal cost
 
 function el(tag, attrs, ...children) {
@@ -63,9 +64,15 @@ function svg(tag, attrs) {
   return node;
 }
 
+class Superseded extends Error {}
+
 async function api(path) {
+  // an answer that comes after the user has moved on is dropped: drawn, it would cover the
+  // page they moved to with the one they left
+  const asked = visit;
   const answer = await fetch(path);
   const body = await answer.json();
+  if (asked !== visit) throw new Superseded(`${path} answered after the page changed`);
   if (!answer.ok) throw new Error(body.error || answer.statusText);
   return body;
 }
@@ -109,10 +116,10 @@ function poll(numbers, redraw) {
     try {
       if (await refresh(numbers)) {
         live.textContent = `updated ${new Date().toLocaleTimeString()}`;
-        redraw();
+        await redraw();
       }
     } catch (error) {
-      live.textContent = `not updating: ${error.message}`;
+      if (!(error instanceof Superseded)) live.textContent = `not updating: ${error.message}`;
     }
   }, POLL_MS);
 }
@@ -321,7 +328,7 @@ async function runPage(n) {
     el("details", {}, el("summary", { text: "settings" }), settings),
   );
   await drawSteps();
-  poll([n], () => { draw(); drawSteps(); });
+  poll([n], async () => { draw(); await drawSteps(); });
 }
 
 function query(params) {
@@ -463,6 +470,7 @@ async function itemPage(n, item) {
 }
 
 async function route() {
+  visit += 1;
   if (poller) { clearInterval(poller); poller = null; }
   const [path, search] = (location.hash.slice(1) || "/").split("?");
   const params = new URLSearchParams(search || "");
@@ -478,7 +486,7 @@ async function route() {
     }
     return await home();
   } catch (error) {
-    show(el("p", { class: "bad", id: "error", text: error.message }));
+    if (!(error instanceof Superseded)) show(el("p", { class: "bad", id: "error", text: error.message }));
   }
 }
 
