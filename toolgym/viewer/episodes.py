@@ -77,7 +77,10 @@ def page(
 def episode(run: Run, step: int, index: int) -> dict[str, Any]:
     kept = run.step_file(step).trajectories
     if not 0 <= index < len(kept):
-        raise NotFound(f"step {step} of run {run.name} kept {len(kept)} episodes, not {index + 1}")
+        raise NotFound(
+            f"no episode {index} in step {step} of run {run.name}, which kept {len(kept)}"
+            " (numbered from 0)"
+        )
     t = kept[index]
     mates = [(k, other) for k, other in enumerate(kept) if other.group_id == t.group_id]
     turns = [turn(run, step, t, k, s, mates) for k, s in enumerate(t.steps)]
