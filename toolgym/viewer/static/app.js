@@ -67,12 +67,19 @@ function svg(tag, attrs) {
 class Superseded extends Error {}
 
 async function api(path) {
-  // an answer that comes after the user has moved on is dropped: drawn, it would cover the
-  // page they moved to with the one they left
+  // an answer that comes after the user has moved on is dropped, a failure too: drawn, it
+  // would cover the page they moved to with the one they left
   const asked = visit;
-  const answer = await fetch(path);
-  const body = await answer.json();
-  if (asked !== visit) throw new Superseded(`${path} answered after the page changed`);
+  const dropIfLeft = () => { if (asked !== visit) throw new Superseded(`${path} answered after the page changed`); };
+  let answer, body;
+  try {
+    answer = await fetch(path);
+    body = await answer.json();
+  } catch (error) {
+    dropIfLeft();
+    throw error;
+  }
+  dropIfLeft();
   if (!answer.ok) throw new Error(body.error || answer.statusText);
   return body;
 }
